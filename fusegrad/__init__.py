@@ -1,0 +1,49 @@
+"""fusegrad: differentiate NumPy-style Python functions into fused native kernels.
+
+>>> import numpy as np, fusegrad as fg, fusegrad.numpy as fnp
+>>> df = fg.grad(lambda x: fnp.sum(fnp.sin(x) * x))
+>>> df(np.zeros(3))
+array([0., 0., 0.])
+"""
+
+from . import numpy, tree  # noqa: F401  (fills NumPy's protocol table)
+from .api import (
+    GradError,
+    custom_vjp,
+    dump,
+    elementwise_grad,
+    grad,
+    hessian,
+    jacobian,
+    jit,
+    make_ir,
+    stop_gradient,
+    value_and_grad,
+    vjp,
+)
+from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
+from .passes.autodiff import NotDifferentiableError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Function",
+    "FusegradError",
+    "GradError",
+    "NotDifferentiableError",
+    "ShapeError",
+    "TensorType",
+    "TracerError",
+    "custom_vjp",
+    "dump",
+    "elementwise_grad",
+    "grad",
+    "hessian",
+    "jacobian",
+    "jit",
+    "make_ir",
+    "stop_gradient",
+    "tree",
+    "value_and_grad",
+    "vjp",
+]

@@ -1,0 +1,471 @@
+"""Functional transforms: grad, value_and_grad, vjp, jacobian, hessian, jit, ...
+
+Each transform traces the user's function to IR (``tracer``), applies IR passes
+(``passes.autodiff``) and executes the result (``runtime``). Applied to
+tracers (inside another transform) the result is inlined into the enclosing
+trace, which is what makes nested transforms of closures correct.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from . import config
+from .ir import Function, evaluate, ops
+from .ir.bind import aval, is_weak
+from .ir.errors import FusegradError
+from .ir.types import TensorType
+from .passes.autodiff import vjp as vjp_pass
+from .runtime import run
+from .tracer import Tracer, trace_pytree
+from .tracer.core import _state as _trace_state
+from .tracer.pytree import tree_flatten, tree_map, tree_unflatten
+
+
+class GradError(FusegradError, TypeError):
+    """A transform was asked for something it cannot do (non-scalar grad, int inputs...)."""
+
+
+# --- execution ---------------------------------------------------------------------
+
+
+def _concrete(x) -> bool:
+    return not isinstance(x, Tracer)
+
+
+def call(fn: Function, *args) -> tuple:
+    """Execute ``fn``: with NumPy on concrete arrays, recorded into the trace otherwise."""
+    if all(_concrete(a) for a in args) and not _trace_state.stack:
+        return run(fn, *args)
+    return evaluate(fn, *args)
+
+
+def _leaf(x):
+    """Normalise one argument leaf: Python scalars and lists become NumPy arrays."""
+    if isinstance(x, Tracer) or isinstance(x, np.ndarray):
+        return x
+    if hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__"):
+        return np.asarray(x)
+    if is_weak(x) or isinstance(x, np.generic | list):
+        return np.asarray(x)
+    raise TypeError(
+        f"fusegrad cannot take an argument of type {type(x).__name__}; pass NumPy arrays, "
+        "Python scalars or pytrees (tuple, list, dict, NamedTuple, dataclass) of them"
+    )
+
+
+def _argnums_tuple(argnums, nargs: int, who: str) -> tuple[int, ...]:
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise GradError(f"{who}: argnums={argnums} but the function was called with "
+                            f"{nargs} positional argument(s)")
+    return tuple(i % nargs for i in nums)
+
+
+def _diff_leaves(args, argnums, who) -> list[int]:
+    """Flat leaf indices of the differentiated arguments; integer inputs are an error."""
+    idx, start = [], 0
+    for i, a in enumerate(args):
+        leaves = tree_flatten(a)[0]
+        if i in argnums:
+            for k, leaf in enumerate(leaves):
+                dt = aval(leaf).dtype
+                if not np.issubdtype(dt, np.floating):
+                    where = f"argument {i}" + (f" (leaf {k})" if len(leaves) > 1 else "")
+                    raise GradError(
+                        f"{who}: {where} has dtype {dt}, and only floating-point inputs can "
+                        "be differentiated. Pass it as a float array (e.g. x.astype(float)) "
+                        "or leave it out of argnums."
+                    )
+                idx.append(start + k)
+        start += len(leaves)
+    return idx
+
+
+def _ones_like(x):
+    t = aval(x)
+    return ops.broadcast_to(np.ones((), t.dtype), shape=t.shape)
+
+
+def _structure_grads(args, argnums, flat_grads, single: bool):
+    out, it = [], iter(flat_grads)
+    for i in argnums:
+        leaves, td = tree_flatten(args[i])
+        out.append(tree_unflatten(td, [next(it) for _ in leaves]))
+    return out[0] if single else tuple(out)
+
+
+# --- grad and friends ---------------------------------------------------------------
+
+
+def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False):
+    """``f``'s value and its gradient w.r.t. ``argnums``; ``f`` must return a scalar.
+
+    With ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is
+    ``((value, aux), grad)``, as in JAX.
+    """
+    if f is None:
+        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
+
+    @functools.wraps(f)
+    def value_and_grad_f(*args, **kwargs):
+        args = tree_map(_leaf, args)
+        nums = _argnums_tuple(argnums, len(args), "grad")
+        wrt = _diff_leaves(args, nums, "grad")
+        fun = functools.partial(f, **kwargs) if kwargs else f
+        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
+        fn = traced.function
+        if has_aux:
+            if traced.out_tree.kind not in ("tuple", "list") or len(traced.out_tree.children) != 2:
+                raise GradError("grad(has_aux=True): the function must return a pair "
+                                f"(value, aux), got structure {traced.out_tree}")
+        elif traced.out_tree.num_leaves != 1:
+            raise GradError(f"grad: the function must return one scalar, got {traced.out_tree}")
+        loss_t = fn.out_types[0]
+        if loss_t.shape != () or not loss_t.is_float:
+            raise GradError(
+                f"grad: the function must return a floating-point scalar (shape ()), but it "
+                f"returned {loss_t}. Reduce it (e.g. .sum() or .mean()), or use fg.jacobian "
+                "for vector outputs and fg.vjp for vector-Jacobian products."
+            )
+        g = vjp_pass(fn, wrt, seeds=(0,), name=f"{fn.name}_grad")
+        leaves = tree_flatten(args)[0]
+        outs = call(g, *leaves, *traced.free, np.ones((), loss_t.dtype))
+        n = len(fn.results)
+        value = tree_unflatten(traced.out_tree, outs[:n])
+        grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
+        return value, grads
+
+    return value_and_grad_f
+
+
+def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+    """The gradient of scalar-valued ``f`` w.r.t. argument(s) ``argnums``.
+
+    Usable as ``@fg.grad`` or ``fg.grad(f, argnums=(0, 1))``. The result has
+    the structure of the differentiated argument(s); with ``has_aux`` it is
+    ``(grad, aux)``.
+
+    >>> import numpy as np
+    >>> float(grad(lambda x: x ** 3)(2.0))
+    12.0
+    """
+    if f is None:
+        return functools.partial(grad, argnums=argnums, has_aux=has_aux)
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def grad_f(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return grad_f
+
+
+def vjp(f: Callable, *primals, has_aux: bool = False):
+    """``(f(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+    primals = tree_map(_leaf, primals)
+    wrt = _diff_leaves(primals, tuple(range(len(primals))), "vjp")
+    traced = trace_pytree(f, primals)
+    fn = traced.function
+    n_out = len(fn.results)
+    aux_tree = None
+    if has_aux:
+        out_td = traced.out_tree
+        if out_td.kind not in ("tuple", "list") or len(out_td.children) != 2:
+            raise GradError(f"vjp(has_aux=True): f must return (out, aux), got {out_td}")
+        n_main = out_td.children[0].num_leaves
+        main_tree, aux_tree = out_td.children
+    else:
+        n_main, main_tree = n_out, traced.out_tree
+    leaves = tree_flatten(primals)[0]
+    outs = call(fn, *leaves, *traced.free)
+    g = vjp_pass(fn, wrt, seeds=tuple(range(n_main)), name=f"{fn.name}_vjp")
+
+    def vjp_fn(cotangent):
+        ct_leaves, ct_tree = tree_flatten(cotangent)
+        if ct_tree != main_tree:
+            raise GradError(f"vjp_fn: cotangent structure {ct_tree} != output structure "
+                            f"{main_tree}")
+        cts = []
+        for c, t in zip(ct_leaves, fn.out_types):
+            c = _leaf(c)
+            if aval(c).shape != t.shape:
+                raise GradError(f"vjp_fn: cotangent of shape {aval(c).shape} for an output of "
+                                f"shape {t.shape}; they must match")
+            cts.append(c if aval(c).dtype == t.dtype else ops.convert(c, dtype=t.dtype))
+        res = call(g, *leaves, *traced.free, *cts)
+        return _structure_grads(primals, range(len(primals)), res[n_out:], single=False)
+
+    main = tree_unflatten(main_tree, outs[:n_main])
+    if has_aux:
+        return main, vjp_fn, tree_unflatten(aux_tree, outs[n_main:])
+    return main, vjp_fn
+
+
+def elementwise_grad(f: Callable, argnums: int = 0):
+    """Sum of the Jacobian's rows: the derivative of each output element, for elementwise ``f``."""
+
+    @functools.wraps(f)
+    def ew(*args):
+        def partial_f(x):
+            return f(*args[:argnums], x, *args[argnums + 1:])
+
+        out, vjp_fn = vjp(partial_f, args[argnums])
+        return vjp_fn(tree_map(_ones_like, out))[0]
+
+    return ew
+
+
+def jacobian(f: Callable, argnums: int | Sequence[int] = 0):
+    """The Jacobian by reverse mode: one VJP per output element.
+
+    The result has the output's structure, each leaf holding an array of shape
+    ``out.shape + in.shape`` per differentiated argument (JAX's ``jacrev``).
+    """
+
+    @functools.wraps(f)
+    def jac(*args):
+        args = tree_map(_leaf, args)
+        nums = _argnums_tuple(argnums, len(args), "jacobian")
+
+        def sub(*dyn):
+            full = list(args)
+            for i, d in zip(nums, dyn):
+                full[i] = d
+            return f(*full)
+
+        out, vjp_fn = vjp(sub, *(args[i] for i in nums))
+        out_leaves, out_tree = tree_flatten(out)
+        rows_per_leaf = []
+        for k, o in enumerate(out_leaves):
+            t = aval(o)
+            rows = []
+            for j in range(t.size):
+                cts = [np.zeros(aval(x).shape, aval(x).dtype) for x in out_leaves]
+                basis = np.zeros(t.size, t.dtype)
+                basis[j] = 1
+                cts[k] = basis.reshape(t.shape)
+                rows.append(vjp_fn(tree_unflatten(out_tree, cts)))
+            rows_per_leaf.append((t, rows))
+        results = []
+        for t, rows in rows_per_leaf:
+            per_arg = []
+            for a_i in range(len(nums)):
+                in_leaves, in_tree = tree_flatten(args[nums[a_i]])
+                stacked = []
+                for li, x in enumerate(in_leaves):
+                    xs = aval(x).shape
+                    parts = [tree_flatten(r[a_i])[0][li] for r in rows]
+                    stacked.append(_stack(parts, t.shape + xs, t, x))
+                per_arg.append(tree_unflatten(in_tree, stacked))
+            results.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+        return tree_unflatten(out_tree, results)
+
+    return jac
+
+
+def _stack(parts, shape, out_t: TensorType, x):
+    from .ir import array as A
+
+    if not parts:
+        return np.zeros(shape, aval(x).dtype)
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.stack(parts).reshape(shape)
+    rows = [A.reshape(p, (1, math.prod(aval(p).shape))) for p in parts]
+    return A.reshape(A.concatenate(rows, axis=0), shape)
+
+
+def hessian(f: Callable, argnums: int | Sequence[int] = 0):
+    """The Hessian of scalar ``f``: the Jacobian of its gradient."""
+    return jacobian(grad(f, argnums), argnums)
+
+
+def stop_gradient(x):
+    """``x`` with no gradient flowing back through it (values unchanged)."""
+    return tree_map(lambda leaf: ops.stop_gradient(_leaf(leaf)), x)
+
+
+# --- custom rules -------------------------------------------------------------------
+
+
+class custom_vjp:
+    """A function with a hand-written VJP, as ``jax.custom_vjp``.
+
+    >>> @custom_vjp
+    ... def clip_grad(x):
+    ...     return x
+    >>> def fwd(x):
+    ...     return x, None
+    >>> def bwd(res, g):
+    ...     return (np.clip(g, -1.0, 1.0),)
+    >>> clip_grad.defvjp(fwd, bwd)
+
+    ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple`` with one
+    cotangent per argument (``None`` for zero). Under a transform the forward
+    computation runs ``fwd``. Arrays ``fun``/``fwd`` close over get no gradient.
+    """
+
+    def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            raise GradError(f"custom_vjp function {self.__name__} has no VJP: call "
+                            f"{self.__name__}.defvjp(fwd, bwd) first")
+        args = tree_map(_leaf, args)
+        leaves, in_tree = tree_flatten(args)
+        if all(_concrete(x) for x in leaves) and not _trace_state.stack:
+            return self.fun(*args)
+        fwd_t = trace_pytree(self.fwd, args, name=f"{self.__name__}_fwd")
+        td = fwd_t.out_tree
+        if td.kind not in ("tuple", "list") or len(td.children) != 2:
+            raise GradError(f"custom_vjp {self.__name__}: fwd must return (out, residuals), "
+                            f"got structure {td}")
+        out_td, res_td = td.children
+        n_out = out_td.num_leaves
+        fwd_fn = fwd_t.function
+        out_types = fwd_fn.out_types
+        res_avals = [t for t in out_types[n_out:]]
+        ct_avals = [t for t in out_types[:n_out]]
+
+        def bwd_flat(*flat):
+            res = tree_unflatten(res_td, list(flat[: len(res_avals)]))
+            g = tree_unflatten(out_td, list(flat[len(res_avals):]))
+            cts = self.bwd(res, g)
+            if not isinstance(cts, tuple) or len(cts) != len(args):
+                raise GradError(f"custom_vjp {self.__name__}: bwd must return a tuple with one "
+                                f"cotangent per argument ({len(args)}), got {cts!r:.80}")
+            flat_cts = []
+            for a, c in zip(args, cts):
+                a_leaves, a_td = tree_flatten(a)
+                c_leaves = ([None] * len(a_leaves) if c is None else tree_flatten(c)[0])
+                for x, cl in zip(a_leaves, c_leaves):
+                    flat_cts.append(np.zeros(aval(x).shape, aval(x).dtype) if cl is None else cl)
+            return tuple(flat_cts)
+
+        bwd_t = trace_pytree(lambda *xs: bwd_flat(*xs), (*res_avals, *ct_avals),
+                             name=f"{self.__name__}_bwd")
+        outs = ops.custom_vjp_call(
+            *leaves, *fwd_t.free, *bwd_t.free,
+            regions=(fwd_fn, bwd_t.function), num_out=n_out,
+        )
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return tree_unflatten(out_td, list(outs[:n_out]))
+
+
+# --- inspection ---------------------------------------------------------------------
+
+
+def make_ir(f: Callable, static_argnums: Sequence[int] = ()):
+    """``make_ir(f)(*args)`` returns the traced ``Function`` (print it to read the IR)."""
+
+    @functools.wraps(f)
+    def ir_of(*args):
+        fun, dyn = _split_static(f, args, static_argnums)
+        return trace_pytree(fun, dyn, name=getattr(f, "__name__", "f")).function
+
+    return ir_of
+
+
+def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, Function]]:
+    """``(stage name, seconds, Function)`` after each stage: ``traced``, then ``grad``."""
+    args = tree_map(_leaf, args)
+    t0 = time.perf_counter()
+    traced = trace_pytree(f, args, name=getattr(f, "__name__", "f"))
+    out = [("traced", time.perf_counter() - t0, traced.function)]
+    if grad:
+        fn = traced.function
+        wrt = [i for i, p in enumerate(fn.params[: len(fn.params) - len(traced.free)])
+               if p.type.is_float]
+        t0 = time.perf_counter()
+        g = vjp_pass(fn, wrt, name=f"{fn.name}_grad")
+        out.append(("grad", time.perf_counter() - t0, g))
+    return out
+
+
+STAGES = ("traced", "grad")
+
+
+def dump(f: Callable, *args, stage: str = "all", file=None) -> None:
+    """Print the IR of ``f`` for ``args`` after ``stage`` (``traced``, ``grad`` or ``all``)."""
+    if stage not in (*STAGES, "all"):
+        raise ValueError(f"dump: unknown stage {stage!r}; choose one of {', '.join(STAGES)}, all")
+    file = file or sys.stdout
+    for name, secs, fn in stages(f, *args, grad=stage in ("grad", "all")):
+        if stage in ("all", name):
+            print(f"// ---- stage: {name} ({secs * 1e3:.2f} ms) ----", file=file)
+            print(fn, file=file)
+
+
+# --- jit ----------------------------------------------------------------------------
+
+
+def _split_static(f, args, static_argnums):
+    static = tuple(i % len(args) for i in static_argnums) if args else ()
+    if not static:
+        return f, args
+    dyn_idx = [i for i in range(len(args)) if i not in static]
+
+    def fun(*dyn):
+        full = list(args)
+        for i, d in zip(dyn_idx, dyn):
+            full[i] = d
+        return f(*full)
+
+    fun.__name__ = getattr(f, "__name__", "f")
+    return fun, tuple(args[i] for i in dyn_idx)
+
+
+class jit:
+    """Trace ``f`` once per argument structure, shapes, dtypes and static values.
+
+    Calls with a signature seen before reuse its IR; ``static_argnums`` are
+    passed as Python values (they must be hashable) and may steer control flow.
+    """
+
+    def __init__(self, f: Callable, static_argnums: int | Sequence[int] = ()):
+        functools.update_wrapper(self, f)
+        self.f = f
+        self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
+                               else tuple(static_argnums))
+        self._cache: dict = {}
+
+    def _key(self, args):
+        static = tuple(i % len(args) for i in self.static_argnums)
+        try:
+            svals = tuple((i, args[i]) for i in static)
+            hash(svals)
+        except TypeError:
+            raise TypeError(f"jit: static arguments {static} must be hashable") from None
+        dyn = tuple(a for i, a in enumerate(args) if i not in static)
+        leaves, td = tree_flatten(dyn)
+        types = tuple(aval(_leaf(x)) for x in leaves)
+        return (td, types, svals), dyn
+
+    def __call__(self, *args):
+        key, dyn = self._key(args)
+        traced = self._cache.get(key)
+        if traced is None:
+            if config.LOG_COMPILES:
+                print(f"fusegrad: tracing {self.__name__} for {key[1]}", file=sys.stderr)
+            fun, dyn = _split_static(self.f, args, self.static_argnums)
+            traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
+            self._cache[key] = traced
+        leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
+        outs = call(traced.function, *leaves, *traced.free)
+        return tree_unflatten(traced.out_tree, list(outs))

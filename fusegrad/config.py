@@ -1,0 +1,22 @@
+"""Every FUSEGRAD_* environment variable, read in one place, with its default."""
+
+from __future__ import annotations
+
+import os
+
+
+def _flag(name: str, default: bool = False) -> bool:
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    return raw.strip().lower() not in ("", "0", "false", "no", "off")
+
+
+#: Run every transform through the NumPy reference interpreter.
+DISABLE_JIT: bool = _flag("FUSEGRAD_DISABLE_JIT")
+
+#: Log every trace made by ``fg.jit`` and why it was needed (new signature).
+LOG_COMPILES: bool = _flag("FUSEGRAD_LOG_COMPILES")
+
+#: Verify the IR after every pass (always on in the test suite).
+VERIFY: bool = _flag("FUSEGRAD_VERIFY")

@@ -1,0 +1,267 @@
+"""NumPy semantics over ``ops``: the functions every array class shares.
+
+Tracers, eager Tensors and ``fusegrad.numpy`` all build on these, so axis
+handling, keepdims, 1-D matmul and dtype rules are written once. Everything
+here goes through ``bind`` and so works on any operand bind accepts.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+
+import numpy as np
+
+from . import ops
+from .bind import aval, is_weak
+from .errors import ShapeError
+from .types import dtype_name, is_float
+
+#: NumPy function -> fusegrad implementation, filled by ``fusegrad.numpy``;
+#: array classes use it for ``__array_function__`` and ``__array_ufunc__``.
+NUMPY_FUNCTIONS: dict = {}
+
+
+def implements(*np_funcs):
+    def deco(f):
+        for g in np_funcs:
+            NUMPY_FUNCTIONS[g] = f
+        return f
+
+    return deco
+
+
+def shape(x) -> tuple[int, ...]:
+    return aval(x).shape
+
+
+def ndim(x) -> int:
+    return len(shape(x))
+
+
+def dtype(x) -> np.dtype:
+    return aval(x).dtype
+
+
+def asarray(x):
+    """Leave arrays, tracers and Tensors alone; turn scalars and lists into arrays."""
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return x
+    return np.asarray(x)
+
+
+def astype(x, dt):
+    dt = np.dtype(dt)
+    if is_weak(x):
+        return np.asarray(x, dtype=dt)
+    return x if dtype(x) == dt else ops.convert(x, dtype=dtype_name(dt))
+
+
+def to_float(x):
+    """``x`` as floating point (integers and bools -> f64, as NumPy's true divide does)."""
+    if is_weak(x):
+        return float(x)
+    return x if is_float(dtype(x)) else astype(x, np.float64)
+
+
+def norm_axes(axis, nd: int, name: str = "reduction") -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(nd))
+    if isinstance(axis, int | np.integer):
+        axis = (int(axis),)
+    out = []
+    for a in axis:
+        if not -builtins.max(nd, 1) <= a < builtins.max(nd, 1):
+            raise ShapeError(f"{name}: axis {a} is out of bounds for an array of rank {nd}")
+        out.append(a % nd if nd else 0)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{name}: repeated axis in {tuple(axis)}")
+    return tuple(sorted(out))
+
+
+def _keep(x, res, axes, keepdims):
+    if not keepdims:
+        return res
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape(x)))
+    return reshape(res, kept)
+
+
+def _reduce(opname, x, axis, keepdims):
+    x = asarray(x)
+    axes = norm_axes(axis, ndim(x), opname)
+    if not axes:
+        return x
+    return _keep(x, ops.__dict__[opname](x, axes=axes), axes, keepdims)
+
+
+def sum(x, axis=None, dtype=None, keepdims=False):
+    x = asarray(x)
+    if dtype is not None:
+        x = astype(x, dtype)
+    elif aval(x).dtype == np.bool_:
+        x = astype(x, np.int64)
+    return _reduce("reduce_sum", x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims=False):
+    return _reduce("reduce_max", x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):
+    return _reduce("reduce_min", x, axis, keepdims)
+
+
+def count(x, axis) -> int:
+    axes = norm_axes(axis, ndim(x))
+    return math.prod(shape(x)[a] for a in axes)
+
+
+def mean(x, axis=None, keepdims=False):
+    x = to_float(asarray(x))
+    return sum(x, axis, keepdims=keepdims) / count(x, axis)
+
+
+def var(x, axis=None, ddof=0, keepdims=False):
+    x = to_float(asarray(x))
+    centred = x - mean(x, axis, keepdims=True)
+    return sum(centred * centred, axis, keepdims=keepdims) / builtins.max(count(x, axis) - ddof, 0)
+
+
+def std(x, axis=None, ddof=0, keepdims=False):
+    return ops.sqrt(var(x, axis, ddof, keepdims))
+
+
+def prod(x, axis=None, keepdims=False):
+    """Product by a balanced tree of multiplications, so every gradient is exact at zeros."""
+    x = asarray(x)
+    axes = norm_axes(axis, ndim(x), "prod")
+    rest = [i for i in range(ndim(x)) if i not in axes]
+    moved = transpose(x, rest + list(axes))
+    lead = tuple(shape(x)[i] for i in rest)
+    n = count(x, axes)
+    flat = reshape(moved, (*lead, n))
+    while n > 1:
+        half = n // 2
+        nd = len(lead) + 1
+        a = _slice_last(flat, 0, half, nd)
+        b = _slice_last(flat, half, 2 * half, nd)
+        tail = [_slice_last(flat, 2 * half, n, nd)] if n % 2 else []
+        flat = concatenate([a * b, *tail], axis=-1) if tail else a * b
+        n = half + n % 2
+    if n == 0:
+        flat = ops.broadcast_to(ops.constant(value=1, dtype=dtype_name(dtype(x))), (*lead, 1))
+    return _keep(x, reshape(flat, lead), axes, keepdims)
+
+
+def _slice_last(x, start, stop, nd):
+    return ops.slice(x, starts=(0,) * (nd - 1) + (start,), stops=shape(x)[:-1] + (stop,),
+                     steps=(1,) * nd)
+
+
+def argmax(x, axis=None):
+    x = asarray(x)
+    if axis is None:
+        return ops.argmax(reshape(x, (-1,)), axis=0)
+    return ops.argmax(x, axis=norm_axes(axis, ndim(x), "argmax")[0])
+
+
+def argmin(x, axis=None):
+    x = asarray(x)
+    if axis is None:
+        return ops.argmin(reshape(x, (-1,)), axis=0)
+    return ops.argmin(x, axis=norm_axes(axis, ndim(x), "argmin")[0])
+
+
+def reshape(x, *new_shape):
+    x = asarray(x)
+    if len(new_shape) == 1 and isinstance(new_shape[0], tuple | list):
+        new_shape = tuple(new_shape[0])
+    new_shape = tuple(int(d) for d in new_shape)
+    size = math.prod(shape(x))
+    if new_shape.count(-1) > 1:
+        raise ShapeError(f"reshape: can only specify one unknown dimension, got {new_shape}")
+    if -1 in new_shape:
+        known = math.prod(d for d in new_shape if d != -1)
+        if known == 0 or size % known:
+            raise ShapeError(f"reshape: cannot reshape array of shape {shape(x)} into {new_shape}")
+        new_shape = tuple(size // known if d == -1 else d for d in new_shape)
+    if new_shape == shape(x):
+        return x
+    return ops.reshape(x, shape=new_shape)
+
+
+def transpose(x, axes=None):
+    x = asarray(x)
+    nd = ndim(x)
+    perm = tuple(reversed(range(nd))) if axes is None else tuple(a % nd for a in axes)
+    if perm == tuple(range(nd)):
+        return x
+    return ops.transpose(x, perm=perm)
+
+
+def broadcast_to(x, new_shape):
+    x = asarray(x)
+    new_shape = tuple(new_shape)
+    if shape(x) == new_shape:
+        return x
+    return ops.broadcast_to(x, shape=new_shape)
+
+
+def concatenate(xs, axis=0):
+    xs = [asarray(x) for x in xs]
+    if len(xs) == 1:
+        return xs[0]
+    return ops.concatenate(*xs, axis=norm_axes(axis, ndim(xs[0]), "concatenate")[0])
+
+
+def matmul(a, b):
+    """NumPy's ``matmul``: 1-D operands are promoted to matrices and squeezed back."""
+    a, b = asarray(a), asarray(b)
+    if ndim(a) == 0 or ndim(b) == 0:
+        raise ShapeError(
+            f"matmul: operands must not be scalars, got shapes {shape(a)} and {shape(b)}; "
+            "use * for scalar multiplication"
+        )
+    a2 = reshape(a, (1, shape(a)[0])) if ndim(a) == 1 else a
+    b2 = reshape(b, (shape(b)[0], 1)) if ndim(b) == 1 else b
+    if shape(a2)[-1] != shape(b2)[-2]:
+        raise ShapeError(
+            f"matmul: shapes {shape(a)} and {shape(b)} are not aligned: "
+            f"{shape(a2)[-1]} (dim {ndim(a) - 1} of the first) != "
+            f"{shape(b2)[-2]} (dim {builtins.max(ndim(b) - 2, 0)} of the second)"
+        )
+    out = ops.matmul(a2, b2)
+    out_shape = shape(out)
+    if ndim(a) == 1:
+        out_shape = out_shape[:-2] + out_shape[-1:]
+    if ndim(b) == 1:
+        out_shape = out_shape[:-1]
+    return reshape(out, out_shape)
+
+
+def cumsum(x, axis=None):
+    x = asarray(x)
+    if axis is None:
+        return ops.cumsum(reshape(x, (-1,)), axis=0)
+    return ops.cumsum(x, axis=norm_axes(axis, ndim(x), "cumsum")[0])
+
+
+def squeeze(x, axis=None):
+    x = asarray(x)
+    s = shape(x)
+    axes = tuple(i for i, d in enumerate(s) if d == 1) if axis is None else norm_axes(
+        axis, len(s), "squeeze")
+    for a in axes:
+        if s[a] != 1:
+            raise ShapeError(f"squeeze: cannot select an axis of size {s[a]} (axis {a} of {s})")
+    return reshape(x, tuple(d for i, d in enumerate(s) if i not in axes))
+
+
+def clip(x, a_min=None, a_max=None):
+    x = asarray(x)
+    lo = -np.inf if a_min is None else a_min
+    hi = np.inf if a_max is None else a_max
+    if not is_float(dtype(x)):
+        lo = np.iinfo(dtype(x)).min if a_min is None else a_min
+        hi = np.iinfo(dtype(x)).max if a_max is None else a_max
+    return ops.clamp(x, lo, hi)

@@ -1,0 +1,249 @@
+"""NumPy indexing over ops: ``x[idx]`` and functional updates ``x.at[idx].set(v)``.
+
+Basic indices (ints, slices, ``None``, ``...``) become one ``slice`` op and a
+reshape. Integer-array indices (and concrete boolean masks, via their nonzero
+positions) gather with one ``take`` over the flattened indexed axes; several
+array indices broadcast together as in NumPy. Updates are the transposes:
+``update_slice`` and ``index_set`` / ``index_add``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import array as A
+from . import ops
+from .bind import aval, is_weak
+from .errors import ShapeError, TracerError
+
+
+def _is_array_index(i) -> bool:
+    if isinstance(i, slice) or i is None or i is Ellipsis:
+        return False
+    if isinstance(i, int | np.integer) and not isinstance(i, bool):
+        return False
+    return True
+
+
+def _as_index_array(i):
+    if isinstance(i, list | tuple | bool | np.bool_):
+        i = np.asarray(i)
+    if not (hasattr(i, "shape") and hasattr(i, "dtype")):
+        raise IndexError(f"only integers, slices, None, ..., and integer or boolean arrays are "
+                         f"valid indices, got {type(i).__name__}")
+    dt = aval(i).dtype
+    if dt == np.bool_:
+        if not isinstance(i, np.ndarray):
+            try:
+                i = np.asarray(i)
+            except TracerError as e:
+                raise TracerError(
+                    "boolean-mask indexing with a traced mask has a data-dependent shape "
+                    "and cannot be traced; use fnp.where(mask, x, 0) (or a fixed-size "
+                    f"mask reduction) instead. {e}"
+                ) from None
+        return list(np.nonzero(i))
+    if not np.issubdtype(dt, np.integer):
+        raise IndexError(f"arrays used as indices must be of integer or boolean type, got {dt}")
+    return [i]
+
+
+def _expand(x, idx):
+    """Normalise ``idx`` to a list of per-axis entries plus the positions of ``None``."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    entries: list = []
+    for i in idx:
+        if _is_array_index(i):
+            entries.extend(_as_index_array(i))
+        else:
+            entries.append(i)
+    nd = len(aval(x).shape)
+    consumed = sum(1 for e in entries if e is not None and e is not Ellipsis)
+    n_ellipsis = sum(e is Ellipsis for e in entries)
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if consumed > nd:
+        raise IndexError(f"too many indices for array: array is {nd}-dimensional, "
+                         f"but {consumed} were indexed")
+    if n_ellipsis:
+        k = next(i for i, e in enumerate(entries) if e is Ellipsis)
+        entries[k : k + 1] = [slice(None)] * (nd - consumed)
+    else:
+        entries += [slice(None)] * (nd - consumed)
+    return entries
+
+
+def _plan(x, idx):
+    """Split an index into a slice over every axis and the advanced (array) part."""
+    entries = _expand(x, idx)
+    shp = aval(x).shape
+    has_adv = any(_is_array_index(e) for e in entries)
+    starts, stops, steps, out_dims, adv, newaxes = [], [], [], [], [], []
+    axis = 0
+    for e in entries:
+        if e is None:
+            newaxes.append(len(out_dims))
+            out_dims.append(None)
+            continue
+        d = shp[axis]
+        if isinstance(e, slice):
+            s = slice(*e.indices(d))
+            starts.append(s.start)
+            stops.append(s.stop)
+            steps.append(s.step)
+            out_dims.append(axis)
+        elif isinstance(e, int | np.integer) and not has_adv:
+            if not -d <= e < d:
+                raise IndexError(f"index {e} is out of bounds for axis {axis} with size {d}")
+            e = int(e) % d
+            starts.append(e)
+            stops.append(e + 1)
+            steps.append(1)
+        else:
+            starts.append(0)
+            stops.append(d)
+            steps.append(1)
+            adv.append((axis, np.asarray(e) if isinstance(e, int | np.integer) else e))
+            out_dims.append(("adv", axis))
+        axis += 1
+    if adv and newaxes:
+        raise IndexError("combining None (newaxis) with integer-array indices is not supported; "
+                         "index first, then add the axis with fnp.expand_dims")
+    return (tuple(starts), tuple(stops), tuple(steps)), adv, out_dims
+
+
+def _is_full(x, sl) -> bool:
+    shp = aval(x).shape
+    return all(a == 0 and b == d and c == 1 for a, b, c, d in zip(*sl, shp))
+
+
+def _linear_index(sub_shape, adv):
+    """One integer array addressing the flattened advanced axes; out of range stays so."""
+    arrays = [a for _, a in adv]
+    dims = [sub_shape[ax] for ax, _ in adv]
+    if len(arrays) == 1:
+        return arrays[0], dims
+    bshape = np.broadcast_shapes(*(aval(a).shape for a in arrays))
+    lin = 0
+    valid = True
+    for a, d in zip(arrays, dims):
+        a = A.astype(a, np.int64)
+        ok = (a >= -d) & (a < d)
+        valid = ok if valid is True else valid & ok
+        wrapped = ops.select(a < 0, a + d, a)
+        lin = lin * d + wrapped
+    total = math.prod(dims)
+    lin = ops.select(valid, lin, total)
+    return A.broadcast_to(lin, bshape), dims
+
+
+def _move_adv_first(sub, adv):
+    nd = len(aval(sub).shape)
+    axes = [ax for ax, _ in adv]
+    perm = axes + [i for i in range(nd) if i not in axes]
+    moved = A.transpose(sub, perm)
+    rest = tuple(aval(moved).shape[len(axes) :])
+    return moved, perm, rest
+
+
+def getitem(x, idx):
+    x = A.asarray(x)
+    sl, adv, out_dims = _plan(x, idx)
+    sub = x if _is_full(x, sl) else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
+    sub_shape = aval(sub).shape
+    if not adv:
+        final = tuple(1 if d is None else sub_shape[d] for d in out_dims)
+        return A.reshape(sub, final)
+    lin, dims = _linear_index(sub_shape, adv)
+    moved, _, rest = _move_adv_first(sub, adv)
+    flat = A.reshape(moved, (math.prod(dims), *rest))
+    out = ops.take(flat, lin, axis=0)
+    bnd = len(aval(lin).shape)
+    adv_axes = [ax for ax, _ in adv]
+    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[0] + len(adv_axes)))
+    if adjacent and adv_axes[0] > 0:
+        k = adv_axes[0]
+        perm = list(range(bnd, bnd + k)) + list(range(bnd)) + list(
+            range(bnd + k, len(aval(out).shape)))
+        out = A.transpose(out, perm)
+    return out
+
+
+def _update(x, idx, v, mode):
+    x = A.asarray(x)
+    xt = aval(x)
+    v = A.astype(v, xt.dtype) if is_weak(v) or aval(v).dtype != xt.dtype else v
+    sl, adv, _ = _plan(x, idx)
+    full = _is_full(x, sl)
+    sub = x if full else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
+    sub_shape = aval(sub).shape
+    if not adv:
+        target = getitem(x, idx)
+        v = _fit(v, aval(target).shape, sub_shape, "set" if mode == "set" else "add")
+        new = v if mode == "set" else sub + v
+    else:
+        lin, dims = _linear_index(sub_shape, adv)
+        moved, perm, rest = _move_adv_first(sub, adv)
+        flat = A.reshape(moved, (math.prod(dims), *rest))
+        got = getitem(x, idx)
+        v = A.broadcast_to(v, aval(got).shape) if aval(v).shape != aval(got).shape else v
+        v_flat = _to_gather_layout(v, aval(lin).shape, rest, adv)
+        op = ops.index_set if mode == "set" else ops.index_add
+        new_flat = op(flat, lin, v_flat, axis=0)
+        new = A.transpose(A.reshape(new_flat, aval(moved).shape), np.argsort(perm))
+    if full:
+        return new
+    return ops.update_slice(x, new, starts=sl[0], stops=sl[1], steps=sl[2])
+
+
+def _fit(v, target_shape, sub_shape, verb):
+    try:
+        v = A.broadcast_to(v, target_shape)
+    except ShapeError:
+        raise ShapeError(f"at[...].{verb}: value of shape {aval(v).shape} cannot be broadcast "
+                         f"to the indexed shape {target_shape}") from None
+    return A.reshape(v, sub_shape)
+
+
+def _to_gather_layout(v, bshape, rest, adv):
+    """Undo getitem's placement of the broadcast index dims for an update value."""
+    bnd = len(bshape)
+    adv_axes = [ax for ax, _ in adv]
+    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[0] + len(adv_axes)))
+    if adjacent and adv_axes[0] > 0:
+        k = adv_axes[0]
+        nd = len(aval(v).shape)
+        perm = list(range(k, k + bnd)) + list(range(k)) + list(range(k + bnd, nd))
+        v = A.transpose(v, perm)
+    return v
+
+
+class IndexUpdateRef:
+    """``x.at[idx]``: functional updates that return a new array."""
+
+    __slots__ = ("idx", "x")
+
+    def __init__(self, x, idx):
+        self.x, self.idx = x, idx
+
+    def get(self):
+        return getitem(self.x, self.idx)
+
+    def set(self, v):
+        return _update(self.x, self.idx, v, "set")
+
+    def add(self, v):
+        return _update(self.x, self.idx, v, "add")
+
+
+class IndexUpdateHelper:
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, idx):
+        return IndexUpdateRef(self.x, idx)

@@ -1,0 +1,294 @@
+"""The op vocabulary: one table of every primitive op.
+
+Each entry gives the op's name, arity, attribute names, shape/dtype rule, how
+``bind`` promotes its operands, and its NumPy reference implementation. That
+table *is* the semantics: the interpreter runs the implementations, the
+autodiff pass and code generator key their own rules by these names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import shapes as S
+from .types import DTYPES
+
+
+@dataclass(frozen=True, slots=True)
+class OpDef:
+    """Schema of one primitive op.
+
+    ``promote``: how ``bind`` makes operand dtypes agree before the rule runs:
+    ``"same"`` (common NumPy 2 dtype, Python scalars weak), ``"float"`` (the
+    same, then integers -> f64), ``"select"`` (like ``same`` for all operands
+    but the boolean condition) or ``None`` (operands taken as they are).
+    """
+
+    name: str
+    arity: int | None
+    attrs: tuple[str, ...]
+    rule: Callable
+    impl: Callable
+    kind: str
+    promote: str | None = None
+    doc: str = ""
+
+
+OPS: dict[str, OpDef] = {}
+
+
+def _def(name, arity, rule, impl, kind, *, attrs=(), promote=None, doc=""):
+    OPS[name] = OpDef(name, arity, tuple(attrs), rule, impl, kind, promote, doc)
+
+
+def _scipy_special(fname):
+    def impl(x):
+        from scipy import special
+
+        return getattr(special, fname)(x)
+
+    impl.__name__ = fname
+    return impl
+
+
+# --- elementwise, one operand ------------------------------------------------------
+_FLOAT_UNARY = {
+    "exp": np.exp,
+    "log": np.log,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "arcsin": np.arcsin,
+    "arccos": np.arccos,
+    "arctan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "arcsinh": np.arcsinh,
+    "arccosh": np.arccosh,
+    "arctanh": np.arctanh,
+    "sqrt": np.sqrt,
+    "cbrt": np.cbrt,
+    "erf": _scipy_special("erf"),
+    "logistic": _scipy_special("expit"),
+}
+for _n, _f in _FLOAT_UNARY.items():
+    _def(_n, 1, S.elementwise(_n, need="float"), _f, "elementwise", promote="float")
+
+_SAME_UNARY = {
+    "neg": np.negative,
+    "abs": np.abs,
+    "sign": np.sign,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,
+}
+for _n, _f in _SAME_UNARY.items():
+    _def(_n, 1, S.elementwise(_n), _f, "elementwise", promote="same")
+
+_def("isnan", 1, S.elementwise("isnan", out="bool"), np.isnan, "elementwise", promote="same")
+_def(
+    "isfinite", 1, S.elementwise("isfinite", out="bool"), np.isfinite, "elementwise",
+    promote="same",
+)
+_def(
+    "logical_not", 1, S.elementwise("logical_not", need="bool"), np.logical_not,
+    "elementwise", promote="same",
+)
+
+# --- elementwise, two or three operands (NumPy broadcasting) -----------------------
+_SAME_BINARY = {
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "floor_divide": np.floor_divide,
+    "remainder": np.remainder,
+}
+for _n, _f in _SAME_BINARY.items():
+    _def(_n, 2, S.elementwise(_n), _f, "elementwise", promote="same")
+
+_def("div", 2, S.elementwise("div", need="float"), np.true_divide, "elementwise", promote="float")
+_def("atan2", 2, S.elementwise("atan2", need="float"), np.arctan2, "elementwise", promote="float")
+
+_COMPARE = {
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "eq": np.equal,
+    "ne": np.not_equal,
+}
+for _n, _f in _COMPARE.items():
+    _def(_n, 2, S.elementwise(_n, out="bool"), _f, "elementwise", promote="same")
+
+for _n, _f in {
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+}.items():
+    _def(_n, 2, S.elementwise(_n, need="bool"), _f, "elementwise", promote="same")
+
+_def("select", 3, S.select_rule, np.where, "elementwise", promote="select",
+     doc="select(c, a, b): a where c is true, else b")
+
+
+def _clamp(x, lo, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+_def("clamp", 3, S.elementwise("clamp"), _clamp, "elementwise", promote="same",
+     doc="clamp(x, lo, hi) = min(max(x, lo), hi); the gradient passes at the bounds")
+
+
+def _constant(*, value, dtype):
+    return np.asarray(value, dtype=DTYPES[dtype])
+
+
+def _convert(x, *, dtype):
+    return np.asarray(x).astype(DTYPES[dtype])
+
+
+_def("constant", 0, S.constant_rule, _constant, "elementwise", attrs=("value", "dtype"))
+_def("convert", 1, S.convert_rule, _convert, "elementwise", attrs=("dtype",))
+_def("stop_gradient", 1, S.identity_rule, np.array, "elementwise",
+     doc="identity whose gradient is zero")
+
+# --- reductions --------------------------------------------------------------------
+
+
+def _reducer(f):
+    def impl(x, *, axes):
+        return f(x, axis=tuple(axes))
+
+    impl.__name__ = f.__name__
+    return impl
+
+
+_def("reduce_sum", 1, S.reduce_rule("reduce_sum"), _reducer(np.sum), "reduction",
+     attrs=("axes",))
+_def("reduce_max", 1, S.reduce_rule("reduce_max"), _reducer(np.max), "reduction",
+     attrs=("axes",))
+_def("reduce_min", 1, S.reduce_rule("reduce_min"), _reducer(np.min), "reduction",
+     attrs=("axes",))
+_def("argmax", 1, S.arg_reduce_rule("argmax"), lambda x, *, axis: np.argmax(x, axis=axis),
+     "reduction", attrs=("axis",))
+_def("argmin", 1, S.arg_reduce_rule("argmin"), lambda x, *, axis: np.argmin(x, axis=axis),
+     "reduction", attrs=("axis",))
+_def("cumsum", 1, S.cumsum_rule, lambda x, *, axis: np.cumsum(x, axis=axis, dtype=x.dtype),
+     "scan", attrs=("axis",))
+
+# --- shape ops ---------------------------------------------------------------------
+
+
+def _slices(starts, stops, steps):
+    """Python slices for ``range(start, stop, step)`` per axis (stop -1 = before index 0)."""
+    return tuple(slice(a, None if b < 0 else b, c) for a, b, c in zip(starts, stops, steps))
+
+
+def _update_slice(x, v, *, starts, stops, steps):
+    out = np.array(x, copy=True)
+    out[_slices(starts, stops, steps)] = v
+    return out
+
+
+_def("reshape", 1, S.reshape_rule, lambda x, *, shape: np.reshape(x, shape), "shape",
+     attrs=("shape",))
+_def("transpose", 1, S.transpose_rule, lambda x, *, perm: np.transpose(x, perm), "shape",
+     attrs=("perm",))
+_def("broadcast_to", 1, S.broadcast_to_rule, lambda x, *, shape: np.broadcast_to(x, shape),
+     "shape", attrs=("shape",))
+_def("slice", 1, S.slice_rule,
+     lambda x, *, starts, stops, steps: x[_slices(starts, stops, steps)], "shape",
+     attrs=("starts", "stops", "steps"),
+     doc="x[start:stop:step, ...]: per axis the indices range(start, stop, step), "
+         "already normalised (no negative wrap-around)")
+_def("update_slice", 2, S.update_slice_rule, _update_slice, "shape",
+     attrs=("starts", "stops", "steps"), doc="x with x[slices] replaced by v")
+_def("concatenate", None, S.concatenate_rule,
+     lambda *xs, axis: np.concatenate(xs, axis=axis), "shape", attrs=("axis",))
+
+# --- indexing (gather / scatter along one axis) -------------------------------------
+
+
+def _check_bounds(name, x, idx, axis):
+    n = x.shape[axis]
+    if idx.size and (idx.min() < -n or idx.max() >= n):
+        bad = idx[(idx < -n) | (idx >= n)].flat[0]
+        raise IndexError(f"{name}: index {bad} is out of bounds for axis {axis} with size {n}")
+
+
+def _take(x, idx, *, axis):
+    _check_bounds("take", x, idx, axis)
+    return np.take(x, idx, axis=axis)
+
+
+def _index_update(accumulate):
+    def impl(x, idx, v, *, axis):
+        _check_bounds("index_add" if accumulate else "index_set", x, idx, axis)
+        out = np.array(x, copy=True)
+        moved = np.moveaxis(out, axis, 0)
+        vals = np.moveaxis(v, tuple(range(axis, axis + idx.ndim)), tuple(range(idx.ndim)))
+        if accumulate:
+            np.add.at(moved, idx, vals)
+        else:
+            moved[idx] = vals
+        return out
+
+    return impl
+
+
+_def("take", 2, S.take_rule, _take, "index", attrs=("axis",),
+     doc="np.take(x, idx, axis): gather along one axis, indices bounds-checked")
+_def("index_add", 3, S.index_update_rule("index_add"), _index_update(True), "index",
+     attrs=("axis",), doc="x with v added at idx along axis (repeated indices accumulate)")
+_def("index_set", 3, S.index_update_rule("index_set"), _index_update(False), "index",
+     attrs=("axis",), doc="x with v written at idx along axis")
+
+# --- contraction -------------------------------------------------------------------
+_def("matmul", 2, S.matmul_rule, np.matmul, "contraction", promote="same",
+     doc="batched matrix product, batch dimensions broadcast; rank >= 2")
+
+
+# --- region ops ------------------------------------------------------------------
+
+
+def _custom_vjp_rule(types, *, num_out, regions):
+    fwd, bwd = regions
+    nf = len(fwd.params)
+    if tuple(types[:nf]) != fwd.in_types or tuple(types[nf:]) != bwd.in_types[
+        len(bwd.in_types) - (len(types) - nf) :
+    ]:
+        raise S.ShapeError(
+            f"custom_vjp_call: operands {S.fmt(types)} do not match the forward rule's "
+            f"parameters {S.fmt(fwd.in_types)}"
+        )
+    return fwd.out_types
+
+
+def _custom_vjp_impl(*args, num_out, regions):
+    from .evaluate import evaluate
+
+    fwd = regions[0]
+    return evaluate(fwd, *args[: len(fwd.params)])
+
+
+_def("custom_vjp_call", None, _custom_vjp_rule, _custom_vjp_impl, "region",
+     attrs=("num_out",),
+     doc="a function with a user-defined VJP: regions (fwd, bwd); operands are fwd's "
+         "parameters then bwd's closed-over values; results are fwd's: num_out primal "
+         "outputs, then the residuals bwd receives")
+
+
+def get(name: str) -> OpDef:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise KeyError(f"unknown op {name!r}") from None

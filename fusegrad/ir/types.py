@@ -1,0 +1,101 @@
+"""Types of IR values: a concrete shape and a dtype."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+#: IR dtype name -> NumPy dtype. The short names are the ones the text form uses.
+DTYPES: dict[str, np.dtype] = {
+    "f64": np.dtype(np.float64),
+    "f32": np.dtype(np.float32),
+    "f16": np.dtype(np.float16),
+    "i64": np.dtype(np.int64),
+    "i32": np.dtype(np.int32),
+    "i16": np.dtype(np.int16),
+    "i8": np.dtype(np.int8),
+    "u8": np.dtype(np.uint8),
+    "bool": np.dtype(np.bool_),
+}
+_NAMES: dict[np.dtype, str] = {v: k for k, v in DTYPES.items()}
+
+
+def dtype_name(dtype) -> str:
+    """The IR name of a NumPy dtype (``float64`` -> ``f64``)."""
+    dt = np.dtype(dtype)
+    try:
+        return _NAMES[dt]
+    except KeyError:
+        raise TypeError(
+            f"dtype {dt} is not supported by fusegrad (supported: {', '.join(DTYPES)})"
+        ) from None
+
+
+def is_float(dtype) -> bool:
+    return np.issubdtype(np.dtype(dtype), np.floating)
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """The type of an IR value: a concrete shape tuple and a NumPy dtype.
+
+    >>> str(TensorType((3, 4), "float64"))
+    'f64[3,4]'
+    """
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __init__(self, shape, dtype):
+        object.__setattr__(self, "shape", tuple(int(d) for d in shape))
+        if isinstance(dtype, str) and dtype in DTYPES:
+            dtype = DTYPES[dtype]
+        object.__setattr__(self, "dtype", np.dtype(dtype))
+        dtype_name(self.dtype)
+        if any(d < 0 for d in self.shape):
+            raise ValueError(f"negative dimension in shape {self.shape}")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def is_float(self) -> bool:
+        return is_float(self.dtype)
+
+    def __str__(self) -> str:
+        return f"{dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+    __repr__ = __str__
+
+    @staticmethod
+    def of(x) -> TensorType:
+        """The type of a concrete array or scalar (Python scalars as NumPy sees them)."""
+        a = np.asarray(x)
+        return TensorType(a.shape, a.dtype)
+
+
+def parse_type(text: str) -> TensorType:
+    """Parse ``f64[3,4]`` / ``f32[]`` into a TensorType; ValueError on anything else."""
+    text = text.strip()
+    if not text.endswith("]") or "[" not in text:
+        raise ValueError(f"malformed type {text!r}: expected e.g. f64[3,4] or f32[]")
+    name, dims = text[:-1].split("[", 1)
+    if name not in DTYPES:
+        raise ValueError(f"malformed type {text!r}: unknown dtype {name!r} ({', '.join(DTYPES)})")
+    dims = dims.strip()
+    try:
+        shape = tuple(int(d) for d in dims.split(",")) if dims else ()
+    except ValueError:
+        raise ValueError(f"malformed type {text!r}: dimensions must be integers") from None
+    if any(d < 0 for d in shape):
+        raise ValueError(f"malformed type {text!r}: negative dimension")
+    return TensorType(shape, DTYPES[name])

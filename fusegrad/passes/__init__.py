@@ -1,0 +1,1 @@
+"""IR -> IR passes: autodiff (vjp and its rules), simplification."""

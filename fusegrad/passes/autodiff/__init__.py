@@ -1,0 +1,6 @@
+"""Automatic differentiation passes and their rule tables."""
+
+from .reverse import NotDifferentiableError, vjp
+from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES
+
+__all__ = ["NON_DIFFERENTIABLE", "VJP_RULES", "NotDifferentiableError", "vjp"]

@@ -1,0 +1,102 @@
+"""Reverse mode as an IR -> IR pass.
+
+``vjp(fn, wrt)`` returns a Function taking ``fn``'s parameters followed by one
+cotangent per result, and returning ``fn``'s results followed by the cotangent
+of each parameter in ``wrt``. It replays ``fn`` into a new trace, then walks
+the ops backwards calling each op's VJP rule on tracers, so the adjoint is
+plain IR: apply ``vjp`` to its output for higher derivatives.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ...ir import Function, bind
+from ...ir.bind import aval
+from ...ir.errors import FusegradError
+from ...tracer import Trace
+from ..simplify import dce
+from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, unbroadcast, zeros
+
+
+class NotDifferentiableError(FusegradError, TypeError):
+    """An op without a VJP rule sits on the path from an input to the output."""
+
+
+def _active_ops(fn: Function, wrt: Sequence[int]) -> tuple[set, set]:
+    """Values that depend differentiably on ``wrt`` params, and the ops producing them."""
+    active = {fn.params[i] for i in wrt}
+    ops_active = set()
+    for op in fn.ops:
+        if op.name in NON_DIFFERENTIABLE:
+            continue
+        if any(v in active for v in op.operands):
+            for r in op.results:
+                if r.type.is_float:
+                    active.add(r)
+            ops_active.add(op)
+    return active, ops_active
+
+
+def vjp(
+    fn: Function,
+    wrt: Sequence[int] | None = None,
+    seeds: Sequence[int] | None = None,
+    name: str | None = None,
+) -> Function:
+    """The reverse-mode derivative of ``fn`` with respect to parameters ``wrt``.
+
+    ``seeds`` lists the results that receive a cotangent parameter (default:
+    all); the others are treated as having a zero cotangent.
+    """
+    wrt = tuple(range(len(fn.params))) if wrt is None else tuple(wrt)
+    seeds = tuple(range(len(fn.results))) if seeds is None else tuple(seeds)
+    active, ops_active = _active_ops(fn, wrt)
+    with Trace(name or f"{fn.name}_vjp") as t:
+        env = {p: t.new_arg(p.type, p.hint) for p in fn.params}
+        seed_args = {i: t.new_arg(fn.results[i].type, "ct") for i in seeds}
+        for op in fn.ops:
+            out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions, **op.attrs)
+            env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
+        cts: dict = {}
+        for i, s in seed_args.items():
+            if fn.results[i] in active:
+                _accumulate(cts, fn.results[i], s)
+        for op in reversed(fn.ops):
+            if op in ops_active and any(r in cts for r in op.results):
+                _backprop(op, env, cts, active)
+        results = [t.wrap(env[r]) for r in fn.results]
+        for i in wrt:
+            p = fn.params[i]
+            results.append(t.wrap(cts[p] if p in cts else zeros(p.type.shape, p.type.dtype)))
+        out_fn = t.builder.build([t.to_value(x) for x in results])
+    return dce(out_fn)
+
+
+def _accumulate(cts: dict, v, ct) -> None:
+    ct = unbroadcast(ct, v.type.shape)
+    if aval(ct).dtype != v.type.dtype:
+        ct = bind("convert", ct, dtype=v.type.dtype)
+    cts[v] = cts[v] + ct if v in cts else ct
+
+
+def _backprop(op, env, cts, active) -> None:
+    rule = VJP_RULES.get(op.name)
+    if rule is None:
+        where = f" (at {op.loc})" if op.loc else ""
+        raise NotDifferentiableError(
+            f"op {op.name!r}{where} has no gradient rule, but its result depends on an input "
+            "being differentiated; wrap the input in fg.stop_gradient(...) if no gradient "
+            "should flow through it"
+        )
+    gs = [cts.get(r) for r in op.results]
+    gs = [g if g is not None else zeros(r.type.shape, r.type.dtype) for g, r in zip(gs, op.results)]
+    outs = [env[r] for r in op.results]
+    kwargs = dict(op.attrs, regions=op.regions) if op.regions else op.attrs
+    if len(op.results) == 1:
+        in_cts = rule(gs[0], outs[0], *(env[v] for v in op.operands), **kwargs)
+    else:
+        in_cts = rule(tuple(gs), tuple(outs), *(env[v] for v in op.operands), **kwargs)
+    for v, ct in zip(op.operands, in_cts):
+        if ct is not None and v in active:
+            _accumulate(cts, v, ct)

@@ -1,0 +1,213 @@
+"""Tracers and traces.
+
+A ``Trace`` records ops into a Builder. Each transform opens a trace with its
+own level on a thread-local stack; ``bind`` hands an op to the trace of the
+highest-level tracer among its operands. Operands that are not that trace's own
+tracers are lifted: a tracer of an outer trace (a free variable of a nested
+transform) or a closed-over array becomes an implicit input of the Function,
+a 0-d literal becomes a ``constant`` op.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+import numpy as np
+
+from ..ir import Builder, TensorType, Value, register_array_type
+from ..ir.bind import register_ambient
+from ..ir.errors import TracerError
+from ..ir.methods import ArrayMethods
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class _State(threading.local):
+    def __init__(self):
+        self.stack: list[Trace] = []
+
+
+_state = _State()
+
+
+def user_location() -> str | None:
+    """``file:line`` of the innermost stack frame outside fusegrad itself."""
+    f = sys._getframe(1)
+    while f is not None:
+        fname = f.f_code.co_filename
+        if not fname.startswith(_PKG_DIR) and not fname.startswith("<frozen"):
+            return f"{fname}:{f.f_lineno}"
+        f = f.f_back
+    return None
+
+
+class Trace:
+    """One open recording. Use as a context manager: ``with Trace("f") as t:``."""
+
+    def __init__(self, name: str = "f"):
+        self.name = name
+        self.builder = Builder(name)
+        self.level = 0
+        self.active = False
+        self.free: dict[int, tuple[object, Value]] = {}
+        self._consts: dict[tuple, Value] = {}
+
+    def __enter__(self) -> Trace:
+        stack = _state.stack
+        self.level = (stack[-1].level + 1) if stack else 1
+        self.active = True
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.active = False
+        stack = _state.stack
+        if stack and stack[-1] is self:
+            stack.pop()
+        else:
+            stack.remove(self)
+
+    def new_arg(self, type: TensorType, hint: str | None = None) -> Tracer:
+        return Tracer(self, self.builder.param(type, hint))
+
+    def wrap(self, x) -> Tracer:
+        """``x`` (a tracer of this trace, a literal or a closed-over array) as a tracer here."""
+        return x if isinstance(x, Tracer) and x._trace is self else Tracer(self, self.to_value(x))
+
+    @property
+    def free_values(self) -> list:
+        """The lifted objects, in the order of their implicit parameters."""
+        return [obj for obj, _ in self.free.values()]
+
+    def to_value(self, x) -> Value:
+        if isinstance(x, Tracer):
+            if x._trace is self:
+                return x.value
+            if not x._trace.active:
+                raise _leaked(x)
+        elif isinstance(x, np.ndarray | np.generic) and np.ndim(x) == 0:
+            return self._constant(np.asarray(x))
+        key = id(x)
+        if key not in self.free:
+            from ..ir.bind import aval
+
+            hint = "c" if isinstance(x, np.ndarray) else None
+            self.free[key] = (x, self.builder.param(aval(x), hint))
+        return self.free[key][1]
+
+    def _constant(self, a: np.ndarray) -> Value:
+        from ..ir.types import dtype_name
+
+        value = a.item()
+        key = (dtype_name(a.dtype), type(value), repr(value))
+        if key not in self._consts:
+            (v,) = self.builder.emit(
+                "constant", (), {"value": value, "dtype": key[0]}, (TensorType((), a.dtype),)
+            )
+            self._consts[key] = v
+        return self._consts[key]
+
+    def emit(self, opdef, operands, attrs, regions):
+        vals = tuple(self.to_value(x) for x in operands)
+        types = tuple(v.type for v in vals)
+        if regions:
+            out_types = opdef.rule(types, regions=regions, **attrs)
+        else:
+            out_types = opdef.rule(types, **attrs)
+        results = self.builder.emit(opdef.name, vals, attrs, out_types, regions, user_location())
+        outs = tuple(Tracer(self, r) for r in results)
+        return outs[0] if len(outs) == 1 else outs
+
+
+def _leaked(t: Tracer) -> TracerError:
+    return TracerError(
+        f"a traced value {t.value.type} from a finished trace of @{t._trace.name} was used "
+        "outside the function being transformed (a leaked tracer); return it from the "
+        "function instead of storing it in an outer variable"
+    )
+
+
+def _concrete_error(t: Tracer, construct: str) -> TracerError:
+    loc = user_location()
+    where = f" at {loc}" if loc else ""
+    return TracerError(
+        f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
+        "Python control flow on traced values cannot be recorded: use "
+        "fnp.where(cond, a, b) to select values, fg.cond(pred, true_fn, false_fn, *args) "
+        "for branches, fg.while_loop / fg.fori_loop for loops; or compute the value "
+        "outside the transformed function (fg.jit(..., static_argnums=...) for "
+        "arguments that decide control flow)."
+    )
+
+
+class Tracer(ArrayMethods):
+    """A stand-in for an array while a function is traced: a type and an IR value."""
+
+    __slots__ = ("_trace", "value")
+
+    def __init__(self, trace: Trace, value: Value):
+        self._trace = trace
+        self.value = value
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.value.type.shape
+
+    @property
+    def dtype(self):
+        return self.value.type.dtype
+
+    @property
+    def aval(self) -> TensorType:
+        return self.value.type
+
+    def __repr__(self) -> str:
+        return f"Tracer<{self.value.type}, level {self._trace.level}>"
+
+    def __bool__(self):
+        raise _concrete_error(self, "`if`/`while`/bool() on a traced value")
+
+    def __float__(self):
+        raise _concrete_error(self, "float()")
+
+    def __int__(self):
+        raise _concrete_error(self, "int()")
+
+    def __index__(self):
+        raise _concrete_error(self, "using a traced value as a Python index")
+
+    def __complex__(self):
+        raise _concrete_error(self, "complex()")
+
+    def __array__(self, dtype=None, copy=None):
+        raise _concrete_error(self, "converting a traced value to a NumPy array (np.asarray)")
+
+    def item(self):
+        raise _concrete_error(self, ".item()")
+
+    def tolist(self):
+        raise _concrete_error(self, ".tolist()")
+
+
+def _tracer_level(t: Tracer) -> int:
+    return 1000 + t._trace.level
+
+
+def _tracer_bind(opdef, operands, attrs, regions):
+    trace = _state.stack[-1] if _state.stack else None
+    for x in operands:
+        if isinstance(x, Tracer) and (trace is None or x._trace.level > trace.level):
+            trace = x._trace
+    if not trace.active:
+        raise _leaked(next(x for x in operands if isinstance(x, Tracer) and x._trace is trace))
+    return trace.emit(opdef, operands, attrs, regions)
+
+
+def _ambient():
+    return _tracer_bind if _state.stack else None
+
+
+register_array_type(Tracer, level=_tracer_level, bind=_tracer_bind)
+register_ambient(_ambient)

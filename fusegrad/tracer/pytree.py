@@ -1,0 +1,142 @@
+"""Pytrees: nested containers whose leaves are arrays.
+
+Tuples, lists, dicts, NamedTuples, dataclasses and ``None`` (an empty node) are
+containers; ``register(cls, flatten, unflatten)`` adds others. Everything
+else is a leaf. A ``TreeDef`` is hashable, so it can key caches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from ..ir.types import TensorType
+
+_REGISTRY: dict[type, tuple[Callable, Callable]] = {}
+#: Dataclasses that are leaves, not containers.
+_LEAF_TYPES: set[type] = {TensorType}
+
+
+def register(cls: type, flatten: Callable, unflatten: Callable) -> type:
+    """Register ``cls`` as a container.
+
+    ``flatten(obj) -> (children, aux)`` with hashable ``aux``;
+    ``unflatten(aux, children) -> obj``. Returns ``cls``.
+    """
+    _REGISTRY[cls] = (flatten, unflatten)
+    return cls
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TreeDef:
+    """Structure of a pytree: node kind, hashable aux data, child structures."""
+
+    kind: Any
+    aux: Any
+    children: tuple[TreeDef, ...]
+
+    @property
+    def num_leaves(self) -> int:
+        if self.kind is None:
+            return 1
+        return sum(c.num_leaves for c in self.children)
+
+    def __repr__(self) -> str:
+        if self.kind is None:
+            return "*"
+        inner = ", ".join(map(repr, self.children))
+        name = self.kind if isinstance(self.kind, str) else self.kind.__name__
+        return f"{name}({inner})"
+
+
+LEAF = TreeDef(None, None, ())
+
+
+def _node(x):
+    """(kind, children, aux) for a container, or None for a leaf."""
+    t = type(x)
+    if t in _LEAF_TYPES:
+        return None
+    if t in _REGISTRY:
+        children, aux = _REGISTRY[t][0](x)
+        return t, list(children), aux
+    if x is None:
+        return "none", [], None
+    if isinstance(x, tuple) and hasattr(t, "_fields"):
+        return t, list(x), None
+    if t in (tuple, list):
+        return t.__name__, list(x), None
+    if t is dict:
+        keys = tuple(x)
+        return "dict", [x[k] for k in keys], keys
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        names = tuple(f.name for f in dataclasses.fields(x))
+        return t, [getattr(x, n) for n in names], names
+    return None
+
+
+def tree_flatten(tree) -> tuple[list, TreeDef]:
+    """Leaves in a fixed order (depth first) and the structure to rebuild the tree."""
+    leaves: list = []
+
+    def go(x) -> TreeDef:
+        node = _node(x)
+        if node is None:
+            leaves.append(x)
+            return LEAF
+        kind, children, aux = node
+        return TreeDef(kind, aux, tuple(go(c) for c in children))
+
+    return leaves, go(tree)
+
+
+def tree_unflatten(treedef: TreeDef, leaves) -> Any:
+    it = iter(leaves)
+
+    def build(td: TreeDef):
+        if td.kind is None:
+            return next(it)
+        children = [build(c) for c in td.children]
+        kind = td.kind
+        if kind == "none":
+            return None
+        if kind == "tuple":
+            return tuple(children)
+        if kind == "list":
+            return children
+        if kind == "dict":
+            return dict(zip(td.aux, children))
+        if kind in _REGISTRY:
+            return _REGISTRY[kind][1](td.aux, children)
+        if isinstance(kind, type) and issubclass(kind, tuple):
+            return kind(*children)
+        return kind(**dict(zip(td.aux, children)))
+
+    out = build(treedef)
+    if next(it, _END) is not _END:
+        raise ValueError(f"too many leaves for tree structure {treedef}")
+    return out
+
+
+_END = object()
+
+
+def tree_leaves(tree) -> list:
+    return tree_flatten(tree)[0]
+
+
+def tree_map(f: Callable, tree, *rest):
+    """Apply ``f`` leafwise to ``tree`` (and the matching leaves of ``rest``)."""
+    leaves, td = tree_flatten(tree)
+    others = []
+    for r in rest:
+        rl, rtd = tree_flatten(r)
+        if rtd != td:
+            raise ValueError(f"tree structures differ: {td} vs {rtd}")
+        others.append(rl)
+    return tree_unflatten(td, [f(*xs) for xs in zip(leaves, *others)])
+
+
+def tree_structure(tree) -> TreeDef:
+    return tree_flatten(tree)[1]

@@ -1,0 +1,104 @@
+"""``trace(fn, *example_args) -> Function`` and the pytree-aware variant the API uses."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..ir import Function, TensorType
+from ..ir.bind import aval, is_weak
+from .core import Trace, Tracer
+from .pytree import TreeDef, tree_flatten, tree_unflatten
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A traced function: its IR plus how to call it with pytrees.
+
+    The Function's parameters are the flattened arguments followed by one
+    implicit parameter per object in ``free`` (closed-over arrays and tracers of
+    enclosing transforms), which the caller passes after the arguments.
+    """
+
+    function: Function
+    in_tree: TreeDef
+    out_tree: TreeDef
+    free: tuple
+
+
+def leaf_type(x) -> TensorType:
+    """The abstract type of one argument leaf (arrays, scalars, TensorType, Tensors)."""
+    if isinstance(x, TensorType):
+        return x
+    if is_weak(x) or isinstance(x, np.generic | list):
+        return TensorType.of(x)
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return aval(x)
+    raise TypeError(
+        f"argument of type {type(x).__name__} is not an array: fusegrad traces NumPy arrays, "
+        "Python scalars and pytrees (tuple, list, dict, NamedTuple, dataclass) of them"
+    )
+
+
+def arg_hints(fn: Callable, args: tuple) -> list[str]:
+    """Parameter names for the flattened leaves: ``x``, or ``params_0``, ``params_1``, ..."""
+    try:
+        names = [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        names = []
+    hints = []
+    for i, a in enumerate(args):
+        base = names[i] if i < len(names) else f"arg{i}"
+        n = len(tree_flatten(a)[0])
+        hints += [base] if n == 1 else [f"{base}_{k}" for k in range(n)]
+    return hints
+
+
+def fn_name(fn: Callable) -> str:
+    name = getattr(fn, "__name__", "f")
+    return name if name.isidentifier() else "f"
+
+
+def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
+    """Trace ``fn(*args)`` where ``args`` are pytrees of arrays or TensorTypes."""
+    leaves, in_tree = tree_flatten(tuple(args))
+    types = [leaf_type(x) for x in leaves]
+    hints = arg_hints(fn, args)
+    with Trace(name or fn_name(fn)) as t:
+        tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
+        out = fn(*tree_unflatten(in_tree, tracers))
+        out_leaves, out_tree = tree_flatten(out)
+        results = [t.to_value(_as_output(o)) for o in out_leaves]
+    return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values))
+
+
+def _as_output(x):
+    if isinstance(x, Tracer) or hasattr(x, "shape") and hasattr(x, "dtype"):
+        return x
+    if is_weak(x) or isinstance(x, np.generic):
+        return np.asarray(x)
+    raise TypeError(
+        f"the traced function returned a {type(x).__name__}; it must return arrays, "
+        "scalars or pytrees of them"
+    )
+
+
+def trace(fn: Callable, *example_args) -> Function:
+    """The IR of ``fn`` for arguments like ``example_args`` (arrays, scalars, TensorTypes).
+
+    >>> import numpy as np
+    >>> print(trace(lambda x: (x * x).sum(), TensorType((3,), np.float64)))
+    func @f(%x: f64[3]) -> f64[] {
+      %0 = mul %x, %x : f64[3]
+      %1 = reduce_sum %0 {axes=[0]} : f64[]
+      return %1
+    }
+    """
+    return trace_pytree(fn, example_args).function

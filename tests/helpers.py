@@ -1,0 +1,154 @@
+"""The test suite's one tolerance policy, and the finite-difference gradient checker.
+
+Tolerances (STYLE.md, "Tests"), each scaled by ``max(1, max|ref|)`` in its
+absolute part so that large values are compared relatively and values near
+zero absolutely:
+
+* ``"exact64"``: float64 results of the same computation done two ways
+  (interpreter vs NumPy, later compiled vs interpreter):
+  ``rtol=1e-10, atol=1e-12 * max(1, max|ref|)``.
+* ``"f32"``: float32 results: ``rtol=1e-5, atol=1e-6 * max(1, max|ref|)``. The
+  absolute part is looser than float64's because a float32 result near zero
+  that comes from cancellation carries an error of a few float32 ulps
+  (1.2e-7) of the operands, not of the result.
+* ``"fd"``: a derivative against central finite differences in float64:
+  ``rtol=1e-6, atol=1e-8 * max(1, max|ref|)``.
+
+Non-floating results (integers, booleans) must always be equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from fusegrad.ir import Function, TensorType, evaluate
+from fusegrad.passes.autodiff import vjp
+from fusegrad.tracer import trace
+
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "exact64": (1e-10, 1e-12),
+    "f32": (1e-5, 1e-6),
+    "fd": (1e-6, 1e-8),
+}
+
+#: Finite-difference step, relative to max(1, max|x|) over the differentiated inputs.
+#: The 4-point central stencil below has truncation error h**4 / 30 * f^(5) (3e-14
+#: relative for h = 1e-3) and rounding error about 1.5 * 2.2e-16 * |f| / h (3e-13
+#: relative), both far below the "fd" tolerance; a 2-point stencil would need h
+#: near 1e-5 and leave only two digits of margin. Inputs must stay more than 2 * h
+#: away from kinks and discontinuities (the direction u has max|u| <= 1).
+FD_STEP = 1e-3
+
+
+def assert_close(actual, expected, kind: str, err_msg: str = "") -> None:
+    """Assert ``actual`` matches ``expected`` (the reference) under tolerance ``kind``.
+
+    Shapes must be equal (no broadcasting); NaNs must sit at the same places.
+
+    >>> assert_close(np.array([1.0, 2.0]), np.array([1.0, 2.0 + 1e-11]), "exact64")
+    """
+    if kind not in TOLERANCES:
+        raise ValueError(f"unknown tolerance kind {kind!r}; use one of {sorted(TOLERANCES)}")
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        raise AssertionError(f"shape {actual.shape} != expected {expected.shape}. {err_msg}")
+    if not (np.issubdtype(expected.dtype, np.inexact) or np.issubdtype(actual.dtype, np.inexact)):
+        np.testing.assert_array_equal(actual, expected, err_msg=err_msg)
+        return
+    rtol, atol = TOLERANCES[kind]
+    finite = np.abs(expected[np.isfinite(expected)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    np.testing.assert_allclose(
+        actual, expected, rtol=rtol, atol=atol * scale, equal_nan=True, err_msg=err_msg
+    )
+
+
+def as_function(fn: Function | Callable, args: Sequence) -> Function:
+    """``fn`` itself if it is a Function, else ``fn`` traced on the types of ``args``."""
+    if isinstance(fn, Function):
+        return fn
+    return trace(fn, *(TensorType(np.shape(a), np.asarray(a).dtype) for a in args))
+
+
+def float_params(fn: Function) -> tuple[int, ...]:
+    """Indices of ``fn``'s floating-point parameters (the default ``wrt``)."""
+    return tuple(i for i, p in enumerate(fn.params) if p.type.is_float)
+
+
+def random_cotangents(fn: Function, rng: np.random.Generator) -> list[np.ndarray]:
+    """One cotangent per result: standard normal for float results, zeros otherwise."""
+    return [
+        rng.standard_normal(t.shape).astype(t.dtype) if t.is_float else np.zeros(t.shape, t.dtype)
+        for t in fn.out_types
+    ]
+
+
+def check_grads(
+    fn: Function | Callable,
+    args: Sequence[np.ndarray],
+    *,
+    wrt: Sequence[int] | None = None,
+    order: int = 1,
+    seed: int = 0,
+    step: float = FD_STEP,
+) -> None:
+    """Check ``vjp(fn, wrt)`` against finite differences, to ``order``-th derivatives.
+
+    ``fn`` is an IR Function (or a callable, traced on ``args``' types) of float64
+    and integer/boolean arrays; ``wrt`` (default: every float parameter) are the
+    inputs differentiated. With random directions ``u`` (one per input in
+    ``wrt``) and ``v`` (one per result), ``<u, J^T v>`` from the VJP Function
+    must equal ``<J u, v>`` from central differences along ``u`` (tolerance
+    ``"fd"``). This checks the whole Jacobian up to an event of probability
+    zero, at the cost of one VJP and four evaluations.
+
+    For ``order=2`` the same check runs on the VJP Function ``g = vjp(fn, wrt)``
+    as a function of the primal inputs, its cotangent parameters held at a fixed
+    random value: that differentiates the cotangent results, i.e. checks
+    ``vjp(vjp(fn, wrt), wrt)``.
+
+    >>> check_grads(lambda x: x * x, [np.array([1.0, 2.0])], order=2)
+    """
+    fn = as_function(fn, args)
+    args = [np.asarray(a) for a in args]
+    wrt = float_params(fn) if wrt is None else tuple(wrt)
+    rng = np.random.default_rng(seed)
+    _check_vjp(fn, args, wrt, rng, step)
+    if order > 1:
+        g = vjp(fn, wrt)
+        cts = random_cotangents(fn, rng)
+        check_grads(g, [*args, *cts], wrt=wrt, order=order - 1, seed=seed + 1, step=step)
+
+
+def _check_vjp(fn, args, wrt, rng, step) -> None:
+    for i in wrt:
+        if args[i].dtype != np.float64:
+            raise TypeError(f"check_grads: input {i} is {args[i].dtype}; differentiate float64")
+    outs = evaluate(fn, *args)
+    v = random_cotangents(fn, rng)
+    u = {i: rng.standard_normal(args[i].shape) for i in wrt}
+    size = max([1.0, *(np.abs(d).max(initial=0.0) for d in u.values())])
+    u = {i: d / size for i, d in u.items()}
+    g = vjp(fn, wrt)
+    res = evaluate(g, *args, *v)
+    n = len(fn.results)
+    where = f"\nin the VJP of:\n{fn}"
+    for k, (r, o) in enumerate(zip(res[:n], outs)):
+        assert_close(r, o, "exact64", f"primal result {k} of the VJP Function{where}")
+    for i, ct in zip(wrt, res[n:]):
+        ct = np.asarray(ct)
+        if (ct.shape, ct.dtype) != (args[i].shape, args[i].dtype):
+            raise AssertionError(f"cotangent of input {i} is {TensorType.of(ct)}, "
+                                 f"expected {TensorType.of(args[i])}{where}")
+    analytic = sum(float(np.vdot(u[i], ct)) for i, ct in zip(wrt, res[n:]))
+
+    h = step * max([1.0, *(np.abs(args[i]).max(initial=0.0) for i in wrt)])
+
+    def along(t: float) -> float:
+        moved = [a + t * u[i] if i in u else a for i, a in enumerate(args)]
+        return sum(float(np.vdot(w, o)) for w, o in zip(v, evaluate(fn, *moved)))
+
+    numeric = (8 * (along(h) - along(-h)) - (along(2 * h) - along(-2 * h))) / (12 * h)
+    assert_close(analytic, numeric, "fd", f"<u, J^T v> (VJP) vs <J u, v> (finite differences){where}")
