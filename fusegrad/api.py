@@ -48,7 +48,7 @@ def call(fn: Function, *args) -> tuple:
 
 def _leaf(x):
     """Normalise one argument leaf: Python scalars and lists become NumPy arrays."""
-    if isinstance(x, Tracer) or isinstance(x, np.ndarray):
+    if isinstance(x, Tracer | np.ndarray | TensorType):
         return x
     if hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__"):
         return np.asarray(x)

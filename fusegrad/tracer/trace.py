@@ -80,7 +80,7 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
 
 
 def _as_output(x):
-    if isinstance(x, Tracer) or hasattr(x, "shape") and hasattr(x, "dtype"):
+    if isinstance(x, Tracer) or (hasattr(x, "shape") and hasattr(x, "dtype")):
         return x
     if is_weak(x) or isinstance(x, np.generic):
         return np.asarray(x)

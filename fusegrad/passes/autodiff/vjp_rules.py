@@ -121,16 +121,20 @@ def pow_vjp(g, out, x, y):
     return gx, gy
 
 
+def _split_ties(g, x_wins, tie):
+    """Cotangents of an elementwise extremum: to the winner, halved on ties."""
+    gx = ops.select(tie, g * 0.5, ops.select(x_wins, g, 0))
+    return gx, g - gx
+
+
 @rule("maximum")
 def maximum_vjp(g, out, x, y):
-    gx = g * ops.select(x == y, 0.5, ops.select(x > y, 1, 0))
-    return gx, g - gx
+    return _split_ties(g, x > y, x == y)
 
 
 @rule("minimum")
 def minimum_vjp(g, out, x, y):
-    gx = g * ops.select(x == y, 0.5, ops.select(x < y, 1, 0))
-    return gx, g - gx
+    return _split_ties(g, x < y, x == y)
 
 
 @rule("remainder")

@@ -1,0 +1,94 @@
+"""The ``fusegrad`` command: ``dump`` (IR at every stage) and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+
+from .ir.errors import FusegradError
+from .ir.types import parse_type
+
+
+class UsageError(Exception):
+    """A bad command line: reported in one line with exit code 2."""
+
+
+def _load_function(spec: str):
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path or not name:
+        raise UsageError(f"expected FILE.py:FUNC, got {spec!r}")
+    if not os.path.isfile(path):
+        raise UsageError(f"no such file: {path}")
+    mod_spec = importlib.util.spec_from_file_location("_fusegrad_dump_target", path)
+    if mod_spec is None or mod_spec.loader is None:
+        raise UsageError(f"cannot import {path} (is it a .py file?)")
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        mod_spec.loader.exec_module(module)
+    except Exception as e:
+        raise UsageError(f"importing {path} failed: {type(e).__name__}: {e}") from None
+    finally:
+        sys.path.pop(0)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise UsageError(f"{path} has no function named {name!r}")
+    return fn
+
+
+def _cmd_dump(args) -> int:
+    from .api import STAGES, dump
+
+    fn = _load_function(args.target)
+    try:
+        types = [parse_type(a) for a in args.arg]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    stage = args.stage or ("all" if args.grad else "traced")
+    if stage not in (*STAGES, "all"):
+        raise UsageError(f"unknown stage {stage!r}: choose traced, grad or all")
+    dump(fn, *types, stage=stage)
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="fusegrad", description="Differentiate NumPy-style functions; inspect their IR."
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("dump", help="print a function's IR after each stage")
+    d.add_argument("target", metavar="FILE.py:FUNC", help="the function to trace")
+    d.add_argument("--arg", action="append", default=[], metavar="TYPE",
+                   help="type of the next positional argument, e.g. f64[1000] or f32[3,4]")
+    d.add_argument("--grad", action="store_true", help="also differentiate (reverse mode)")
+    d.add_argument("--stage", choices=None, metavar="traced|grad|all",
+                   help="which stage to print (default: all with --grad, else traced)")
+    d.set_defaults(run=_cmd_dump)
+    demo = sub.add_parser("demo", help="differentiate a built-in example and show each stage")
+    demo.set_defaults(run=_cmd_demo)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.run(args)
+    except UsageError as e:
+        print(f"fusegrad {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except FusegradError as e:
+        print(f"fusegrad {args.command}: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
