@@ -10,7 +10,6 @@ from .ir import array as A
 from .ir import ops
 from .ir.array import implements
 from .ir.bind import aval
-from .tracer import Tracer
 
 __all__ = [
     "arange", "array", "asarray", "atleast_1d", "atleast_2d", "empty", "empty_like",
@@ -124,15 +123,10 @@ def split(ary, indices_or_sections, axis=0):
             raise ValueError(f"split: array split does not result in an equal division "
                              f"({n} along axis {axis} into {k})")
         bounds = [i * (n // k) for i in range(k + 1)]
-    else:
-        bounds = [0, *(min(max(int(i), 0), n) for i in indices_or_sections), n]
-    out = []
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        hi = max(hi, lo)
-        idx = tuple(slice(lo, hi) if i == axis else slice(None) for i in range(len(s)))
-        out.append(ary[idx] if isinstance(ary, Tracer) or hasattr(ary, "at") else
-                   _slice(ary, idx))
-    return out
+    else:  # NumPy slices ary[lo:hi] between split points, so negative ones count from the end
+        bounds = [0, *(int(i) for i in indices_or_sections), n]
+    return [_slice(ary, tuple(slice(lo, hi) if i == axis else slice(None) for i in range(len(s))))
+            for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def _slice(a, idx):

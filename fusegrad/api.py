@@ -9,6 +9,7 @@ trace, which is what makes nested transforms of closures correct.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import sys
 import time
@@ -21,7 +22,8 @@ from .ir import Function, evaluate, ops
 from .ir.bind import aval, is_weak
 from .ir.errors import FusegradError
 from .ir.types import TensorType
-from .passes.autodiff import vjp as vjp_pass
+from .passes.autodiff import vjp as _vjp_pass
+from .passes.simplify import simplify
 from .runtime import run
 from .tracer import Tracer, trace_pytree
 from .tracer.core import _state as _trace_state
@@ -33,6 +35,11 @@ class GradError(FusegradError, TypeError):
 
 
 # --- execution ---------------------------------------------------------------------
+
+
+def vjp_pass(fn: Function, wrt, seeds=None, name=None) -> Function:
+    """Reverse mode, then simplification: the gradient IR every transform executes."""
+    return simplify(_vjp_pass(fn, wrt, seeds=seeds, name=name))
 
 
 def _concrete(x) -> bool:
@@ -70,22 +77,27 @@ def _argnums_tuple(argnums, nargs: int, who: str) -> tuple[int, ...]:
 
 
 def _diff_leaves(args, argnums, who) -> list[int]:
-    """Flat leaf indices of the differentiated arguments; integer inputs are an error."""
-    idx, start = [], 0
-    for i, a in enumerate(args):
-        leaves = tree_flatten(a)[0]
-        if i in argnums:
-            for k, leaf in enumerate(leaves):
-                dt = aval(leaf).dtype
-                if not np.issubdtype(dt, np.floating):
-                    where = f"argument {i}" + (f" (leaf {k})" if len(leaves) > 1 else "")
-                    raise GradError(
-                        f"{who}: {where} has dtype {dt}, and only floating-point inputs can "
-                        "be differentiated. Pass it as a float array (e.g. x.astype(float)) "
-                        "or leave it out of argnums."
-                    )
-                idx.append(start + k)
-        start += len(leaves)
+    """Flat leaf indices of the differentiated arguments, in ``argnums`` order.
+
+    That is the order ``_structure_grads`` reads the cotangents back in, so
+    ``argnums=(1, 0)`` (or a repeated index) gives the gradients in that order.
+    Integer inputs are an error.
+    """
+    flat = [tree_flatten(a)[0] for a in args]
+    starts = [sum(len(leaves) for leaves in flat[:i]) for i in range(len(args))]
+    idx = []
+    for i in argnums:
+        leaves = flat[i]
+        for k, leaf in enumerate(leaves):
+            dt = aval(leaf).dtype
+            if not np.issubdtype(dt, np.floating):
+                where = f"argument {i}" + (f" (leaf {k})" if len(leaves) > 1 else "")
+                raise GradError(
+                    f"{who}: {where} has dtype {dt}, and only floating-point inputs can "
+                    "be differentiated. Pass it as a float array (e.g. x.astype(float)) "
+                    "or leave it out of argnums."
+                )
+            idx.append(starts[i] + k)
     return idx
 
 
@@ -393,20 +405,23 @@ def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, Func
         wrt = [i for i, p in enumerate(fn.params[: len(fn.params) - len(traced.free)])
                if p.type.is_float]
         t0 = time.perf_counter()
-        g = vjp_pass(fn, wrt, name=f"{fn.name}_grad")
+        g = _vjp_pass(fn, wrt, name=f"{fn.name}_grad")
         out.append(("grad", time.perf_counter() - t0, g))
+        t0 = time.perf_counter()
+        s = simplify(g)
+        out.append(("simplify", time.perf_counter() - t0, s))
     return out
 
 
-STAGES = ("traced", "grad")
+STAGES = ("traced", "grad", "simplify")
 
 
 def dump(f: Callable, *args, stage: str = "all", file=None) -> None:
-    """Print the IR of ``f`` for ``args`` after ``stage`` (``traced``, ``grad`` or ``all``)."""
+    """Print the IR of ``f`` for ``args`` after ``stage`` (one of ``STAGES``, or ``all``)."""
     if stage not in (*STAGES, "all"):
         raise ValueError(f"dump: unknown stage {stage!r}; choose one of {', '.join(STAGES)}, all")
     file = file or sys.stdout
-    for name, secs, fn in stages(f, *args, grad=stage in ("grad", "all")):
+    for name, secs, fn in stages(f, *args, grad=stage != "traced"):
         if stage in ("all", name):
             print(f"// ---- stage: {name} ({secs * 1e3:.2f} ms) ----", file=file)
             print(fn, file=file)
@@ -428,7 +443,22 @@ def _split_static(f, args, static_argnums):
         return f(*full)
 
     fun.__name__ = getattr(f, "__name__", "f")
+    fun.__signature__ = _dynamic_signature(f, dyn_idx)
     return fun, tuple(args[i] for i in dyn_idx)
+
+
+def _dynamic_signature(f, dyn_idx) -> inspect.Signature | None:
+    """``f``'s signature without its static parameters, so the IR keeps the user's names."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) <= max(dyn_idx, default=-1):
+        return None
+    return inspect.Signature([positional[i].replace(default=inspect.Parameter.empty)
+                              .replace(kind=inspect.Parameter.POSITIONAL_ONLY)
+                              for i in dyn_idx])
 
 
 class jit:

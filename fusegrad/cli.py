@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import os
 import sys
 
@@ -46,11 +47,27 @@ def _cmd_dump(args) -> int:
         types = [parse_type(a) for a in args.arg]
     except ValueError as e:
         raise UsageError(str(e)) from None
+    _check_arity(fn, args.target, len(types))
     stage = args.stage or ("all" if args.grad else "traced")
     if stage not in (*STAGES, "all"):
-        raise UsageError(f"unknown stage {stage!r}: choose traced, grad or all")
+        raise UsageError(f"unknown stage {stage!r}: choose {', '.join(STAGES)} or all")
     dump(fn, *types, stage=stage)
     return 0
+
+
+def _check_arity(fn, target: str, n: int) -> None:
+    """One ``--arg`` per positional parameter, checked before tracing (a usage error)."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        sig.bind(*range(n))
+    except TypeError as e:
+        raise UsageError(
+            f"{target}{sig} was given {n} --arg type(s): {e}; pass one --arg per "
+            "positional parameter"
+        ) from None
 
 
 def _cmd_demo(args) -> int:
@@ -69,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--arg", action="append", default=[], metavar="TYPE",
                    help="type of the next positional argument, e.g. f64[1000] or f32[3,4]")
     d.add_argument("--grad", action="store_true", help="also differentiate (reverse mode)")
-    d.add_argument("--stage", choices=None, metavar="traced|grad|all",
+    d.add_argument("--stage", choices=None, metavar="traced|grad|simplify|all",
                    help="which stage to print (default: all with --grad, else traced)")
     d.set_defaults(run=_cmd_dump)
     demo = sub.add_parser("demo", help="differentiate a built-in example and show each stage")

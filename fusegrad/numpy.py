@@ -178,24 +178,38 @@ _COMPARE = {
     "greater_equal": ("ge", np.greater_equal),
     "equal": ("eq", np.equal),
     "not_equal": ("ne", np.not_equal),
-    "logical_and": ("logical_and", np.logical_and),
-    "logical_or": ("logical_or", np.logical_or),
-    "logical_xor": ("logical_xor", np.logical_xor),
 }
 for _name, (_op, _npf) in _COMPARE.items():
     globals()[_name] = _implements(_npf)(
         (lambda op: lambda x1, x2: getattr(ops, op)(x1, x2))(_op)
     )
-less, less_equal, greater, greater_equal = (globals()[n] for n in list(_COMPARE)[:4])
-equal, not_equal, logical_and, logical_or, logical_xor = (
-    globals()[n] for n in list(_COMPARE)[4:]
-)
+less, less_equal, greater, greater_equal, equal, not_equal = (globals()[n] for n in _COMPARE)
+
+
+def _truth(x):
+    """``x != 0`` for non-boolean ``x`` (NumPy's logical functions take any dtype)."""
+    x = np.asarray(x) if A.is_weak(x) else A.asarray(x)
+    return x if _aval(x).dtype == np.bool_ else ops.ne(x, 0)
+
+
+@_implements(np.logical_and)
+def logical_and(x1, x2):
+    return ops.logical_and(_truth(x1), _truth(x2))
+
+
+@_implements(np.logical_or)
+def logical_or(x1, x2):
+    return ops.logical_or(_truth(x1), _truth(x2))
+
+
+@_implements(np.logical_xor)
+def logical_xor(x1, x2):
+    return ops.logical_xor(_truth(x1), _truth(x2))
 
 
 @_implements(np.logical_not)
 def logical_not(x):
-    x = A.asarray(x)
-    return ops.logical_not(x if _aval(x).dtype == np.bool_ else ops.ne(x, 0))
+    return ops.logical_not(_truth(x))
 
 
 # --- reductions ------------------------------------------------------------------
@@ -233,7 +247,7 @@ def amin(a, axis=None, out=None, keepdims=False, **_):
 @_implements(np.prod)
 def _np_prod(a, axis=None, dtype=None, out=None, keepdims=False, **_):
     _no_out(out)
-    return prod(a if dtype is None else A.astype(a, dtype), axis, keepdims)
+    return prod(a, axis, keepdims, dtype)
 
 
 @_implements(np.var)
@@ -250,7 +264,7 @@ def _np_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **_):
 
 _implements(np.argmax)(lambda a, axis=None, **_: argmax(a, axis))
 _implements(np.argmin)(lambda a, axis=None, **_: argmin(a, axis))
-_implements(np.cumsum)(lambda a, axis=None, **_: cumsum(a, axis))
+_implements(np.cumsum)(lambda a, axis=None, dtype=None, **_: cumsum(a, axis, dtype))
 _implements(np.clip)(lambda a, a_min=None, a_max=None, **_: clip(a, a_min, a_max))
 _implements(np.matmul)(lambda a, b, **_: matmul(a, b))
 _implements(np.reshape)(lambda a, shape=None, newshape=None, **_: reshape(

@@ -142,8 +142,10 @@ def _check_vjp(fn, args, wrt, rng, step) -> None:
     for i, ct in zip(wrt, res[n:]):
         ct = np.asarray(ct)
         if (ct.shape, ct.dtype) != (args[i].shape, args[i].dtype):
-            raise AssertionError(f"cotangent of input {i} is {TensorType.of(ct)}, "
-                                 f"expected {TensorType.of(args[i])}{where}")
+            raise AssertionError(
+                f"cotangent of input {i} is {TensorType.of(ct)}, "
+                f"expected {TensorType.of(args[i])}{where}"
+            )
     analytic = sum(float(np.vdot(u[i], ct)) for i, ct in zip(wrt, res[n:]))
 
     h = step * max([1.0, *(np.abs(args[i]).max(initial=0.0) for i in wrt)])
@@ -153,4 +155,6 @@ def _check_vjp(fn, args, wrt, rng, step) -> None:
         return sum(float(np.vdot(w, o)) for w, o in zip(v, evaluate(fn, *moved)))
 
     numeric = (8 * (along(h) - along(-h)) - (along(2 * h) - along(-2 * h))) / (12 * h)
-    assert_close(analytic, numeric, "fd", f"<u, J^T v> (VJP) vs <J u, v> (finite differences){where}")
+    assert_close(
+        analytic, numeric, "fd", f"<u, J^T v> (VJP) vs <J u, v> (finite differences){where}"
+    )

@@ -73,7 +73,8 @@ def norm_axes(axis, nd: int, name: str = "reduction") -> tuple[int, ...]:
     for a in axis:
         if not -builtins.max(nd, 1) <= a < builtins.max(nd, 1):
             raise ShapeError(f"{name}: axis {a} is out of bounds for an array of rank {nd}")
-        out.append(a % nd if nd else 0)
+        if nd:  # a 0-d array accepts axis 0 / -1 (as NumPy), which names no axis
+            out.append(a % nd)
     if len(set(out)) != len(out):
         raise ShapeError(f"{name}: repeated axis in {tuple(axis)}")
     return tuple(sorted(out))
@@ -94,13 +95,21 @@ def _reduce(opname, x, axis, keepdims):
     return _keep(x, ops.__dict__[opname](x, axes=axes), axes, keepdims)
 
 
-def sum(x, axis=None, dtype=None, keepdims=False):
-    x = asarray(x)
+def _accumulate(x, dtype):
+    """``x`` in the dtype NumPy sums and multiplies it in: ``dtype`` if given, else
+    booleans and integers narrower than 64 bits are widened to (u)int64."""
     if dtype is not None:
-        x = astype(x, dtype)
-    elif aval(x).dtype == np.bool_:
-        x = astype(x, np.int64)
-    return _reduce("reduce_sum", x, axis, keepdims)
+        return astype(x, dtype)
+    dt = aval(x).dtype
+    if dt == np.bool_ or (dt.kind == "i" and dt.itemsize < 8):
+        return astype(x, np.int64)
+    if dt.kind == "u" and dt.itemsize < 8:
+        return astype(x, np.uint64)
+    return x
+
+
+def sum(x, axis=None, dtype=None, keepdims=False):
+    return _reduce("reduce_sum", _accumulate(asarray(x), dtype), axis, keepdims)
 
 
 def max(x, axis=None, keepdims=False):
@@ -131,9 +140,9 @@ def std(x, axis=None, ddof=0, keepdims=False):
     return ops.sqrt(var(x, axis, ddof, keepdims))
 
 
-def prod(x, axis=None, keepdims=False):
+def prod(x, axis=None, keepdims=False, dtype=None):
     """Product by a balanced tree of multiplications, so every gradient is exact at zeros."""
-    x = asarray(x)
+    x = _accumulate(asarray(x), dtype)
     axes = norm_axes(axis, ndim(x), "prod")
     rest = [i for i in range(ndim(x)) if i not in axes]
     moved = transpose(x, rest + list(axes))
@@ -149,7 +158,9 @@ def prod(x, axis=None, keepdims=False):
         flat = concatenate([a * b, *tail], axis=-1) if tail else a * b
         n = half + n % 2
     if n == 0:
-        flat = ops.broadcast_to(ops.constant(value=1, dtype=dtype_name(dtype(x))), (*lead, 1))
+        dt = aval(x).dtype
+        one = ops.constant(value=np.ones((), dt).item(), dtype=dtype_name(dt))
+        flat = ops.broadcast_to(one, shape=(*lead, 1))
     return _keep(x, reshape(flat, lead), axes, keepdims)
 
 
@@ -158,18 +169,23 @@ def _slice_last(x, start, stop, nd):
                      steps=(1,) * nd)
 
 
-def argmax(x, axis=None):
+def _one_axis(x, axis, name):
+    """``x`` and the one axis an argmax/cumsum-style op runs along (``None``: flattened)."""
     x = asarray(x)
-    if axis is None:
-        return ops.argmax(reshape(x, (-1,)), axis=0)
-    return ops.argmax(x, axis=norm_axes(axis, ndim(x), "argmax")[0])
+    if axis is None or ndim(x) == 0:
+        norm_axes(axis, ndim(x), name)
+        return reshape(x, (-1,)), 0
+    return x, norm_axes(axis, ndim(x), name)[0]
+
+
+def argmax(x, axis=None):
+    x, axis = _one_axis(x, axis, "argmax")
+    return ops.argmax(x, axis=axis)
 
 
 def argmin(x, axis=None):
-    x = asarray(x)
-    if axis is None:
-        return ops.argmin(reshape(x, (-1,)), axis=0)
-    return ops.argmin(x, axis=norm_axes(axis, ndim(x), "argmin")[0])
+    x, axis = _one_axis(x, axis, "argmin")
+    return ops.argmin(x, axis=axis)
 
 
 def reshape(x, *new_shape):
@@ -208,7 +224,10 @@ def broadcast_to(x, new_shape):
 
 
 def concatenate(xs, axis=0):
+    """NumPy's ``concatenate``; ``axis=None`` flattens the arrays first."""
     xs = [asarray(x) for x in xs]
+    if axis is None:
+        xs, axis = [reshape(x, (-1,)) for x in xs], 0
     if len(xs) == 1:
         return xs[0]
     return ops.concatenate(*xs, axis=norm_axes(axis, ndim(xs[0]), "concatenate")[0])
@@ -239,11 +258,9 @@ def matmul(a, b):
     return reshape(out, out_shape)
 
 
-def cumsum(x, axis=None):
-    x = asarray(x)
-    if axis is None:
-        return ops.cumsum(reshape(x, (-1,)), axis=0)
-    return ops.cumsum(x, axis=norm_axes(axis, ndim(x), "cumsum")[0])
+def cumsum(x, axis=None, dtype=None):
+    x, axis = _one_axis(_accumulate(asarray(x), dtype), axis, "cumsum")
+    return ops.cumsum(x, axis=axis)
 
 
 def squeeze(x, axis=None):

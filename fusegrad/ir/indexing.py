@@ -28,6 +28,7 @@ def _is_array_index(i) -> bool:
 
 
 def _as_index_array(i):
+    """An integer or boolean index as an array (a concrete array for lists and masks)."""
     if isinstance(i, list | tuple | bool | np.bool_):
         i = np.asarray(i)
     if not (hasattr(i, "shape") and hasattr(i, "dtype")):
@@ -44,24 +45,28 @@ def _as_index_array(i):
                     "and cannot be traced; use fnp.where(mask, x, 0) (or a fixed-size "
                     f"mask reduction) instead. {e}"
                 ) from None
-        return list(np.nonzero(i))
+        if i.ndim == 0:
+            raise IndexError("a scalar boolean index (x[True]) is not supported; "
+                             "use fnp.expand_dims(x, 0) to add an axis")
+        return i
     if not np.issubdtype(dt, np.integer):
         raise IndexError(f"arrays used as indices must be of integer or boolean type, got {dt}")
-    return [i]
+    return i
+
+
+def _is_mask(e) -> bool:
+    return isinstance(e, np.ndarray) and e.dtype == np.bool_
 
 
 def _expand(x, idx):
-    """Normalise ``idx`` to a list of per-axis entries plus the positions of ``None``."""
+    """Normalise ``idx`` to one entry per axis of ``x`` (masks become their nonzero positions)."""
     if not isinstance(idx, tuple):
         idx = (idx,)
-    entries: list = []
-    for i in idx:
-        if _is_array_index(i):
-            entries.extend(_as_index_array(i))
-        else:
-            entries.append(i)
-    nd = len(aval(x).shape)
-    consumed = sum(1 for e in entries if e is not None and e is not Ellipsis)
+    entries = [_as_index_array(i) if _is_array_index(i) else i for i in idx]
+    shp = aval(x).shape
+    nd = len(shp)
+    consumed = sum(e.ndim if _is_mask(e) else 1 for e in entries
+                   if e is not None and e is not Ellipsis)
     n_ellipsis = sum(e is Ellipsis for e in entries)
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
@@ -73,7 +78,26 @@ def _expand(x, idx):
         entries[k : k + 1] = [slice(None)] * (nd - consumed)
     else:
         entries += [slice(None)] * (nd - consumed)
-    return entries
+    out, axis = [], 0
+    for e in entries:
+        if not _is_mask(e):
+            out.append(e)
+            axis += e is not None
+            continue
+        want = shp[axis : axis + e.ndim]
+        if e.shape != want:
+            raise IndexError(f"boolean index of shape {e.shape} does not match the indexed "
+                             f"array's dims {want} starting at axis {axis}")
+        out.extend(np.nonzero(e))
+        axis += e.ndim
+    return out
+
+
+def _check_bounds(e, axis: int, d: int):
+    """Concrete integer indices must lie in [-d, d), as in NumPy."""
+    if isinstance(e, np.ndarray) and e.size and (e.min() < -d or e.max() >= d):
+        bad = e[(e < -d) | (e >= d)].flat[0]
+        raise IndexError(f"index {bad} is out of bounds for axis {axis} with size {d}")
 
 
 def _plan(x, idx):
@@ -106,7 +130,9 @@ def _plan(x, idx):
             starts.append(0)
             stops.append(d)
             steps.append(1)
-            adv.append((axis, np.asarray(e) if isinstance(e, int | np.integer) else e))
+            e = np.asarray(e) if isinstance(e, int | np.integer) else e
+            _check_bounds(e, axis, d)
+            adv.append((axis, e))
             out_dims.append(("adv", axis))
         axis += 1
     if adv and newaxes:
@@ -149,48 +175,65 @@ def _move_adv_first(sub, adv):
     return moved, perm, rest
 
 
+def _index_dims_at(adv) -> int:
+    """Where the broadcast index dims go in the result: at the first advanced axis if the
+    advanced axes are adjacent, else first (NumPy's rule)."""
+    axes = [ax for ax, _ in adv]
+    return axes[0] if axes == list(range(axes[0], axes[0] + len(axes))) else 0
+
+
+def _gather_parts(x, sl, adv):
+    """The sliced array's advanced axes flattened into one, first; and the linear index."""
+    sub = x if _is_full(x, sl) else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
+    lin, dims = _linear_index(aval(sub).shape, adv)
+    moved, perm, rest = _move_adv_first(sub, adv)
+    flat = A.reshape(moved, (math.prod(dims), *rest))
+    return sub, moved, perm, flat, lin
+
+
+def _swap_lead(x, n: int, k: int):
+    """Move ``x``'s leading ``n`` dims to just after the following ``k`` dims."""
+    if not k:
+        return x
+    nd = len(aval(x).shape)
+    return A.transpose(x, [*range(n, n + k), *range(n), *range(n + k, nd)])
+
+
 def getitem(x, idx):
+    """``x[idx]`` with NumPy's semantics (basic and advanced indexing)."""
     x = A.asarray(x)
     sl, adv, out_dims = _plan(x, idx)
-    sub = x if _is_full(x, sl) else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
-    sub_shape = aval(sub).shape
     if not adv:
-        final = tuple(1 if d is None else sub_shape[d] for d in out_dims)
-        return A.reshape(sub, final)
-    lin, dims = _linear_index(sub_shape, adv)
-    moved, _, rest = _move_adv_first(sub, adv)
-    flat = A.reshape(moved, (math.prod(dims), *rest))
+        sub = x if _is_full(x, sl) else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
+        return A.reshape(sub, _basic_shape(aval(sub).shape, out_dims))
+    _, _, _, flat, lin = _gather_parts(x, sl, adv)
     out = ops.take(flat, lin, axis=0)
-    bnd = len(aval(lin).shape)
-    adv_axes = [ax for ax, _ in adv]
-    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[0] + len(adv_axes)))
-    if adjacent and adv_axes[0] > 0:
-        k = adv_axes[0]
-        perm = list(range(bnd, bnd + k)) + list(range(bnd)) + list(
-            range(bnd + k, len(aval(out).shape)))
-        out = A.transpose(out, perm)
-    return out
+    return _swap_lead(out, len(aval(lin).shape), _index_dims_at(adv))
+
+
+def _basic_shape(sub_shape, out_dims) -> tuple[int, ...]:
+    return tuple(1 if d is None else sub_shape[d] for d in out_dims)
 
 
 def _update(x, idx, v, mode):
     x = A.asarray(x)
     xt = aval(x)
     v = A.astype(v, xt.dtype) if is_weak(v) or aval(v).dtype != xt.dtype else v
-    sl, adv, _ = _plan(x, idx)
+    sl, adv, out_dims = _plan(x, idx)
     full = _is_full(x, sl)
-    sub = x if full else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])
-    sub_shape = aval(sub).shape
     if not adv:
-        target = getitem(x, idx)
-        v = _fit(v, aval(target).shape, sub_shape, "set" if mode == "set" else "add")
-        new = v if mode == "set" else sub + v
+        sub_shape = tuple(len(range(*r)) for r in zip(*sl))
+        v = A.reshape(_fit(v, _basic_shape(sub_shape, out_dims), mode), sub_shape)
+        if mode == "set":
+            new = v
+        else:
+            new = (x if full else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])) + v
     else:
-        lin, dims = _linear_index(sub_shape, adv)
-        moved, perm, rest = _move_adv_first(sub, adv)
-        flat = A.reshape(moved, (math.prod(dims), *rest))
-        got = getitem(x, idx)
-        v = A.broadcast_to(v, aval(got).shape) if aval(v).shape != aval(got).shape else v
-        v_flat = _to_gather_layout(v, aval(lin).shape, rest, adv)
+        sub, moved, perm, flat, lin = _gather_parts(x, sl, adv)
+        bshape, rest = aval(lin).shape, aval(flat).shape[1:]
+        k = _index_dims_at(adv)
+        v = _fit(v, (*rest[:k], *bshape, *rest[k:]), mode)
+        v_flat = _swap_lead(v, k, len(bshape))
         op = ops.index_set if mode == "set" else ops.index_add
         new_flat = op(flat, lin, v_flat, axis=0)
         new = A.transpose(A.reshape(new_flat, aval(moved).shape), np.argsort(perm))
@@ -199,26 +242,12 @@ def _update(x, idx, v, mode):
     return ops.update_slice(x, new, starts=sl[0], stops=sl[1], steps=sl[2])
 
 
-def _fit(v, target_shape, sub_shape, verb):
+def _fit(v, target_shape, verb):
     try:
-        v = A.broadcast_to(v, target_shape)
+        return A.broadcast_to(v, target_shape)
     except ShapeError:
         raise ShapeError(f"at[...].{verb}: value of shape {aval(v).shape} cannot be broadcast "
                          f"to the indexed shape {target_shape}") from None
-    return A.reshape(v, sub_shape)
-
-
-def _to_gather_layout(v, bshape, rest, adv):
-    """Undo getitem's placement of the broadcast index dims for an update value."""
-    bnd = len(bshape)
-    adv_axes = [ax for ax, _ in adv]
-    adjacent = adv_axes == list(range(adv_axes[0], adv_axes[0] + len(adv_axes)))
-    if adjacent and adv_axes[0] > 0:
-        k = adv_axes[0]
-        nd = len(aval(v).shape)
-        perm = list(range(k, k + bnd)) + list(range(k)) + list(range(k + bnd, nd))
-        v = A.transpose(v, perm)
-    return v
 
 
 class IndexUpdateRef:

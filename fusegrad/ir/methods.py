@@ -214,15 +214,22 @@ class ArrayMethods:
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         impl = A.NUMPY_FUNCTIONS.get(ufunc)
         if method != "__call__" or impl is None or kwargs.get("out") is not None:
-            raise TypeError(_unsupported(f"np.{ufunc.__name__}" + (
+            raise TypeError(_unsupported(_np_name(ufunc) + (
                 "" if method == "__call__" else f".{method}"), kwargs))
         return impl(*inputs, **kwargs)
 
     def __array_function__(self, func, types, args, kwargs):
         impl = A.NUMPY_FUNCTIONS.get(func)
         if impl is None:
-            raise TypeError(_unsupported(f"np.{func.__name__}", kwargs))
+            raise TypeError(_unsupported(_np_name(func), kwargs))
         return impl(*args, **kwargs)
+
+
+def _np_name(func) -> str:
+    """``np.sum``, ``np.linalg.svd``, ``np.fft.fft``: how the user spelled ``func``."""
+    module = getattr(func, "__module__", None) or "numpy"
+    sub = module.removeprefix("numpy").lstrip(".")
+    return "np." + (f"{sub}." if sub and not sub.startswith("_") else "") + func.__name__
 
 
 def _unsupported(what: str, kwargs) -> str:

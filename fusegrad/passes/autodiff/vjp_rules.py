@@ -301,6 +301,7 @@ def reduce_min_vjp(g, out, x, *, axes):
 def _flip(x, axis):
     shp = aval(x).shape
     n = len(shp)
+    axis %= n  # a negative axis would match no i below
     starts = tuple(d - 1 if i == axis else 0 for i, d in enumerate(shp))
     stops = tuple(-1 if i == axis else d for i, d in enumerate(shp))
     steps = tuple(-1 if i == axis else 1 for i in range(n))
@@ -344,6 +345,7 @@ def update_slice_vjp(g, out, x, v, *, starts, stops, steps):
 @rule("concatenate")
 def concatenate_vjp(g, out, *xs, axis):
     shp = aval(g).shape
+    axis %= len(shp)  # a negative axis would match no i below
     cts, start = [], 0
     for x in xs:
         n = aval(x).shape[axis]
