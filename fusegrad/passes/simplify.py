@@ -67,14 +67,8 @@ def _reshape_x(b, op, emit):
 
 
 def _broadcast_x(b, op, emit):
-    x, shape = b["x"], op.results[0].type.shape
-    if broadcast_shapes("broadcast_to", x.type.shape, shape) != shape:
-        return None
-    if len(shape) < x.type.ndim or shape[len(shape) - x.type.ndim:] != x.type.shape and any(
-        d != 1 for d in x.type.shape
-    ):
-        return None
-    return emit("broadcast_to", (b["x"],), {"shape": shape})
+    """Broadcasting composes: x -> s1 -> s2 is x -> s2."""
+    return emit("broadcast_to", (b["x"],), {"shape": op.results[0].type.shape})
 
 
 def _broadcast_of_reshape(b, op, emit):
@@ -124,8 +118,8 @@ REWRITES: list[Rule] = [
     Rule(("reshape", ("reshape", "x")), _reshape_x),                 # reshape(reshape(x)) -> reshape(x)
     Rule(("broadcast_to", "x"), _same_type_as_result),               # broadcast to own shape -> x
     Rule(("broadcast_to", ("broadcast_to", "x")), _broadcast_x),     # bcast(bcast(x)) -> bcast(x)
-    Rule(("broadcast_to", ("reshape", "x", "@mid")), _broadcast_of_reshape),  # bcast(reshape(x)) -> bcast(x)
-    Rule(("transpose", ("transpose", "x", "@mid")), _compose_transposes),  # perms compose
+    Rule(("broadcast_to", ("reshape", "x", "@mid")), _broadcast_of_reshape),  # see its doc
+    Rule(("transpose", ("transpose", "x", "@mid")), _compose_transposes),  # t(t(x)) -> t(x)
     Rule(("convert", "x"), _same_type_as_result),                    # convert to own dtype -> x
     Rule(("reduce_sum", ZERO), _zeros_of_result),                    # sum(0) -> 0
     Rule(("slice", ZERO), _zeros_of_result),                         # slice(0) -> 0
