@@ -115,7 +115,7 @@ REWRITES: list[Rule] = [
     Rule(("neg", ("neg", "x")), "x"),                                # --x -> x
     Rule(("select", "c", "x", "x"), "x", broadcast_ok=True),         # where(c, x, x) -> x
     Rule(("reshape", "x"), _same_type_as_result),                    # reshape to own shape -> x
-    Rule(("reshape", ("reshape", "x")), _reshape_x),                 # reshape(reshape(x)) -> reshape(x)
+    Rule(("reshape", ("reshape", "x")), _reshape_x),                 # r(r(x)) -> r(x)
     Rule(("broadcast_to", "x"), _same_type_as_result),               # broadcast to own shape -> x
     Rule(("broadcast_to", ("broadcast_to", "x")), _broadcast_x),     # bcast(bcast(x)) -> bcast(x)
     Rule(("broadcast_to", ("reshape", "x", "@mid")), _broadcast_of_reshape),  # see its doc
