@@ -495,7 +495,9 @@ class jit:
                 print(f"fusegrad: tracing {self.__name__} for {key[1]}", file=sys.stderr)
             fun, dyn = _split_static(self.f, args, self.static_argnums)
             traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
-            self._cache[key] = traced
+            if not any(isinstance(x, Tracer) for x in traced.free):
+                # a closure over an enclosing transform's tracer is only valid in that trace
+                self._cache[key] = traced
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         outs = call(traced.function, *leaves, *traced.free)
         return tree_unflatten(traced.out_tree, list(outs))

@@ -157,6 +157,8 @@ def _convert(x, *, dtype):
 
 
 _def("constant", 0, S.constant_rule, _constant, "elementwise", attrs=("value", "dtype"))
+_def("iota", 0, S.iota_rule, lambda *, n, dtype: np.arange(n, dtype=DTYPES[dtype]), "creation",
+     attrs=("n", "dtype"), doc="arange(n): 0, 1, ..., n - 1")
 _def("convert", 1, S.convert_rule, _convert, "elementwise", attrs=("dtype",))
 _def("stop_gradient", 1, S.identity_rule, np.array, "elementwise",
      doc="identity whose gradient is zero")
@@ -277,7 +279,8 @@ def _custom_vjp_impl(*args, num_out, regions):
     from .evaluate import evaluate
 
     fwd = regions[0]
-    return evaluate(fwd, *args[: len(fwd.params)])
+    out = evaluate(fwd, *args[: len(fwd.params)])
+    return out[0] if len(out) == 1 else out
 
 
 _def("custom_vjp_call", None, _custom_vjp_rule, _custom_vjp_impl, "region",

@@ -73,6 +73,12 @@ def constant_rule(types, *, value, dtype):
     return (TensorType((), DTYPES[dtype]),)
 
 
+def iota_rule(types, *, n, dtype):
+    if n < 0:
+        raise ShapeError(f"iota: length must be >= 0, got {n}")
+    return (TensorType((n,), DTYPES[dtype]),)
+
+
 def convert_rule(types, *, dtype):
     return (TensorType(types[0].shape, DTYPES[dtype]),)
 
@@ -105,6 +111,8 @@ def arg_reduce_rule(name: str):
 
 def cumsum_rule(types, *, axis):
     (x,) = types
+    if x.ndim == 0:
+        raise ShapeError(f"cumsum: needs an array of rank >= 1, got {x}")
     norm_axis("cumsum", axis, x.ndim)
     return (x,)
 

@@ -52,7 +52,9 @@ class Case:
     def function(self, args):
         def f(*xs):
             out = bind(self.op, *xs, regions=self.regions, **self.attrs)
-            return out if self.results is None else tuple(out)[: self.results]
+            if self.results is None:
+                return out
+            return (out if isinstance(out, tuple) else (out,))[: self.results]
 
         return trace(f, *(TensorType(a.shape, a.dtype) for a in args))
 
@@ -299,29 +301,10 @@ GRAD_CASES = [
 ]
 
 
-def known_bug(case: Case, reason: str):
-    """``case`` as a parameter expected to fail (strict: fixing the bug fails the test)."""
-    return pytest.param(case, marks=pytest.mark.xfail(strict=True, reason=reason), id=case.id)
-
-
-INDEX_SET_REPEATED = Case(
-    "index_set", inputs(normal(4, 3), const([1, 1]), normal(2, 3)), {"axis": 0}, "repeated"
+GRAD_CASES.append(
+    Case("index_set", inputs(normal(4, 3), const([1, 1]), normal(2, 3)), {"axis": 0}, "repeated")
 )
-#: Known wrong gradients, first and second order.
-GRAD_BUGS = [
-    known_bug(
-        INDEX_SET_REPEATED,
-        "index_set with a repeated index: the overwritten update "
-        "gets take(g, idx) as its cotangent instead of 0 (only the last write counts)",
-    ),
-]
-SECOND_ORDER_BUGS = {
-    CUSTOM_VJP_RESIDUAL.id: "custom_vjp_call_vjp drops the cotangents of the residual results, "
-    "so the dependence of bwd's input res = cos(x) on x is lost: d/dx of the VJP is 0",
-}
-SECOND_ORDER_CASES = [
-    known_bug(c, SECOND_ORDER_BUGS[c.id]) if c.id in SECOND_ORDER_BUGS else c for c in GRAD_CASES
-]
+SECOND_ORDER_CASES = GRAD_CASES
 
 
 # --- non-differentiable ops: sum(float(w(*xs)) * xs[0]) has gradient (w, 0, ...) -----
@@ -384,6 +367,10 @@ NONDIFF: dict[str, NonDiffCase] = {
         lambda x: bind("constant", value=2.5, dtype="f64"), inputs(normal(3, 4))
     ),
     "stop_gradient": _unary("stop_gradient"),  # the gradient is x, not 2 x
+    "iota": NonDiffCase(
+        lambda x: bind("convert", bind("iota", n=4, dtype="i64"), dtype="f64"),
+        inputs(normal(3, 4)),
+    ),
 }
 
 # --- NumPy-only cases: non-differentiable ops; ties and integer conversions ---------
@@ -410,19 +397,9 @@ INTERPRETER_ONLY = [
     Case("constant", inputs(), {"value": 2.5, "dtype": "f64"}, "f64"),
     Case("constant", inputs(), {"value": -3, "dtype": "i64"}, "i64"),
     Case("stop_gradient", inputs(normal(3, 4))),
+    Case("iota", inputs(), {"n": 5, "dtype": "i64"}),
     Case("convert", inputs(const([-1.5, 0.4, 2.0])), {"dtype": "i32"}, "f64-i32"),
     Case("reduce_max", inputs(const([[1.0, 3.0, 3.0]])), {"axes": (1,)}, "ties"),
-]
-INTERPRETER_BUGS = [
-    known_bug(
-        CUSTOM_VJP_SINGLE,
-        "custom_vjp_call with one result: its impl returns a 1-tuple, "
-        "which eval_numpy wraps again into an array of shape (1, 3, 4)",
-    ),
-    known_bug(
-        Case("cumsum", inputs(normal()), {"axis": 0}, "scalar"),
-        "cumsum of a rank-0 array: the shape rule says f64[], np.cumsum returns shape (1,)",
-    ),
 ]
 
 
@@ -466,13 +443,13 @@ def test_gradient_cases_trace_to_exactly_their_op():
         assert [op.name for op in case.function(args).ops] == [case.op], case.id
 
 
-@pytest.mark.parametrize("case", GRAD_CASES + GRAD_BUGS, ids=_case_id)
+@pytest.mark.parametrize("case", GRAD_CASES, ids=_case_id)
 def test_vjp_matches_finite_differences(case):
     args = case.inputs()
     check_grads(case.function(args), args, order=1)
 
 
-@pytest.mark.parametrize("case", SECOND_ORDER_CASES + GRAD_BUGS, ids=_case_id)
+@pytest.mark.parametrize("case", SECOND_ORDER_CASES, ids=_case_id)
 def test_vjp_of_vjp_matches_finite_differences(case):
     args = case.inputs()
     check_grads(case.function(args), args, order=2)
@@ -498,7 +475,7 @@ def test_no_gradient_flows_through_non_differentiable_op(name):
         assert_close(g, np.zeros(args[i].shape), "exact64")
 
 
-@pytest.mark.parametrize("case", GRAD_CASES + INTERPRETER_ONLY + INTERPRETER_BUGS, ids=_case_id)
+@pytest.mark.parametrize("case", [*GRAD_CASES, *INTERPRETER_ONLY, CUSTOM_VJP_SINGLE], ids=_case_id)
 def test_interpreter_matches_numpy(case):
     args = case.inputs()
     got = evaluate(case.function(args), *args)

@@ -70,6 +70,11 @@ def vjp(
             p = fn.params[i]
             results.append(t.wrap(cts[p] if p in cts else zeros(p.type.shape, p.type.dtype)))
         out_fn = t.builder.build([t.to_value(x) for x in results])
+    if t.free:
+        raise RuntimeError(
+            f"internal error: a VJP rule used a concrete array while differentiating "
+            f"@{fn.name}; rules must build arrays with ops (iota, broadcast_to)"
+        )
     return dce(out_fn)
 
 
@@ -89,14 +94,13 @@ def _backprop(op, env, cts, active) -> None:
             "being differentiated; wrap the input in fg.stop_gradient(...) if no gradient "
             "should flow through it"
         )
-    gs = [cts.get(r) for r in op.results]
-    gs = [g if g is not None else zeros(r.type.shape, r.type.dtype) for g, r in zip(gs, op.results)]
     outs = [env[r] for r in op.results]
     kwargs = dict(op.attrs, regions=op.regions) if op.regions else op.attrs
     if len(op.results) == 1:
-        in_cts = rule(gs[0], outs[0], *(env[v] for v in op.operands), **kwargs)
-    else:
-        in_cts = rule(tuple(gs), tuple(outs), *(env[v] for v in op.operands), **kwargs)
+        in_cts = rule(cts[op.results[0]], outs[0], *(env[v] for v in op.operands), **kwargs)
+    else:  # multi-result rules get None for results without a cotangent
+        gs = tuple(cts.get(r) for r in op.results)
+        in_cts = rule(gs, tuple(outs), *(env[v] for v in op.operands), **kwargs)
     for v, ct in zip(op.operands, in_cts):
         if ct is not None and v in active:
             _accumulate(cts, v, ct)

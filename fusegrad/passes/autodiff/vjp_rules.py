@@ -27,7 +27,7 @@ from ...ir.types import dtype_name
 NON_DIFFERENTIABLE = frozenset({
     "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor",
     "logical_not", "isnan", "isfinite", "argmax", "argmin", "floor", "ceil", "round",
-    "sign", "floor_divide", "constant", "stop_gradient",
+    "sign", "floor_divide", "constant", "iota", "stop_gradient",
 })  # fmt: skip
 
 VJP_RULES: dict = {}
@@ -371,7 +371,17 @@ def index_add_vjp(g, out, x, idx, v, *, axis):
 
 @rule("index_set")
 def index_set_vjp(g, out, x, idx, v, *, axis):
-    return ops.index_set(g, idx, zeros_like(v), axis=axis), None, ops.take(g, idx, axis=axis)
+    """With repeated indices only the update that was written (the last) gets ``g``."""
+    n = aval(x).shape[axis]
+    it = aval(idx)
+    order = A.reshape(ops.iota(n=it.size, dtype="i64"), it.shape)
+    unset = ops.broadcast_to(ops.constant(value=-1, dtype="i64"), shape=(n,))
+    winner = ops.index_set(unset, A.astype(idx, np.int64), order, axis=0)
+    won = ops.take(winner, idx, axis=0) == order
+    vs = aval(v).shape
+    won = A.reshape(won, (1,) * axis + it.shape + (1,) * (len(vs) - axis - it.ndim))
+    gv = ops.select(won, ops.take(g, idx, axis=axis), 0)
+    return ops.index_set(g, idx, zeros_like(v), axis=axis), None, gv
 
 
 # --- contraction -----------------------------------------------------------------
@@ -392,11 +402,22 @@ def matmul_vjp(g, out, a, b):
 
 @rule("custom_vjp_call")
 def custom_vjp_call_vjp(g, out, *operands, num_out, regions):
+    """Cotangents of the outputs go through the user's ``bwd``; cotangents of the
+    residuals (present when differentiating a second time) through ``fwd``'s own VJP."""
     from ...ir import evaluate
+    from .reverse import vjp
 
     fwd, bwd = regions
     gs = g if isinstance(g, tuple) else (g,)
     outs = out if isinstance(out, tuple) else (out,)
     nf = len(fwd.params)
-    cts = evaluate(bwd, *outs[num_out:], *gs[:num_out], *operands[nf:])
-    return tuple(cts) + (None,) * (len(operands) - len(cts))
+    cts: list = [None] * len(operands)
+    if any(x is not None for x in gs[:num_out]):
+        g_out = [zeros_like(o) if x is None else x for x, o in zip(gs[:num_out], outs)]
+        cts[: len(bwd.results)] = evaluate(bwd, *outs[num_out:], *g_out, *operands[nf:])
+    if any(x is not None for x in gs[num_out:]):
+        seeds = tuple(i for i, x in enumerate(gs) if i >= num_out and x is not None)
+        back = evaluate(vjp(fwd, seeds=seeds), *operands[:nf],
+                        *(gs[i] for i in seeds))[len(fwd.results):]
+        cts[:nf] = [b if c is None else c + b for c, b in zip(cts[:nf], back)]
+    return tuple(cts)
