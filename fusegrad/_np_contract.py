@@ -165,8 +165,12 @@ def _contract(a, la, b, lb, keep: set):
 
 
 @implements(np.einsum)
-def einsum(subscripts: str, *operands, **_):
-    """Einstein summation, contracted pairwise left to right through ``matmul``."""
+def einsum(subscripts: str, *operands, optimize=None, order=None, **unsupported):
+    """Einstein summation, contracted pairwise left to right through ``matmul``.
+
+    ``optimize`` and ``order`` do not change values and are ignored.
+    """
+    A.refuse("einsum", unsupported)
     operands = [A.asarray(x) for x in operands]
     terms, out = _parse(subscripts, operands)
     xs = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -10,6 +11,7 @@ from .ir import array as A
 from .ir import ops
 from .ir.array import implements
 from .ir.bind import aval
+from .ir.errors import ShapeError
 
 __all__ = [
     "arange", "array", "asarray", "atleast_1d", "atleast_2d", "empty", "empty_like",
@@ -41,6 +43,8 @@ def size(a, axis=None):
 
 @implements(np.ravel)
 def ravel(a, order="C"):
+    if order != "C":
+        raise TypeError(f"ravel: order={order!r} is not supported; fusegrad arrays are C-ordered")
     return A.reshape(A.asarray(a), (-1,))
 
 
@@ -48,17 +52,28 @@ def ravel(a, order="C"):
 def swapaxes(a, axis1, axis2):
     a = A.asarray(a)
     perm = list(range(len(_shape(a))))
-    i, j = axis1 % len(perm), axis2 % len(perm)
+    i, j = (A.norm_axis(ax, len(perm), "swapaxes") for ax in (axis1, axis2))
     perm[i], perm[j] = perm[j], perm[i]
     return A.transpose(a, perm)
+
+
+def _axis_list(axes, nd: int, name: str) -> list[int]:
+    """Checked, non-negative, distinct axes in the given order."""
+    out = [A.norm_axis(int(ax), nd, name) for ax in np.atleast_1d(axes)]
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{name}: repeated axis in {axes}")
+    return out
 
 
 @implements(np.moveaxis)
 def moveaxis(a, source, destination):
     a = A.asarray(a)
     nd = len(_shape(a))
-    src = [s % nd for s in np.atleast_1d(source)]
-    dst = [d % nd for d in np.atleast_1d(destination)]
+    src = _axis_list(source, nd, "moveaxis source")
+    dst = _axis_list(destination, nd, "moveaxis destination")
+    if len(src) != len(dst):
+        raise ValueError("moveaxis: source and destination must have the same number of "
+                         f"elements, got {source} and {destination}")
     order = [i for i in range(nd) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -68,9 +83,9 @@ def moveaxis(a, source, destination):
 @implements(np.expand_dims)
 def expand_dims(a, axis):
     a = A.asarray(a)
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    nd = len(_shape(a)) + len(axes)
-    axes = sorted(x % nd for x in axes)
+    n_new = 1 if isinstance(axis, int | np.integer) else len(axis)
+    nd = len(_shape(a)) + n_new
+    axes = _axis_list(axis, nd, "expand_dims")
     new, it = [], iter(_shape(a))
     for i in range(nd):
         new.append(1 if i in axes else next(it))
@@ -115,7 +130,7 @@ def vstack(tup):
 def split(ary, indices_or_sections, axis=0):
     ary = A.asarray(ary)
     s = _shape(ary)
-    axis = axis % len(s)
+    axis = A.norm_axis(axis, len(s), "split")
     n = s[axis]
     if isinstance(indices_or_sections, int):
         k = indices_or_sections
@@ -126,7 +141,7 @@ def split(ary, indices_or_sections, axis=0):
     else:  # NumPy slices ary[lo:hi] between split points, so negative ones count from the end
         bounds = [0, *(int(i) for i in indices_or_sections), n]
     return [_slice(ary, tuple(slice(lo, hi) if i == axis else slice(None) for i in range(len(s))))
-            for lo, hi in zip(bounds[:-1], bounds[1:])]
+            for lo, hi in itertools.pairwise(bounds)]
 
 
 def _slice(a, idx):
@@ -148,6 +163,8 @@ def flip(m, axis=None):
 def tile(A_, reps):
     a = A.asarray(A_)
     reps = (reps,) if isinstance(reps, int) else tuple(reps)
+    if any(r < 0 for r in reps):
+        raise ValueError(f"tile: repetitions must be non-negative, got {reps}")
     s = _shape(a)
     nd = max(len(s), len(reps))
     s = (1,) * (nd - len(s)) + s
@@ -162,8 +179,10 @@ def repeat(a, repeats, axis=None):
     a = A.asarray(a)
     if axis is None:
         a, axis = ravel(a), 0
-    axis = axis % len(_shape(a))
+    axis = A.norm_axis(axis, len(_shape(a)), "repeat")
     n = _shape(a)[axis]
+    if np.any(np.asarray(repeats) < 0):
+        raise ValueError(f"repeat: repeats must be non-negative, got {repeats}")
     if isinstance(repeats, int):
         s = _shape(a)
         b = A.reshape(a, s[: axis + 1] + (1,) + s[axis + 1 :])
@@ -174,14 +193,19 @@ def repeat(a, repeats, axis=None):
 
 
 @implements(np.take)
-def take(a, indices, axis=None, **_):
+def take(a, indices, axis=None, mode=None, **unsupported):
+    """NumPy's ``take``; out-of-range indices raise (``mode="raise"``, the default)."""
+    A.refuse("take", unsupported)
+    if mode not in (None, "raise"):
+        raise TypeError(f"take: mode={mode!r} is not supported; clip or wrap the indices "
+                        "first (fnp.clip, %) and use the default mode")
     a = A.asarray(a)
     if axis is None:
         a, axis = ravel(a), 0
     idx = A.asarray(indices) if not isinstance(indices, int) else np.asarray(indices)
     if not np.issubdtype(aval(idx).dtype, np.integer):
         raise IndexError(f"take: indices must be integers, got {aval(idx).dtype}")
-    return ops.take(a, idx, axis=axis % len(_shape(a)))
+    return ops.take(a, idx, axis=A.norm_axis(axis, len(_shape(a)), "take"))
 
 
 # --- creation (concrete NumPy arrays; *_like of a traced value is traced) ---------
@@ -195,31 +219,35 @@ linspace = np.linspace
 eye = np.eye
 
 
-def _filled_like(a, value, dtype):
+def _filled_like(a, value, dtype, shape):
     a = A.asarray(a)
     t = aval(a)
     dt = np.dtype(dtype) if dtype is not None else t.dtype
+    shape = t.shape if shape is None else tuple(np.atleast_1d(shape).tolist())
     if isinstance(a, np.ndarray):
-        return np.full(t.shape, value, dt)
-    return ops.broadcast_to(np.asarray(value, dt), shape=t.shape)
+        return np.full(shape, value, dt)
+    return ops.broadcast_to(np.asarray(value, dt), shape=shape)
+
+
+# order=, subok= and device= do not change values: accepted and ignored, as in JAX
 
 
 @implements(np.zeros_like)
-def zeros_like(a, dtype=None, **_):
-    return _filled_like(a, 0, dtype)
+def zeros_like(a, dtype=None, order=None, subok=None, shape=None, *, device=None):
+    return _filled_like(a, 0, dtype, shape)
 
 
 @implements(np.ones_like)
-def ones_like(a, dtype=None, **_):
-    return _filled_like(a, 1, dtype)
+def ones_like(a, dtype=None, order=None, subok=None, shape=None, *, device=None):
+    return _filled_like(a, 1, dtype, shape)
 
 
 empty_like = zeros_like
 
 
 @implements(np.full_like)
-def full_like(a, fill_value, dtype=None, **_):
-    return _filled_like(a, fill_value, dtype)
+def full_like(a, fill_value, dtype=None, order=None, subok=None, shape=None, *, device=None):
+    return _filled_like(a, fill_value, dtype, shape)
 
 
 @implements(np.asarray, np.array)

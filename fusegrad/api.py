@@ -228,10 +228,12 @@ def elementwise_grad(f: Callable, argnums: int = 0):
 
     @functools.wraps(f)
     def ew(*args):
-        def partial_f(x):
-            return f(*args[:argnums], x, *args[argnums + 1:])
+        (i,) = _argnums_tuple(argnums, len(args), "elementwise_grad")
 
-        out, vjp_fn = vjp(partial_f, args[argnums])
+        def partial_f(x):
+            return f(*args[:i], x, *args[i + 1:])
+
+        out, vjp_fn = vjp(partial_f, args[i])
         return vjp_fn(tree_map(_ones_like, out))[0]
 
     return ew
@@ -340,7 +342,7 @@ class custom_vjp:
             raise GradError(f"custom_vjp function {self.__name__} has no VJP: call "
                             f"{self.__name__}.defvjp(fwd, bwd) first")
         args = tree_map(_leaf, args)
-        leaves, in_tree = tree_flatten(args)
+        leaves = tree_flatten(args)[0]
         if all(_concrete(x) for x in leaves) and not _trace_state.stack:
             return self.fun(*args)
         fwd_t = trace_pytree(self.fwd, args, name=f"{self.__name__}_fwd")
@@ -364,7 +366,7 @@ class custom_vjp:
                                 f"cotangent per argument ({len(args)}), got {cts!r:.80}")
             flat_cts = []
             for a, c in zip(args, cts):
-                a_leaves, a_td = tree_flatten(a)
+                a_leaves = tree_flatten(a)[0]
                 c_leaves = ([None] * len(a_leaves) if c is None else tree_flatten(c)[0])
                 for x, cl in zip(a_leaves, c_leaves):
                     flat_cts.append(np.zeros(aval(x).shape, aval(x).dtype) if cl is None else cl)
@@ -383,12 +385,12 @@ class custom_vjp:
 # --- inspection ---------------------------------------------------------------------
 
 
-def make_ir(f: Callable, static_argnums: Sequence[int] = ()):
+def make_ir(f: Callable, static_argnums: int | Sequence[int] = ()):
     """``make_ir(f)(*args)`` returns the traced ``Function`` (print it to read the IR)."""
 
     @functools.wraps(f)
     def ir_of(*args):
-        fun, dyn = _split_static(f, args, static_argnums)
+        fun, dyn = _split_static(f, args, static_argnums, "make_ir")
         return trace_pytree(fun, dyn, name=getattr(f, "__name__", "f")).function
 
     return ir_of
@@ -430,17 +432,27 @@ def dump(f: Callable, *args, stage: str = "all", file=None) -> None:
 # --- jit ----------------------------------------------------------------------------
 
 
-def _split_static(f, args, static_argnums):
-    static = tuple(i % len(args) for i in static_argnums) if args else ()
+def _static_indices(static_argnums, nargs: int, who: str) -> tuple[int, ...]:
+    """``static_argnums`` (an int or ints, negative counting from the end) as indices."""
+    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise ValueError(f"{who}: static_argnums={static_argnums} but the function was "
+                             f"called with {nargs} positional argument(s)")
+    return tuple(i % nargs for i in nums)
+
+
+def _split_static(f, args, static_argnums, who: str):
+    static = _static_indices(static_argnums, len(args), f"{who}({getattr(f, '__name__', 'f')})")
     if not static:
         return f, args
     dyn_idx = [i for i in range(len(args)) if i not in static]
 
-    def fun(*dyn):
+    def fun(*dyn, **kwargs):
         full = list(args)
         for i, d in zip(dyn_idx, dyn):
             full[i] = d
-        return f(*full)
+        return f(*full, **kwargs)
 
     fun.__name__ = getattr(f, "__name__", "f")
     fun.__signature__ = _dynamic_signature(f, dyn_idx)
@@ -461,6 +473,29 @@ def _dynamic_signature(f, dyn_idx) -> inspect.Signature | None:
                               for i in dyn_idx])
 
 
+def _keywords_last(fun: Callable, nargs: int, kwargs: dict) -> Callable:
+    """``fun`` taking its keyword arguments as one dict after its ``nargs`` positional ones."""
+
+    def with_kwargs(*args):
+        return fun(*args[:-1], **args[-1])
+
+    with_kwargs.__name__ = getattr(fun, "__name__", "f")
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return with_kwargs
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= nargs:
+        kw_name = next(iter(kwargs)) if len(kwargs) == 1 else "kwargs"
+        kw_param = inspect.Parameter(
+            kw_name if kw_name.isidentifier() else "kwargs", inspect.Parameter.POSITIONAL_ONLY)
+        with_kwargs.__signature__ = inspect.Signature(
+            [p.replace(kind=p.POSITIONAL_ONLY, default=p.empty) for p in positional[:nargs]]
+            + [kw_param]
+        )
+    return with_kwargs
+
+
 class jit:
     """Trace ``f`` once per argument structure, shapes, dtypes and static values.
 
@@ -475,25 +510,30 @@ class jit:
                                else tuple(static_argnums))
         self._cache: dict = {}
 
-    def _key(self, args):
-        static = tuple(i % len(args) for i in self.static_argnums)
+    def _key(self, args, kwargs):
+        static = _static_indices(self.static_argnums, len(args), f"jit({self.__name__})")
         try:
             svals = tuple((i, args[i]) for i in static)
             hash(svals)
         except TypeError:
             raise TypeError(f"jit: static arguments {static} must be hashable") from None
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
+        if kwargs:
+            dyn = (*dyn, kwargs)
         leaves, td = tree_flatten(dyn)
         types = tuple(aval(_leaf(x)) for x in leaves)
         return (td, types, svals), dyn
 
-    def __call__(self, *args):
-        key, dyn = self._key(args)
+    def __call__(self, *args, **kwargs):
+        """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        key, dyn = self._key(args, kwargs)
         traced = self._cache.get(key)
         if traced is None:
             if config.LOG_COMPILES:
                 print(f"fusegrad: tracing {self.__name__} for {key[1]}", file=sys.stderr)
-            fun, dyn = _split_static(self.f, args, self.static_argnums)
+            fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
+            if kwargs:
+                fun = _keywords_last(fun, len(dyn_args), kwargs)
             traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
             if not any(isinstance(x, Tracer) for x in traced.free):
                 # a closure over an enclosing transform's tracer is only valid in that trace

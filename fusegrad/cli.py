@@ -26,13 +26,19 @@ def _load_function(spec: str):
     if mod_spec is None or mod_spec.loader is None:
         raise UsageError(f"cannot import {path} (is it a .py file?)")
     module = importlib.util.module_from_spec(mod_spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    # registered while it runs, as a normal import would be: dataclasses and typing look
+    # their defining module up in sys.modules
+    sys.modules[mod_spec.name] = module
+    folder = os.path.dirname(os.path.abspath(path))
+    sys.path.insert(0, folder)
     try:
         mod_spec.loader.exec_module(module)
     except Exception as e:
+        sys.modules.pop(mod_spec.name, None)
         raise UsageError(f"importing {path} failed: {type(e).__name__}: {e}") from None
     finally:
-        sys.path.pop(0)
+        if folder in sys.path:
+            sys.path.remove(folder)
     fn = getattr(module, name, None)
     if not callable(fn):
         raise UsageError(f"{path} has no function named {name!r}")

@@ -13,7 +13,7 @@ import numpy as np
 
 from .ir import array as A
 from .ir import ops
-from .ir.array import (  # noqa: F401  (re-exported NumPy names)
+from .ir.array import (  # also re-exported as NumPy names
     argmax,
     argmin,
     broadcast_to,
@@ -215,64 +215,104 @@ def logical_not(x):
 # --- reductions ------------------------------------------------------------------
 
 
-def _no_out(out):
-    if out is not None:
-        raise TypeError("out= is not supported: fusegrad functions return new arrays")
+# NumPy's keyword arguments that fusegrad does not implement (out=, where=, initial=, ...)
+# land in ``unsupported`` and raise: never silently ignored.
+
+
+def _cast(a, dtype):
+    return a if dtype is None else A.astype(A.asarray(a), dtype)
 
 
 @_implements(np.sum)
-def _np_sum(a, axis=None, dtype=None, out=None, keepdims=False, **_):
-    _no_out(out)
+def _np_sum(a, axis=None, dtype=None, keepdims=False, **unsupported):
+    A.refuse("np.sum", unsupported)
     return sum(a, axis, dtype, keepdims)
 
 
 @_implements(np.mean)
-def _np_mean(a, axis=None, dtype=None, out=None, keepdims=False, **_):
-    _no_out(out)
-    return mean(a if dtype is None else A.astype(a, dtype), axis, keepdims)
+def _np_mean(a, axis=None, dtype=None, keepdims=False, **unsupported):
+    A.refuse("np.mean", unsupported)
+    return mean(_cast(a, dtype), axis, keepdims)
 
 
 @_implements(np.max, np.amax)
-def amax(a, axis=None, out=None, keepdims=False, **_):
-    _no_out(out)
+def amax(a, axis=None, keepdims=False, **unsupported):
+    A.refuse("np.max", unsupported)
     return max(a, axis, keepdims)
 
 
 @_implements(np.min, np.amin)
-def amin(a, axis=None, out=None, keepdims=False, **_):
-    _no_out(out)
+def amin(a, axis=None, keepdims=False, **unsupported):
+    A.refuse("np.min", unsupported)
     return min(a, axis, keepdims)
 
 
 @_implements(np.prod)
-def _np_prod(a, axis=None, dtype=None, out=None, keepdims=False, **_):
-    _no_out(out)
+def _np_prod(a, axis=None, dtype=None, keepdims=False, **unsupported):
+    A.refuse("np.prod", unsupported)
     return prod(a, axis, keepdims, dtype)
 
 
+def _ddof(ddof, correction):
+    return ddof if correction is None else correction
+
+
 @_implements(np.var)
-def _np_var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **_):
-    _no_out(out)
-    return var(a, axis, ddof, keepdims)
+def _np_var(a, axis=None, dtype=None, ddof=0, keepdims=False, *, correction=None,
+            **unsupported):
+    A.refuse("np.var", unsupported)
+    return var(_cast(a, dtype), axis, _ddof(ddof, correction), keepdims)
 
 
 @_implements(np.std)
-def _np_std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **_):
-    _no_out(out)
-    return std(a, axis, ddof, keepdims)
+def _np_std(a, axis=None, dtype=None, ddof=0, keepdims=False, *, correction=None,
+            **unsupported):
+    A.refuse("np.std", unsupported)
+    return std(_cast(a, dtype), axis, _ddof(ddof, correction), keepdims)
 
 
-_implements(np.argmax)(lambda a, axis=None, **_: argmax(a, axis))
-_implements(np.argmin)(lambda a, axis=None, **_: argmin(a, axis))
-_implements(np.cumsum)(lambda a, axis=None, dtype=None, **_: cumsum(a, axis, dtype))
-_implements(np.clip)(lambda a, a_min=None, a_max=None, **_: clip(a, a_min, a_max))
-_implements(np.matmul)(lambda a, b, **_: matmul(a, b))
-_implements(np.reshape)(lambda a, shape=None, newshape=None, **_: reshape(
-    a, shape if shape is not None else newshape))
+@_implements(np.argmax)
+def _np_argmax(a, axis=None, keepdims=False, **unsupported):
+    A.refuse("np.argmax", unsupported)
+    return argmax(a, axis, keepdims)
+
+
+@_implements(np.argmin)
+def _np_argmin(a, axis=None, keepdims=False, **unsupported):
+    A.refuse("np.argmin", unsupported)
+    return argmin(a, axis, keepdims)
+
+
+@_implements(np.cumsum)
+def _np_cumsum(a, axis=None, dtype=None, **unsupported):
+    A.refuse("np.cumsum", unsupported)
+    return cumsum(a, axis, dtype)
+
+
+@_implements(np.clip)
+def _np_clip(a, a_min=None, a_max=None, *, min=None, max=None, **unsupported):
+    A.refuse("np.clip", unsupported)
+    return clip(a, a_min if min is None else min, a_max if max is None else max)
+
+
+@_implements(np.reshape)
+def _np_reshape(a, shape=None, order="C", *, newshape=None, copy=None):
+    if order != "C":
+        raise TypeError(f"np.reshape: order={order!r} is not supported; fusegrad arrays are "
+                        "C-ordered (transpose first for Fortran order)")
+    return reshape(a, shape if shape is not None else newshape)
+
+
+@_implements(np.concatenate)
+def _np_concatenate(arrays, axis=0, dtype=None, **unsupported):
+    A.refuse("np.concatenate", unsupported)
+    return concatenate([_cast(x, dtype) for x in arrays], axis)
+
+
+_implements(np.matmul)(lambda a, b: matmul(a, b))
 _implements(np.transpose)(lambda a, axes=None: transpose(a, axes))
 _implements(np.squeeze)(lambda a, axis=None: squeeze(a, axis))
-_implements(np.broadcast_to)(lambda array, shape, **_: broadcast_to(array, shape))
-_implements(np.concatenate)(lambda arrays, axis=0, **_: concatenate(arrays, axis))
+_implements(np.broadcast_to)(lambda array, shape, subok=False: broadcast_to(array, shape))
 
 from ._np_contract import *  # noqa: E402, F403  (dot, tensordot, einsum, outer)
 from ._np_shape import *  # noqa: E402, F403  (shape ops, take, creation)

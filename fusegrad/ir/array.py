@@ -31,6 +31,20 @@ def implements(*np_funcs):
     return deco
 
 
+def refuse(fname: str, kwargs: dict) -> None:
+    """Raise for NumPy keyword arguments fusegrad does not implement, rather than ignore them.
+
+    ``None`` values count as not given.
+    """
+    given = sorted(k for k, v in kwargs.items() if v is not None)
+    if "out" in given:
+        raise TypeError(f"{fname}(..., out=...) writes in place, which fusegrad cannot record; "
+                        "drop out= and use the returned array")
+    if given:
+        raise TypeError(f"{fname}: fusegrad does not support the keyword argument(s) "
+                        f"{', '.join(given)}; compute the same thing with supported calls")
+
+
 def shape(x) -> tuple[int, ...]:
     return aval(x).shape
 
@@ -64,7 +78,15 @@ def to_float(x):
     return x if is_float(dtype(x)) else astype(x, np.float64)
 
 
+def norm_axis(axis: int, nd: int, name: str) -> int:
+    """One axis of a rank-``nd`` array, negative counting from the end; checked."""
+    if not -nd <= axis < nd:
+        raise ShapeError(f"{name}: axis {axis} is out of bounds for an array of rank {nd}")
+    return int(axis) % nd
+
+
 def norm_axes(axis, nd: int, name: str = "reduction") -> tuple[int, ...]:
+    """Sorted, checked, non-negative axes; ``None`` is every axis."""
     if axis is None:
         return tuple(range(nd))
     if isinstance(axis, int | np.integer):
@@ -178,14 +200,23 @@ def _one_axis(x, axis, name):
     return x, norm_axes(axis, ndim(x), name)[0]
 
 
-def argmax(x, axis=None):
-    x, axis = _one_axis(x, axis, "argmax")
-    return ops.argmax(x, axis=axis)
+def _arg_reduce(opname, x, axis, keepdims):
+    x = asarray(x)
+    flat, ax = _one_axis(x, axis, opname)
+    out = ops.__dict__[opname](flat, axis=ax)
+    if not keepdims:
+        return out
+    if axis is None or ndim(x) == 0:
+        return reshape(out, (1,) * ndim(x))
+    return _keep(x, out, (ax,), True)
 
 
-def argmin(x, axis=None):
-    x, axis = _one_axis(x, axis, "argmin")
-    return ops.argmin(x, axis=axis)
+def argmax(x, axis=None, keepdims=False):
+    return _arg_reduce("argmax", x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    return _arg_reduce("argmin", x, axis, keepdims)
 
 
 def reshape(x, *new_shape):
@@ -209,7 +240,8 @@ def reshape(x, *new_shape):
 def transpose(x, axes=None):
     x = asarray(x)
     nd = ndim(x)
-    perm = tuple(reversed(range(nd))) if axes is None else tuple(a % nd for a in axes)
+    perm = (tuple(reversed(range(nd))) if axes is None
+            else tuple(norm_axis(a, nd, "transpose") for a in axes))
     if perm == tuple(range(nd)):
         return x
     return ops.transpose(x, perm=perm)
@@ -228,9 +260,10 @@ def concatenate(xs, axis=0):
     xs = [asarray(x) for x in xs]
     if axis is None:
         xs, axis = [reshape(x, (-1,)) for x in xs], 0
+    axis = norm_axis(axis, ndim(xs[0]), "concatenate")
     if len(xs) == 1:
         return xs[0]
-    return ops.concatenate(*xs, axis=norm_axes(axis, ndim(xs[0]), "concatenate")[0])
+    return ops.concatenate(*xs, axis=axis)
 
 
 def matmul(a, b):

@@ -22,9 +22,7 @@ from .errors import ShapeError, TracerError
 def _is_array_index(i) -> bool:
     if isinstance(i, slice) or i is None or i is Ellipsis:
         return False
-    if isinstance(i, int | np.integer) and not isinstance(i, bool):
-        return False
-    return True
+    return not (isinstance(i, int | np.integer) and not isinstance(i, bool))
 
 
 def _as_index_array(i):
@@ -229,7 +227,7 @@ def _update(x, idx, v, mode):
         else:
             new = (x if full else ops.slice(x, starts=sl[0], stops=sl[1], steps=sl[2])) + v
     else:
-        sub, moved, perm, flat, lin = _gather_parts(x, sl, adv)
+        _, moved, perm, flat, lin = _gather_parts(x, sl, adv)
         bshape, rest = aval(lin).shape, aval(flat).shape[1:]
         k = _index_dims_at(adv)
         v = _fit(v, (*rest[:k], *bshape, *rest[k:]), mode)

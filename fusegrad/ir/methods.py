@@ -173,38 +173,49 @@ class ArrayMethods:
     def astype(self, dtype):
         return A.astype(self, dtype)
 
-    # reductions and friends
-    def sum(self, axis=None, dtype=None, keepdims=False):
+    # reductions and friends: NumPy's ndarray signatures (out= is refused)
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        A.refuse("sum", {"out": out})
         return A.sum(self, axis, dtype, keepdims)
 
-    def mean(self, axis=None, keepdims=False):
-        return A.mean(self, axis, keepdims)
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        A.refuse("mean", {"out": out})
+        return A.mean(self if dtype is None else A.astype(self, dtype), axis, keepdims)
 
-    def max(self, axis=None, keepdims=False):
+    def max(self, axis=None, out=None, keepdims=False):
+        A.refuse("max", {"out": out})
         return A.max(self, axis, keepdims)
 
-    def min(self, axis=None, keepdims=False):
+    def min(self, axis=None, out=None, keepdims=False):
+        A.refuse("min", {"out": out})
         return A.min(self, axis, keepdims)
 
-    def prod(self, axis=None, keepdims=False):
-        return A.prod(self, axis, keepdims)
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        A.refuse("prod", {"out": out})
+        return A.prod(self, axis, keepdims, dtype)
 
-    def var(self, axis=None, ddof=0, keepdims=False):
-        return A.var(self, axis, ddof, keepdims)
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        A.refuse("var", {"out": out})
+        return A.var(self if dtype is None else A.astype(self, dtype), axis, ddof, keepdims)
 
-    def std(self, axis=None, ddof=0, keepdims=False):
-        return A.std(self, axis, ddof, keepdims)
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        A.refuse("std", {"out": out})
+        return A.std(self if dtype is None else A.astype(self, dtype), axis, ddof, keepdims)
 
-    def argmax(self, axis=None):
-        return A.argmax(self, axis)
+    def argmax(self, axis=None, out=None, *, keepdims=False):
+        A.refuse("argmax", {"out": out})
+        return A.argmax(self, axis, keepdims)
 
-    def argmin(self, axis=None):
-        return A.argmin(self, axis)
+    def argmin(self, axis=None, out=None, *, keepdims=False):
+        A.refuse("argmin", {"out": out})
+        return A.argmin(self, axis, keepdims)
 
-    def cumsum(self, axis=None):
-        return A.cumsum(self, axis)
+    def cumsum(self, axis=None, dtype=None, out=None):
+        A.refuse("cumsum", {"out": out})
+        return A.cumsum(self, axis, dtype)
 
-    def clip(self, min=None, max=None):
+    def clip(self, min=None, max=None, out=None):
+        A.refuse("clip", {"out": out})
         return A.clip(self, min, max)
 
     def dot(self, other):
@@ -212,16 +223,17 @@ class ArrayMethods:
 
     # NumPy protocols: plain NumPy code records ops / runs eagerly
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        name = _np_name(ufunc) + ("" if method == "__call__" else f".{method}")
         impl = A.NUMPY_FUNCTIONS.get(ufunc)
-        if method != "__call__" or impl is None or kwargs.get("out") is not None:
-            raise TypeError(_unsupported(_np_name(ufunc) + (
-                "" if method == "__call__" else f".{method}"), kwargs))
-        return impl(*inputs, **kwargs)
+        if method != "__call__" or impl is None:
+            raise TypeError(_unsupported(name))
+        A.refuse(name, kwargs)  # out=, where=, dtype=, ...
+        return impl(*inputs)
 
     def __array_function__(self, func, types, args, kwargs):
         impl = A.NUMPY_FUNCTIONS.get(func)
         if impl is None:
-            raise TypeError(_unsupported(_np_name(func), kwargs))
+            raise TypeError(_unsupported(_np_name(func)))
         return impl(*args, **kwargs)
 
 
@@ -232,9 +244,6 @@ def _np_name(func) -> str:
     return "np." + (f"{sub}." if sub and not sub.startswith("_") else "") + func.__name__
 
 
-def _unsupported(what: str, kwargs) -> str:
-    if kwargs.get("out") is not None:
-        return f"{what}(..., out=...) writes in place, which fusegrad cannot record; " \
-               "drop out= and use the returned array"
+def _unsupported(what: str) -> str:
     return (f"{what} is not supported on fusegrad arrays; use the fusegrad.numpy "
             "function of that name if there is one (see the README's list of operations)")

@@ -21,7 +21,7 @@ from ..ir.bind import register_ambient
 from ..ir.errors import TracerError
 from ..ir.methods import ArrayMethods
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 class _State(threading.local):
@@ -135,10 +135,10 @@ def _concrete_error(t: Tracer, construct: str) -> TracerError:
     return TracerError(
         f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
         "Python control flow on traced values cannot be recorded: use "
-        "fnp.where(cond, a, b) to select values, fg.cond(pred, true_fn, false_fn, *args) "
-        "for branches, fg.while_loop / fg.fori_loop for loops; or compute the value "
-        "outside the transformed function (fg.jit(..., static_argnums=...) for "
-        "arguments that decide control flow)."
+        "fnp.where(cond, a, b) to select between values. Traced branches and loops "
+        "(fg.cond, fg.while_loop, fg.fori_loop) are not available in this version yet; "
+        "until then decide the control flow outside the transformed function, or pass the "
+        "deciding argument as static: fg.jit(f, static_argnums=...)."
     )
 
 

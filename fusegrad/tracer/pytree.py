@@ -3,6 +3,11 @@
 Tuples, lists, dicts, NamedTuples, dataclasses and ``None`` (an empty node) are
 containers; ``register(cls, flatten, unflatten)`` adds others. Everything
 else is a leaf. A ``TreeDef`` is hashable, so it can key caches.
+
+A dict's leaves come in sorted key order, as in JAX, so two equal dicts built in
+different orders have equal structures (``tree_map`` over both works, a
+cotangent dict may list its keys in any order); unflattening restores the
+insertion order of the dict the structure came from.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ class TreeDef:
     kind: Any
     aux: Any
     children: tuple[TreeDef, ...]
+    #: A dict's keys in insertion order when that differs from ``aux`` (the sorted keys);
+    #: used only to rebuild the dict, so it is not part of equality or the hash.
+    order: tuple | None = dataclasses.field(default=None, compare=False)
 
     @property
     def num_leaves(self) -> int:
@@ -68,12 +76,20 @@ def _node(x):
     if t in (tuple, list):
         return t.__name__, list(x), None
     if t is dict:
-        keys = tuple(x)
+        keys = _sorted_keys(x)
         return "dict", [x[k] for k in keys], keys
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         names = tuple(f.name for f in dataclasses.fields(x))
         return t, [getattr(x, n) for n in names], names
     return None
+
+
+def _sorted_keys(d: dict) -> tuple:
+    """``d``'s keys sorted (insertion order if they cannot be compared, e.g. 1 and "a")."""
+    try:
+        return tuple(sorted(d))
+    except TypeError:
+        return tuple(d)
 
 
 def tree_flatten(tree) -> tuple[list, TreeDef]:
@@ -86,7 +102,10 @@ def tree_flatten(tree) -> tuple[list, TreeDef]:
             leaves.append(x)
             return LEAF
         kind, children, aux = node
-        return TreeDef(kind, aux, tuple(go(c) for c in children))
+        order = None
+        if kind == "dict" and tuple(x) != aux:
+            order = tuple(x)
+        return TreeDef(kind, aux, tuple(go(c) for c in children), order)
 
     return leaves, go(tree)
 
@@ -106,7 +125,8 @@ def tree_unflatten(treedef: TreeDef, leaves) -> Any:
         if kind == "list":
             return children
         if kind == "dict":
-            return dict(zip(td.aux, children))
+            d = dict(zip(td.aux, children))
+            return d if td.order is None else {k: d[k] for k in td.order}
         if kind in _REGISTRY:
             return _REGISTRY[kind][1](td.aux, children)
         if isinstance(kind, type) and issubclass(kind, tuple):

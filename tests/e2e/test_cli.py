@@ -117,6 +117,36 @@ def test_dump_several_arguments(tmp_path, capsys):
     ]
 
 
+def test_dump_a_file_with_a_dataclass_and_postponed_annotations(tmp_path, capsys):
+    src = tmp_path / "dc.py"
+    src.write_text(
+        "from __future__ import annotations\n\nimport dataclasses\n\nimport numpy as np\n\n\n"
+        "@dataclasses.dataclass\nclass Scale:\n    k: float\n\n\n"
+        "def g(x):\n    return np.sum(x * Scale(2.0).k)\n"
+    )
+    assert main(["dump", f"{src}:g", "--arg", "f64[3]"]) == 0
+    blocks = check_blocks(capsys.readouterr().out, ["traced"])
+    assert "constant {dtype=f64, value=2.0}" in blocks["traced"]
+
+
+def test_user_mistake_in_the_function_exits_1_with_one_line(tmp_path, capsys):
+    src = tmp_path / "bad.py"
+    src.write_text("import numpy as np\n\n\ndef g(x):\n    return np.sum(x + np.ones(4))\n")
+    assert main(["dump", f"{src}:g", "--arg", "f64[3]"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("fusegrad dump: ShapeError: add")
+    assert "(3,)" in err and "(4,)" in err
+
+
+def test_file_that_fails_to_import(tmp_path, capsys):
+    src = tmp_path / "broken.py"
+    src.write_text("import numpy as np\n\nraise RuntimeError('boom')\n")
+    code = main(["dump", f"{src}:g", "--arg", "f64[3]"])
+    _check_usage_error(code, capsys.readouterr().err, "RuntimeError: boom")
+    assert "_fusegrad_dump_target" not in sys.modules
+
+
 BAD_ARGS = [
     (["dump", "examples/missing.py:f", "--arg", "f64[3]"], "no such file"),
     (["dump", "examples/f.py:nope", "--arg", "f64[3]"], "no function named 'nope'"),

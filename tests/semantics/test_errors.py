@@ -288,3 +288,10 @@ def test_jit_unhashable_static_argument():
     with pytest.raises(TypeError) as info:
         fg.jit(lambda x, n: x * len(n), static_argnums=1)(1.0, [1, 2])
     assert_clean(info.value, "static", "hashable")
+
+
+@pytest.mark.parametrize("static", [2, (0, 2), -3])
+def test_jit_static_argnums_out_of_range(static):
+    with pytest.raises(ValueError) as info:
+        fg.jit(lambda x, n: x * n, static_argnums=static)(1.0, 2)
+    assert_clean(info.value, "static_argnums", "2 positional argument")
