@@ -27,7 +27,7 @@ from .passes.simplify import simplify
 from .runtime import run
 from .tracer import Tracer, trace_pytree
 from .tracer.core import _state as _trace_state
-from .tracer.pytree import tree_flatten, tree_map, tree_unflatten
+from .tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
 
 
 class GradError(FusegradError, TypeError):
@@ -365,11 +365,25 @@ class custom_vjp:
                 raise GradError(f"custom_vjp {self.__name__}: bwd must return a tuple with one "
                                 f"cotangent per argument ({len(args)}), got {cts!r:.80}")
             flat_cts = []
-            for a, c in zip(args, cts):
-                a_leaves = tree_flatten(a)[0]
-                c_leaves = ([None] * len(a_leaves) if c is None else tree_flatten(c)[0])
+            for i, (a, c) in enumerate(zip(args, cts)):
+                a_leaves, a_td = tree_flatten(a)
+                try:
+                    c_leaves = tree_flatten_up_to(a_td, c)
+                except ValueError:
+                    raise GradError(
+                        f"custom_vjp {self.__name__}: bwd's cotangent for argument {i} has "
+                        f"structure {tree_flatten(c)[1]}, but the argument has {a_td}"
+                    ) from None
                 for x, cl in zip(a_leaves, c_leaves):
-                    flat_cts.append(np.zeros(aval(x).shape, aval(x).dtype) if cl is None else cl)
+                    if cl is None:
+                        cl = np.zeros(aval(x).shape, aval(x).dtype)
+                    elif aval(cl).shape != aval(x).shape:
+                        raise GradError(
+                            f"custom_vjp {self.__name__}: bwd returned a cotangent of shape "
+                            f"{aval(cl).shape} for argument {i} of shape {aval(x).shape}; "
+                            "they must match"
+                        )
+                    flat_cts.append(cl)
             return tuple(flat_cts)
 
         bwd_t = trace_pytree(lambda *xs: bwd_flat(*xs), (*res_avals, *ct_avals),

@@ -1,17 +1,20 @@
 """Pytrees: nested containers whose leaves are arrays.
 
-Tuples, lists, dicts, NamedTuples, dataclasses and ``None`` (an empty node) are
-containers; ``register(cls, flatten, unflatten)`` adds others. Everything
-else is a leaf. A ``TreeDef`` is hashable, so it can key caches.
+Tuples, lists, dicts (also ``OrderedDict`` and ``defaultdict``), NamedTuples,
+dataclasses and ``None`` (an empty node) are containers;
+``register(cls, flatten, unflatten)`` adds others. Everything else is a leaf.
+A ``TreeDef`` is hashable, so it can key caches.
 
 A dict's leaves come in sorted key order, as in JAX, so two equal dicts built in
 different orders have equal structures (``tree_map`` over both works, a
 cotangent dict may list its keys in any order); unflattening restores the
-insertion order of the dict the structure came from.
+insertion order of the dict the structure came from. An ``OrderedDict`` keeps
+its insertion order, which is part of its structure (as its equality is).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable
 from typing import Any
@@ -78,6 +81,12 @@ def _node(x):
     if t is dict:
         keys = _sorted_keys(x)
         return "dict", [x[k] for k in keys], keys
+    if t is collections.OrderedDict:
+        keys = tuple(x)
+        return t, [x[k] for k in keys], keys
+    if t is collections.defaultdict:
+        keys = _sorted_keys(x)
+        return t, [x[k] for k in keys], (x.default_factory, keys)
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         names = tuple(f.name for f in dataclasses.fields(x))
         return t, [getattr(x, n) for n in names], names
@@ -129,9 +138,14 @@ def tree_unflatten(treedef: TreeDef, leaves) -> Any:
             return d if td.order is None else {k: d[k] for k in td.order}
         if kind in _REGISTRY:
             return _REGISTRY[kind][1](td.aux, children)
+        if kind is collections.OrderedDict:
+            return kind(zip(td.aux, children))
+        if kind is collections.defaultdict:
+            factory, keys = td.aux
+            return kind(factory, zip(keys, children))
         if isinstance(kind, type) and issubclass(kind, tuple):
             return kind(*children)
-        return kind(**dict(zip(td.aux, children)))
+        return _build_dataclass(kind, dict(zip(td.aux, children)))
 
     out = build(treedef)
     if next(it, _END) is not _END:
@@ -140,6 +154,44 @@ def tree_unflatten(treedef: TreeDef, leaves) -> Any:
 
 
 _END = object()
+
+
+def _build_dataclass(cls: type, values: dict):
+    """``cls(**init fields)``, then the ``init=False`` fields set to their flattened values."""
+    init = {f.name for f in dataclasses.fields(cls) if f.init}
+    obj = cls(**{k: v for k, v in values.items() if k in init})
+    for k, v in values.items():
+        if k not in init:
+            object.__setattr__(obj, k, v)
+    return obj
+
+
+def tree_flatten_up_to(treedef: TreeDef, tree) -> list:
+    """The subtrees of ``tree`` at the leaf positions of ``treedef``, in its leaf order.
+
+    ``None`` in place of a subtree stands for each of its leaves (``None`` each),
+    as a zero cotangent does in a VJP rule. Raises ``ValueError`` if ``tree``
+    does not have ``treedef``'s structure down to its leaves.
+    """
+    out: list = []
+
+    def go(td: TreeDef, x) -> None:
+        if td.kind is None:
+            out.append(x)
+            return
+        if x is None and td.kind != "none":
+            out.extend([None] * td.num_leaves)
+            return
+        node = _node(x)
+        if node is None or node[0] != td.kind or node[2] != td.aux or len(node[1]) != len(
+            td.children
+        ):
+            raise ValueError(f"tree structure {tree_structure(x)} does not match {td}")
+        for child_td, child in zip(td.children, node[1]):
+            go(child_td, child)
+
+    go(treedef, tree)
+    return out
 
 
 def tree_leaves(tree) -> list:

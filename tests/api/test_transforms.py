@@ -210,6 +210,24 @@ def test_grad_over_pytrees_keeps_the_structure(pack, unpack):
     assert_close(gb, want_b, "fd")
 
 
+class Affine:
+    """A plain class made a pytree with ``fg.tree.register``."""
+
+    def __init__(self, w, b, name="affine"):
+        self.w, self.b, self.name = w, b, name
+
+
+fg.tree.register(Affine, lambda a: ((a.w, a.b), a.name), lambda name, ch: Affine(*ch, name))
+
+
+def test_grad_over_a_registered_class():
+    g = fg.grad(lambda p, x: _model_loss(p.w, p.b, x))(Affine(W0, B0, "layer1"), X)
+    assert isinstance(g, Affine) and g.name == "layer1"
+    want_w, want_b = _expected_model_grads()
+    assert_close(g.w, want_w, "fd")
+    assert_close(g.b, want_b, "fd")
+
+
 def test_grad_dtypes_follow_numpy_promotion():
     g = fg.grad(lambda x: x**3)(3.0)
     assert isinstance(g, np.ndarray) and g.dtype == np.float64 and g.shape == ()
@@ -534,6 +552,25 @@ def test_custom_vjp_without_residuals():
     w = np.array([0.5, 3.0, -7.0])
     g = fg.grad(lambda x: fnp.sum(clip_grad(x) * w))(np.ones(3))
     assert_close(g, np.array([0.5, 1.0, -1.0]), "exact64")
+
+
+@pytest.mark.parametrize("zero", ["a", "b"])
+def test_custom_vjp_pytree_argument_with_none_cotangents(zero):
+    @fg.custom_vjp
+    def prod(p):
+        return p["a"] * p["b"]
+
+    def bwd(p, g):
+        ct = {"a": g * p["b"], "b": g * p["a"]}
+        ct[zero] = None
+        return (ct,)
+
+    prod.defvjp(lambda p: (p["a"] * p["b"], p), bwd)
+    p = {"a": np.array([5.0, 6.0]), "b": np.array([1.0, 2.0])}
+    g = fg.grad(lambda p: fnp.sum(prod(p)))(p)
+    other = "b" if zero == "a" else "a"
+    assert_close(g[zero], np.zeros(2), "exact64")
+    assert_close(g[other], p[zero], "exact64")
 
 
 def test_custom_vjp_without_defvjp_is_an_error():

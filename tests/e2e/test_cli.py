@@ -199,6 +199,9 @@ def test_demo_prints_gradient_and_finite_difference_error(capsys):
     # at w = 0, b = 0 every sigmoid is 1/2: d loss / d w = mean((1/2 - y) x)
     expected = np.mean((0.5 - demo.Y)[:, None] * demo.X, axis=0)
     np.testing.assert_allclose(printed, expected, rtol=1e-6)
+    match = re.search(r"^d loss / d b +=\s*(\S+)$", out, re.MULTILINE)
+    assert match, out
+    assert abs(float(match.group(1)) - np.mean(0.5 - demo.Y)) < 1e-6
     match = re.search(r"^max \|grad - finite difference\| = (\S+)$", out, re.MULTILINE)
     assert match, out
     assert float(match.group(1)) < 1e-6

@@ -167,13 +167,6 @@ def test_value_dependent_control_flow_under_tracing(fn, marker):
     assert_clean(info.value, "fg.cond", "fnp.where", f"{__file__}:{_line_of(fn, marker)}")
 
 
-@pytest.mark.xfail(strict=True, reason="fg.cond / fg.while_loop / fg.fori_loop, which the "
-                   "TracerError message recommends, are not implemented yet")
-def test_the_recommended_control_flow_alternatives_exist():
-    for name in ("cond", "while_loop", "fori_loop"):
-        assert callable(getattr(fg, name, None)), f"fg.{name} is missing"
-
-
 def test_value_dependent_control_flow_under_jit():
     with pytest.raises(fg.TracerError) as info:
         fg.jit(_branchy)(1.0)
@@ -282,6 +275,28 @@ def test_custom_vjp_bwd_returning_the_wrong_number_of_cotangents():
     with pytest.raises(fg.GradError) as info:
         fg.grad(f)(1.0, 2.0)
     assert_clean(info.value, "bwd", "one cotangent per argument", "(2)")
+
+
+def test_custom_vjp_bwd_returning_a_wrongly_shaped_cotangent():
+    @fg.custom_vjp
+    def f(x):
+        return 2.0 * x
+
+    f.defvjp(lambda x: (2.0 * x, None), lambda _, g: (np.ones(3) * g,))
+    with pytest.raises(fg.GradError) as info:
+        fg.grad(f)(1.0)
+    assert_clean(info.value, "bwd", "(3,)", "()", "argument 0")
+
+
+def test_custom_vjp_bwd_returning_the_wrong_structure():
+    @fg.custom_vjp
+    def f(p):
+        return p["a"] * p["b"]
+
+    f.defvjp(lambda p: (p["a"] * p["b"], p), lambda p, g: ((g, g),))
+    with pytest.raises(fg.GradError) as info:
+        fg.grad(f)({"a": 1.0, "b": 2.0})
+    assert_clean(info.value, "bwd", "tuple(*, *)", "dict(*, *)")
 
 
 def test_jit_unhashable_static_argument():

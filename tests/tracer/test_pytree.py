@@ -151,8 +151,6 @@ def test_dict_structure_independent_of_insertion_order():
     assert out == {"a": 11, "b": 22} and list(out) == ["b", "a"]
 
 
-@pytest.mark.xfail(strict=True, reason="collections.OrderedDict (what PyTorch-style state_dicts "
-                   "are) is a leaf, not a pytree node as in JAX, so fg.grad rejects it")
 def test_ordered_dict_is_a_container():
     od = collections.OrderedDict([("w", np.ones(2)), ("b", np.zeros(1))])
     leaves, td = tree_flatten(od)
@@ -168,8 +166,6 @@ class WithDerived:
     total: object = dataclasses.field(init=False, default=None)
 
 
-@pytest.mark.xfail(strict=True, reason="pytree unflatten rebuilds a dataclass by calling "
-                   "cls(**all_fields), which fails for fields declared with init=False")
 def test_dataclass_with_init_false_field_round_trips():
     tree = WithDerived(1.0)
     leaves, td = tree_flatten(tree)
