@@ -67,12 +67,14 @@ def _leaf(x):
     )
 
 
-def _argnums_tuple(argnums, nargs: int, who: str) -> tuple[int, ...]:
+def _argnums_tuple(argnums, nargs: int, who: str, what: str = "argnums",
+                   error: type[Exception] = GradError) -> tuple[int, ...]:
+    """``argnums`` (an int or ints, negative counting from the end) as indices."""
     nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
     for i in nums:
         if not -nargs <= i < nargs:
-            raise GradError(f"{who}: argnums={argnums} but the function was called with "
-                            f"{nargs} positional argument(s)")
+            raise error(f"{who}: {what}={argnums} but the function was called with "
+                        f"{nargs} positional argument(s)")
     return tuple(i % nargs for i in nums)
 
 
@@ -447,13 +449,7 @@ def dump(f: Callable, *args, stage: str = "all", file=None) -> None:
 
 
 def _static_indices(static_argnums, nargs: int, who: str) -> tuple[int, ...]:
-    """``static_argnums`` (an int or ints, negative counting from the end) as indices."""
-    nums = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
-    for i in nums:
-        if not -nargs <= i < nargs:
-            raise ValueError(f"{who}: static_argnums={static_argnums} but the function was "
-                             f"called with {nargs} positional argument(s)")
-    return tuple(i % nargs for i in nums)
+    return _argnums_tuple(static_argnums, nargs, who, "static_argnums", ValueError)
 
 
 def _split_static(f, args, static_argnums, who: str):
