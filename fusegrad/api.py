@@ -18,13 +18,16 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from . import config
+from .codegen.emit import generate
 from .ir import Function, evaluate, ops
 from .ir.bind import aval, is_weak
 from .ir.errors import FusegradError
 from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
+from .passes.fusion import fuse
 from .passes.simplify import simplify
 from .runtime import run
+from .runtime.compiled import executable
 from .tracer import Tracer, trace_pytree
 from .tracer.core import _state as _trace_state
 from .tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
@@ -47,9 +50,12 @@ def _concrete(x) -> bool:
 
 
 def call(fn: Function, *args) -> tuple:
-    """Execute ``fn``: with NumPy on concrete arrays, recorded into the trace otherwise."""
+    """Execute ``fn``: compiled (or with NumPy if ``FUSEGRAD_DISABLE_JIT``) on concrete
+    arrays; recorded into the enclosing trace otherwise."""
     if all(_concrete(a) for a in args) and not _trace_state.stack:
-        return run(fn, *args)
+        if config.DISABLE_JIT:
+            return run(fn, *args)
+        return executable(fn)(*args)
     return evaluate(fn, *args)
 
 
@@ -412,34 +418,46 @@ def make_ir(f: Callable, static_argnums: int | Sequence[int] = ()):
     return ir_of
 
 
-def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, Function]]:
-    """``(stage name, seconds, Function)`` after each stage: ``traced``, then ``grad``."""
+def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, object]]:
+    """``(stage, seconds, result)`` after each stage of the pipeline, in order.
+
+    ``traced`` (the user's function), ``grad`` (reverse mode w.r.t. every float
+    argument, if ``grad``), ``simplified``, ``fused`` (loop kernels as ``fused``
+    ops) and ``source`` (the generated Numba module, as text).
+    """
     args = tree_map(_leaf, args)
-    t0 = time.perf_counter()
+    out: list[tuple[str, float, object]] = []
+
+    def stage(name, fn, *a):
+        t0 = time.perf_counter()
+        res = fn(*a)
+        out.append((name, time.perf_counter() - t0, res))
+        return res
+
     traced = trace_pytree(f, args, name=getattr(f, "__name__", "f"))
-    out = [("traced", time.perf_counter() - t0, traced.function)]
+    cur = stage("traced", lambda: traced.function)
     if grad:
-        fn = traced.function
-        wrt = [i for i, p in enumerate(fn.params[: len(fn.params) - len(traced.free)])
-               if p.type.is_float]
-        t0 = time.perf_counter()
-        g = _vjp_pass(fn, wrt, name=f"{fn.name}_grad")
-        out.append(("grad", time.perf_counter() - t0, g))
-        t0 = time.perf_counter()
-        s = simplify(g)
-        out.append(("simplify", time.perf_counter() - t0, s))
+        n_explicit = len(cur.params) - len(traced.free)
+        wrt = [i for i, p in enumerate(cur.params[:n_explicit]) if p.type.is_float]
+        cur = stage("grad", _vjp_pass, cur, wrt, None, f"{cur.name}_grad")
+    cur = stage("simplified", simplify, cur)
+    cur = stage("fused", fuse, cur)
+    stage("source", lambda fn: generate(fn)[0], cur)
     return out
 
 
-STAGES = ("traced", "grad", "simplify")
+STAGES = ("traced", "grad", "simplified", "fused", "source")
 
 
-def dump(f: Callable, *args, stage: str = "all", file=None) -> None:
-    """Print the IR of ``f`` for ``args`` after ``stage`` (one of ``STAGES``, or ``all``)."""
+def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None) -> None:
+    """Print ``f``'s IR for ``args`` after ``stage`` (one of ``STAGES``, or ``all``).
+
+    ``grad=True`` (implied by ``stage="grad"``) differentiates first.
+    """
     if stage not in (*STAGES, "all"):
         raise ValueError(f"dump: unknown stage {stage!r}; choose one of {', '.join(STAGES)}, all")
     file = file or sys.stdout
-    for name, secs, fn in stages(f, *args, grad=stage != "traced"):
+    for name, secs, fn in stages(f, *args, grad=grad or stage == "grad"):
         if stage in ("all", name):
             print(f"// ---- stage: {name} ({secs * 1e3:.2f} ms) ----", file=file)
             print(fn, file=file)

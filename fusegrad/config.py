@@ -20,3 +20,15 @@ LOG_COMPILES: bool = _flag("FUSEGRAD_LOG_COMPILES")
 
 #: Verify the IR after every pass (always on in the test suite).
 VERIFY: bool = _flag("FUSEGRAD_VERIFY")
+
+
+def _cache_dir() -> str:
+    explicit = os.environ.get("FUSEGRAD_CACHE_DIR")
+    if explicit:
+        return explicit
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "fusegrad")
+
+
+#: Where generated modules and their machine code are cached.
+CACHE_DIR: str = _cache_dir()

@@ -41,7 +41,8 @@ def _finite_difference(f, w, b, eps=1e-6):
 def run_demo(steps: int = 100, lr: float = 0.5) -> int:
     w, b = np.zeros(2), 0.0
     print("fusegrad demo: logistic regression on 200 generated points\n")
-    api.dump(loss, w, b, stage="all")
+    for stage in ("traced", "simplified", "fused"):
+        api.dump(loss, w, b, stage=stage, grad=True)
     value_and_grad = api.value_and_grad(loss, argnums=(0, 1))
     (value, (gw, gb)) = value_and_grad(w, b)
     fd_w, fd_b = _finite_difference(lambda w, b: float(loss(w, b)), w, b)

@@ -290,6 +290,28 @@ _def("custom_vjp_call", None, _custom_vjp_rule, _custom_vjp_impl, "region",
          "outputs, then the residuals bwd receives")
 
 
+def _fused_rule(types, *, regions):
+    (body,) = regions
+    if tuple(types) != body.in_types:
+        raise S.ShapeError(
+            f"fused: operands {S.fmt(types)} do not match the kernel's parameters "
+            f"{S.fmt(body.in_types)}"
+        )
+    return body.out_types
+
+
+def _fused_impl(*args, regions):
+    from .evaluate import evaluate
+
+    out = evaluate(regions[0], *args)
+    return out[0] if len(out) == 1 else out
+
+
+_def("fused", None, _fused_rule, _fused_impl, "region",
+     doc="one fused loop nest (made by passes.fusion after differentiation): its region "
+         "holds elementwise ops over one iteration space and reductions of them")
+
+
 def get(name: str) -> OpDef:
     try:
         return OPS[name]

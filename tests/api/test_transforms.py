@@ -699,21 +699,25 @@ def test_stages_verify_and_round_trip(f, args):
     got = stages(f, *args)
     assert [name for name, _, _ in got] == list(STAGES)
     assert STAGES[:2] == ("traced", "grad")
-    for _, secs, fn in got:
+    *ir_stages, (_, _, source) = got
+    assert "def entry(" in source and "@numba.njit" in source
+    for _, secs, fn in ir_stages:
         assert secs >= 0
         verify(fn)
         assert str(parse_function(str(fn))) == str(fn)
     n_in = len(got[0][2].params)
-    for _, _, grad_fn in got[1:]:
+    for _, _, grad_fn in ir_stages[1:]:
         assert len(grad_fn.params) == n_in + 1  # one cotangent for the one result
         assert len(grad_fn.results) == 1 + n_in
 
 
 def test_dump_prints_each_stage(capsys):
-    fg.dump(lambda x: fnp.sum(x * x), np.ones(3), stage="all")
+    fg.dump(lambda x: fnp.sum(x * x), np.ones(3), stage="all", grad=True)
     out = capsys.readouterr().out
     assert out.count("// ---- stage: ") == len(STAGES)
     for name in STAGES:
         assert f"// ---- stage: {name} (" in out
+    fg.dump(lambda x: fnp.sum(x * x), np.ones(3), stage="all")
+    assert "stage: grad" not in capsys.readouterr().out
     with pytest.raises(ValueError, match="unknown stage"):
         fg.dump(lambda x: x, np.ones(3), stage="codegen")

@@ -302,6 +302,12 @@ GRAD_CASES = [
 
 
 GRAD_CASES.append(
+    Case("fused", inputs(normal(3, 4), normal(4)), {}, "kernel", (trace(
+        lambda x, y: (bind("reduce_sum", bind("mul", bind("sin", x), y), axes=(1,)),
+                      bind("exp", x)),
+        TensorType((3, 4), np.float64), TensorType((4,), np.float64)),), 2)
+)
+GRAD_CASES.append(
     Case("index_set", inputs(normal(4, 3), const([1, 1]), normal(2, 3)), {"axis": 0}, "repeated")
 )
 SECOND_ORDER_CASES = GRAD_CASES

@@ -421,3 +421,16 @@ def custom_vjp_call_vjp(g, out, *operands, num_out, regions):
                         *(gs[i] for i in seeds))[len(fwd.results):]
         cts[:nf] = [b if c is None else c + b for c, b in zip(cts[:nf], back)]
     return tuple(cts)
+
+
+@rule("fused")
+def fused_vjp(g, out, *operands, regions):
+    """A kernel's VJP is its body's (fusion runs after differentiation, but stays exact)."""
+    from ...ir import evaluate
+    from .reverse import vjp
+
+    (body,) = regions
+    gs = g if isinstance(g, tuple) else (g,)
+    seeds = tuple(i for i, x in enumerate(gs) if x is not None)
+    back = evaluate(vjp(body, seeds=seeds), *operands, *(gs[i] for i in seeds))
+    return tuple(back[len(body.results):])

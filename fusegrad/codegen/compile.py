@@ -1,0 +1,123 @@
+"""Generated source -> imported module -> compiled entry point, with an on-disk cache.
+
+A module is written to ``<cache>/fg_<key>.py`` where ``key`` hashes the source
+together with the code generator's own sources and the versions of fusegrad,
+Numba, llvmlite, NumPy and Python, so any of those changing is a miss, never a
+stale load. Writes are atomic (temporary file + rename); Numba's ``cache=True``
+keeps the machine code next to the file. An unwritable cache directory falls
+back to a private temporary directory with one warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+import warnings
+
+from .. import config
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_loaded: dict[str, object] = {}
+_locks: dict[str, threading.Lock] = {}
+_locks_guard = threading.Lock()
+_fallback_dir: str | None = None
+
+
+def _salt() -> str:
+    import llvmlite
+    import numba
+    import numpy
+
+    from .. import __version__
+
+    h = hashlib.sha256()
+    for name in sorted(os.listdir(_HERE)):
+        if name.endswith(".py"):
+            with open(os.path.join(_HERE, name), "rb") as f:
+                h.update(name.encode() + f.read())
+    versions = (__version__, numba.__version__, llvmlite.__version__, numpy.__version__,
+                sys.version)
+    h.update(repr(versions).encode())
+    return h.hexdigest()
+
+
+_SALT: str | None = None
+
+
+def module_key(source: str) -> str:
+    global _SALT
+    if _SALT is None:
+        _SALT = _salt()
+    return hashlib.sha256((_SALT + source).encode()).hexdigest()[:32]
+
+
+def _directory() -> str:
+    global _fallback_dir
+    if _fallback_dir is not None:
+        return _fallback_dir
+    try:
+        os.makedirs(config.CACHE_DIR, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=config.CACHE_DIR):
+            pass
+        return config.CACHE_DIR
+    except OSError as e:
+        _fallback_dir = tempfile.mkdtemp(prefix="fusegrad-")
+        warnings.warn(
+            f"fusegrad: cache directory {config.CACHE_DIR!r} is not writable ({e}); compiled "
+            f"code is kept in {_fallback_dir} for this process only. Set FUSEGRAD_CACHE_DIR "
+            "to a writable directory to keep it across runs.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return _fallback_dir
+
+
+def _write_atomic(path: str, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _lock(key: str) -> threading.Lock:
+    with _locks_guard:
+        return _locks.setdefault(key, threading.Lock())
+
+
+def load(source: str):
+    """The imported module for ``source`` (written to the cache if new)."""
+    key = module_key(source)
+    mod = _loaded.get(key)
+    if mod is not None:
+        return mod
+    with _lock(key):
+        mod = _loaded.get(key)
+        if mod is not None:
+            return mod
+        path = os.path.join(_directory(), f"fg_{key}.py")
+        if not _has_text(path, source):
+            _write_atomic(path, source)
+        name = f"fusegrad_generated.fg_{key}"
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+        _loaded[key] = mod
+        return mod
+
+
+def _has_text(path: str, source: str) -> bool:
+    try:
+        with open(path) as f:
+            return f.read() == source
+    except OSError:
+        return False

@@ -1,0 +1,169 @@
+"""Helpers that generated modules call: NumPy semantics for scalars, gathers, scans.
+
+Every helper is ``@njit`` so that LLVM inlines the scalar ones into the fused
+loops. Gathers and scatters check their indices and raise IndexError, as the
+interpreter does (the caller re-runs the interpreter for the full message).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+_jit = numba.njit(error_model="numpy", cache=True)
+_inline = numba.njit(error_model="numpy", cache=True, inline="always")
+
+
+@_inline
+def maximum(a, b):
+    """np.maximum: NaN if either is NaN."""
+    return a if (a >= b or a != a) else b
+
+
+@_inline
+def minimum(a, b):
+    """np.minimum: NaN if either is NaN."""
+    return a if (a <= b or a != a) else b
+
+
+@_inline
+def clamp(x, lo, hi):
+    return minimum(maximum(x, lo), hi)
+
+
+@_inline
+def sign(x):
+    """np.sign: -1, 0, 1, NaN for NaN, in x's type."""
+    if x > 0:
+        return type(x)(1)
+    if x < 0:
+        return type(x)(-1)
+    return x - x if x != x else type(x)(0)
+
+
+@_inline
+def logistic(x):
+    """1 / (1 + exp(-x)) without overflow in either tail."""
+    if x >= 0:
+        return 1 / (1 + np.exp(-x))
+    e = np.exp(x)
+    return e / (1 + e)
+
+
+@_inline
+def erf(x):
+    return math.erf(x)
+
+
+@_inline
+def floor_divide(a, b):
+    return np.floor_divide(a, b)
+
+
+@_jit
+def bcast_index(i, out_dims, in_dims):
+    """Flat index into a batch of shape ``in_dims`` broadcast to ``out_dims``."""
+    idx = 0
+    stride = 1
+    for k in range(out_dims.size - 1, -1, -1):
+        o = out_dims[k]
+        coord = i % o
+        i //= o
+        if in_dims[k] != 1:
+            idx += coord * stride
+            stride *= in_dims[k]
+    return idx
+
+
+@_jit
+def contiguous(x):
+    return np.ascontiguousarray(x)
+
+
+@_jit
+def matmul2(a, b):
+    """2-D product through BLAS (float) or loops (integer)."""
+    return np.dot(np.ascontiguousarray(a), np.ascontiguousarray(b))
+
+
+@_jit
+def matmul_int(a, b):
+    m, k = a.shape
+    n = b.shape[1]
+    out = np.zeros((m, n), a.dtype)
+    for i in range(m):
+        for p in range(k):
+            aip = a[i, p]
+            for j in range(n):
+                out[i, j] += aip * b[p, j]
+    return out
+
+
+@_jit
+def take(x3, idx):
+    """x3[:, idx, :] with NumPy's negative indices; out of range raises IndexError."""
+    pre, n, post = x3.shape
+    out = np.empty((pre, idx.size, post), x3.dtype)
+    for j in range(idx.size):
+        k = idx[j]
+        if k < -n or k >= n:
+            raise IndexError("take: index out of bounds")
+        if k < 0:
+            k += n
+        for a in range(pre):
+            for c in range(post):
+                out[a, j, c] = x3[a, k, c]
+    return out
+
+
+@_jit
+def index_update(x3, idx, v3, accumulate):
+    """x3 with v3[:, j, :] written to (or added at) x3[:, idx[j], :]."""
+    out = x3.copy()
+    pre, n, post = x3.shape
+    for j in range(idx.size):
+        k = idx[j]
+        if k < -n or k >= n:
+            raise IndexError("index update: index out of bounds")
+        if k < 0:
+            k += n
+        for a in range(pre):
+            for c in range(post):
+                if accumulate:
+                    out[a, k, c] += v3[a, j, c]
+                else:
+                    out[a, k, c] = v3[a, j, c]
+    return out
+
+
+@_jit
+def cumsum3(x3):
+    """Running sums along axis 1, accumulated in order as np.cumsum does."""
+    pre, _, post = x3.shape
+    out = np.empty_like(x3)
+    for a in range(pre):
+        for c in range(post):
+            out[a, :, c] = np.cumsum(x3[a, :, c])
+    return out
+
+
+@_jit
+def argext3(x3, largest):
+    """Index of the first max (or min) along axis 1; NaN counts as the extremum."""
+    pre, n, post = x3.shape
+    out = np.empty((pre, post), np.int64)
+    for a in range(pre):
+        for c in range(post):
+            best = 0
+            bv = x3[a, 0, c]
+            for j in range(1, n):
+                v = x3[a, j, c]
+                if bv != bv:
+                    break
+                better = v > bv if largest else v < bv
+                if better or v != v:
+                    best, bv = j, v
+            out[a, c] = best
+    return out

@@ -1,0 +1,58 @@
+"""Lowering templates: one Python/Numba expression per elementwise op, keyed by op name.
+
+``{0}``, ``{1}``, ... are the operands' scalar names. Ops not listed here are
+lowered as whole-array statements by ``codegen.emit`` (``ARRAY_OPS``), or
+never reach code generation (``NOT_LOWERED``, with the reason).
+"""
+
+from __future__ import annotations
+
+_UNARY_NP = ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+             "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "sqrt", "cbrt",
+             "floor", "ceil", "isnan", "isfinite")
+
+SCALAR: dict[str, str] = {
+    "add": "{0} + {1}",
+    "sub": "{0} - {1}",
+    "mul": "{0} * {1}",
+    "div": "{0} / {1}",
+    "neg": "-{0}",
+    "pow": "{0} ** {1}",
+    "maximum": "rt.maximum({0}, {1})",
+    "minimum": "rt.minimum({0}, {1})",
+    "clamp": "rt.clamp({0}, {1}, {2})",
+    "floor_divide": "np.floor_divide({0}, {1})",
+    "remainder": "np.remainder({0}, {1})",
+    "atan2": "np.arctan2({0}, {1})",
+    "lt": "{0} < {1}",
+    "le": "{0} <= {1}",
+    "gt": "{0} > {1}",
+    "ge": "{0} >= {1}",
+    "eq": "{0} == {1}",
+    "ne": "{0} != {1}",
+    "logical_and": "{0} & {1}",
+    "logical_or": "{0} | {1}",
+    "logical_xor": "{0} != {1}",
+    "logical_not": "not {0}",
+    "select": "{1} if {0} else {2}",
+    "abs": "abs({0})",
+    "sign": "rt.sign({0})",
+    "round": "np.rint({0})",
+    "erf": "rt.erf({0})",
+    "logistic": "rt.logistic({0})",
+    "stop_gradient": "{0}",
+    "broadcast_to": "{0}",
+    **{n: f"np.{n}({{0}})" for n in _UNARY_NP},
+}
+
+#: ops lowered as whole-array statements (see codegen.emit)
+ARRAY_OPS = frozenset({
+    "reshape", "transpose", "slice", "update_slice", "concatenate", "take", "index_add",
+    "index_set", "matmul", "cumsum", "argmax", "argmin", "iota", "fused", "constant",
+    "convert", "reduce_sum", "reduce_max", "reduce_min",
+})  # fmt: skip
+
+#: ops that never reach the code generator, and why
+NOT_LOWERED = {
+    "custom_vjp_call": "inlined by passes.fusion.prepare (its forward region)",
+}

@@ -1,0 +1,240 @@
+"""Fusion: partition a Function into loop kernels.
+
+After differentiation and simplification, ``fuse`` groups ops into ``fused``
+region ops, each one loop nest for the code generator:
+
+- a group is a maximal set of elementwise ops over one iteration space (the
+  shape of their results), plus broadcasts (index arithmetic in the loop) and
+  reductions of values of that shape (accumulated in the same loop);
+- every other op (``matmul``, gathers, shape changes, cumsum, ...) is a
+  boundary between groups, and so are reduction results: a value computed by
+  a group and needed by another op is the only thing written to memory;
+- scalar (shape ``()``) arithmetic stays outside loops;
+- groups never form a cycle through a boundary op: an op joins a group only if
+  none of its operands depends on that group through an op outside it.
+
+``prepare`` first removes what only matters to differentiation: it inlines
+``custom_vjp_call`` (its forward region) and drops ``stop_gradient``.
+"""
+
+from __future__ import annotations
+
+from ..ir import Function, Op, Value
+from ..ir.optable import OPS
+from .simplify import dce
+
+#: ops a loop can compute per element (broadcast_to is index arithmetic)
+LOOP_OPS = frozenset(
+    n for n, d in OPS.items() if d.kind == "elementwise" and n not in ("constant",)
+) | {"broadcast_to"}
+REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
+
+
+def prepare(fn: Function) -> Function:
+    """Inline ``custom_vjp_call`` forward regions, drop ``stop_gradient``."""
+    if not any(op.name in ("custom_vjp_call", "stop_gradient") for op in fn.ops):
+        return fn
+    subst: dict[Value, Value] = {}
+    ops: list[Op] = []
+    for op in fn.ops:
+        operands = tuple(subst.get(v, v) for v in op.operands)
+        if op.name == "stop_gradient":
+            subst[op.results[0]] = operands[0]
+        elif op.name == "custom_vjp_call":
+            body = prepare(op.regions[0])
+            inner = dict(zip(body.params, operands[: len(body.params)]))
+            for bop in body.ops:
+                ops.append(bop.replace(operands=tuple(inner.get(v, v) for v in bop.operands)))
+            subst.update(zip(op.results, (inner.get(r, r) for r in body.results)))
+        else:
+            ops.append(op.replace(operands=operands) if operands != op.operands else op)
+    return fn.replace(ops=tuple(ops), results=tuple(subst.get(r, r) for r in fn.results))
+
+
+class _Groups:
+    """Union-find over group ids, each with an iteration space and its dependencies."""
+
+    def __init__(self):
+        self.parent: list[int] = []
+        self.space: list[tuple[int, ...]] = []
+        self.deps: list[set[int]] = []
+
+    def new(self, space) -> int:
+        self.parent.append(len(self.parent))
+        self.space.append(space)
+        self.deps.append(set())
+        return len(self.parent) - 1
+
+    def find(self, g: int) -> int:
+        while self.parent[g] != g:
+            self.parent[g] = self.parent[self.parent[g]]
+            g = self.parent[g]
+        return g
+
+    def union(self, gs: list[int]) -> int:
+        root = gs[0]
+        for g in gs[1:]:
+            self.parent[g] = root
+            self.deps[root] |= self.deps[g]
+        return root
+
+    def depends_on(self, deps: set[int], g: int) -> bool:
+        g = self.find(g)
+        return any(self.find(d) == g for d in deps)
+
+
+def _partition(fn: Function) -> dict[Op, int]:
+    groups = _Groups()
+    member: dict[Op, int] = {}
+    producer: dict[Value, Op] = {op_r: op for op in fn.ops for op_r in op.results}
+    reach: dict[Value, set[int]] = {}
+
+    def group_output(v):
+        """The group whose loop produces ``v`` element by element, if any."""
+        op = producer.get(v)
+        if op is None or op not in member or op.name in REDUCTIONS:
+            return None
+        return groups.find(member[op])
+
+    for op in fn.ops:
+        operand_reach: set[int] = set()
+        for u in op.operands:
+            operand_reach |= reach.get(u, set())
+            uop = producer.get(u)
+            if uop is not None and uop in member and uop.name in REDUCTIONS:
+                operand_reach.add(groups.find(member[uop]))
+        space = _space(op)
+        if space is None:
+            out_reach = set(operand_reach)
+            for u in op.operands:
+                g = group_output(u)
+                if g is not None:
+                    out_reach.add(g)
+            for r in op.results:
+                reach[r] = out_reach
+            continue
+        candidates = []
+        for u in op.operands:
+            g = group_output(u)
+            if (g is not None and groups.space[g] == space and g not in candidates
+                    and not groups.depends_on(operand_reach, g)):
+                candidates.append(g)
+        g = groups.union(candidates) if candidates else groups.new(space)
+        member[op] = g
+        groups.deps[g] |= operand_reach
+        for u in op.operands:
+            h = group_output(u)
+            if h is not None and groups.find(h) != groups.find(g):
+                groups.deps[g].add(h)
+        for r in op.results:
+            reach[r] = set(groups.deps[g])
+    return {op: groups.find(g) for op, g in member.items()}
+
+
+def _space(op: Op):
+    """The iteration space of a loop op, or None if it is not computed in a loop."""
+    if op.name in REDUCTIONS:
+        shape = op.operands[0].type.shape
+    elif op.name in LOOP_OPS and len(op.results) == 1:
+        shape = op.results[0].type.shape
+    else:
+        return None
+    return shape if len(shape) > 0 else None
+
+
+def fuse(fn: Function) -> Function:
+    """``fn`` with each group of loop ops replaced by one ``fused`` op."""
+    fn = prepare(fn)
+    member = _partition(fn)
+    if not member:
+        return fn
+    producer = {r: op for op in fn.ops for r in op.results}
+    by_group: dict[int, list[Op]] = {}
+    for op in fn.ops:
+        if op in member:
+            by_group.setdefault(member[op], []).append(op)
+    used_outside: set[Value] = set(fn.results)
+    for op in fn.ops:
+        for u in op.operands:
+            uop = producer.get(u)
+            if uop in member and (op not in member or member[op] != member[uop]):
+                used_outside.add(u)
+    units: list[tuple[int, object]] = []  # (first position, op or group id)
+    seen: set[int] = set()
+    for i, op in enumerate(fn.ops):
+        if op not in member:
+            units.append((i, op))
+        elif member[op] not in seen:
+            seen.add(member[op])
+            units.append((i, member[op]))
+    new_ops: list[Op] = []
+    subst: dict[Value, Value] = {}
+    for unit in _toposort(units, by_group, producer, member):
+        if isinstance(unit, Op):
+            operands = tuple(subst.get(v, v) for v in unit.operands)
+            new_ops.append(unit.replace(operands=operands) if operands != unit.operands else unit)
+            continue
+        body, inputs, outputs = _kernel(by_group[unit], producer, used_outside, len(new_ops))
+        results = tuple(Value(v.type) for v in outputs)
+        new_ops.append(Op("fused", tuple(subst.get(v, v) for v in inputs), {}, results, (body,)))
+        subst.update(zip(outputs, results))
+    return dce(fn.replace(ops=tuple(new_ops),
+                          results=tuple(subst.get(r, r) for r in fn.results)))
+
+
+def _kernel(ops: list[Op], producer, used_outside, index: int):
+    """The region of one group: params are its inputs, results the values used outside."""
+    inside = {r for op in ops for r in op.results}
+    inputs: list[Value] = []
+    consts: dict[Value, Op] = {}
+    for op in ops:
+        for u in op.operands:
+            if u in inside or u in consts or u in inputs:
+                continue
+            uop = producer.get(u)
+            if uop is not None and uop.name == "constant":
+                consts[u] = uop
+            else:
+                inputs.append(u)
+    params = tuple(Value(v.type) for v in inputs)
+    env = dict(zip(inputs, params))
+    body_ops = [Op(c.name, (), dict(c.attrs), (env.setdefault(v, Value(v.type)),))
+                for v, c in consts.items()]
+    for op in ops:
+        results = tuple(env.setdefault(r, Value(r.type)) for r in op.results)
+        body_ops.append(Op(op.name, tuple(env[u] for u in op.operands), op.attrs, results,
+                           op.regions, op.loc))
+    outputs = [r for op in ops for r in op.results if r in used_outside]
+    body = Function(f"kernel{index}", params, tuple(body_ops), tuple(env[r] for r in outputs))
+    return body, inputs, outputs
+
+
+def _toposort(units, by_group, producer, member):
+    """Units (boundary ops and group ids) in dependency order, stable by first position."""
+
+    def key(unit):
+        return ("group", unit) if isinstance(unit, int) else ("op", id(unit))
+
+    def unit_of(op):
+        return member.get(op, op)
+
+    needs: dict = {}
+    for _, unit in units:
+        deps = set()
+        for op in by_group[unit] if isinstance(unit, int) else [unit]:
+            for v in op.operands:
+                p = producer.get(v)
+                if p is not None and key(unit_of(p)) != key(unit):
+                    deps.add(key(unit_of(p)))
+        needs[key(unit)] = deps
+    done: set = set()
+    order = []
+    pending = [unit for _, unit in sorted(units, key=lambda pu: pu[0])]
+    while pending:
+        ready = next((u for u in pending if needs[key(u)] <= done), None)
+        if ready is None:  # pragma: no cover - the partition never forms cycles
+            raise RuntimeError("internal error: fusion formed a cycle")
+        order.append(ready)
+        done.add(key(ready))
+        pending.remove(ready)
+    return order

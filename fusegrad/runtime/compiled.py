@@ -1,0 +1,111 @@
+"""Compiled execution of a Function: fuse, generate, load, call.
+
+``executable(fn)`` returns a callable running ``fn`` as native code. A user
+mistake caught inside compiled code (an index out of bounds, say) is re-run
+through the interpreter, which raises the full, precise error; an internal
+code-generation failure raises ``CodegenError`` with the path of a dumped
+reproducer (the IR text), never a silent fallback.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import config
+from ..codegen import compile as cg_compile
+from ..codegen.emit import generate
+from ..ir import Function
+from ..ir.errors import FusegradError
+from ..ir.printer import print_function
+from ..passes.fusion import fuse
+from ..passes.simplify import simplify
+from .interpreter import run
+
+
+class CodegenError(FusegradError, RuntimeError):
+    """fusegrad failed to compile a valid Function (a bug in fusegrad: please report it)."""
+
+
+class Executable:
+    """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
+
+    __slots__ = ("dims", "entry", "fn", "fused", "module", "source")
+
+    def __init__(self, fn: Function):
+        self.fn = fn
+        try:
+            self.fused = fuse(simplify(fn))
+            self.source, dims = generate(self.fused)
+            self.module = cg_compile.load(self.source)
+        except FusegradError:
+            raise
+        except Exception as e:
+            raise _internal(fn, e) from e
+        self.entry = self.module.entry
+        self.dims = np.asarray(dims, dtype=np.int64)
+
+    def __call__(self, *args):
+        conv = []
+        for a, p in zip(args, self.fn.params):
+            a = np.asarray(a)
+            if a.dtype != p.type.dtype or a.shape != p.type.shape:
+                return run(self.fn, *args)  # the interpreter raises the precise error
+            conv.append(a[()] if a.ndim == 0 else a)
+        try:
+            out = self.entry(self.dims, *conv)
+        except (IndexError, ValueError, ZeroDivisionError):
+            run(self.fn, *args)
+            raise
+        except Exception as e:
+            if type(e).__module__.startswith("numba"):
+                raise _internal(self.fn, e) from e
+            raise
+        return tuple(np.asarray(r, dtype=t.dtype) for r, t in zip(out, self.fn.out_types))
+
+
+def _internal(fn: Function, err: Exception) -> CodegenError:
+    text = print_function(fn, locs=True)
+    name = hashlib.sha256(text.encode()).hexdigest()[:16]
+    try:
+        path = os.path.join(cg_compile._directory(), f"repro_{name}.fgir")
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError:
+        path = "(could not be written)"
+    return CodegenError(
+        f"internal error while compiling @{fn.name}: {type(err).__name__}: {err}\n"
+        f"The IR that failed is in {path}. Set FUSEGRAD_DISABLE_JIT=1 to run it with the "
+        "NumPy interpreter meanwhile, and please report the file."
+    )
+
+
+_cache: OrderedDict[int, tuple[Function, Executable]] = OrderedDict()
+_cache_lock = threading.Lock()
+_CACHE_SIZE = 512
+
+
+def executable(fn: Function, reason: str = "new function") -> Executable:
+    """The compiled form of ``fn`` (kept for the most recently used Functions)."""
+    key = id(fn)
+    with _cache_lock:
+        hit = _cache.get(key)
+        if hit is not None and hit[0] is fn:
+            _cache.move_to_end(key)
+            return hit[1]
+    t0 = time.perf_counter()
+    exe = Executable(fn)
+    if config.LOG_COMPILES:
+        print(f"fusegrad: compiled @{fn.name} ({reason}) in "
+              f"{(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
+    with _cache_lock:
+        _cache[key] = (fn, exe)
+        while len(_cache) > _CACHE_SIZE:
+            _cache.popitem(last=False)
+    return exe
