@@ -23,6 +23,9 @@ from .api import (
 )
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .passes.autodiff import NotDifferentiableError
+from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
+from .runtime.tensor_api import __all__ as _tensor_all
+from . import autograd  # noqa: E402  (fg.autograd.grad, fg.autograd.Function, ...)
 
 __version__ = "0.1.0"
 
@@ -46,4 +49,6 @@ __all__ = [
     "tree",
     "value_and_grad",
     "vjp",
+    "autograd",
+    *_tensor_all,
 ]

@@ -26,8 +26,9 @@ from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
 from .passes.fusion import fuse
 from .passes.simplify import simplify
-from .runtime import run
+from .runtime import Tensor, run
 from .runtime.compiled import executable
+from .runtime.grad_mode import is_grad_enabled
 from .tracer import Tracer, trace_pytree
 from .tracer.core import _state as _trace_state
 from .tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
@@ -51,7 +52,9 @@ def _concrete(x) -> bool:
 
 def call(fn: Function, *args) -> tuple:
     """Execute ``fn``: compiled (or with NumPy if ``FUSEGRAD_DISABLE_JIT``) on concrete
-    arrays; recorded into the enclosing trace otherwise."""
+    arrays; recorded into the enclosing trace otherwise. Eager Tensors (closed over by
+    the function) count as their data."""
+    args = tuple(_leaf(a) if isinstance(a, Tensor) else a for a in args)
     if all(_concrete(a) for a in args) and not _trace_state.stack:
         if config.DISABLE_JIT:
             return run(fn, *args)
@@ -60,9 +63,15 @@ def call(fn: Function, *args) -> tuple:
 
 
 def _leaf(x):
-    """Normalise one argument leaf: Python scalars and lists become NumPy arrays."""
+    """Normalise one argument leaf: Python scalars and lists become NumPy arrays.
+
+    An eager ``Tensor`` counts as its data (no gradient flows back into its
+    autograd graph; ``fg.jit`` refuses tensors that require grad).
+    """
     if isinstance(x, Tracer | np.ndarray | TensorType):
         return x
+    if isinstance(x, Tensor):
+        return x.detach()._data
     if hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__"):
         return np.asarray(x)
     if is_weak(x) or isinstance(x, np.generic | list):
@@ -554,6 +563,7 @@ class jit:
 
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        _refuse_grad_tensors(self.__name__, (args, kwargs))
         key, dyn = self._key(args, kwargs)
         traced = self._cache.get(key)
         if traced is None:
@@ -567,5 +577,20 @@ class jit:
                 # a closure over an enclosing transform's tracer is only valid in that trace
                 self._cache[key] = traced
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
+        _refuse_grad_tensors(self.__name__, traced.free)
         outs = call(traced.function, *leaves, *traced.free)
         return tree_unflatten(traced.out_tree, list(outs))
+
+
+def _refuse_grad_tensors(name: str, tree) -> None:
+    """A Tensor that requires grad cannot enter a compiled function yet: say so, never detach."""
+    if not is_grad_enabled():
+        return
+    for leaf in tree_flatten(tree)[0]:
+        if isinstance(leaf, Tensor) and leaf.requires_grad:
+            raise GradError(
+                f"fg.jit({name}): got a Tensor that requires grad ({leaf.dtype}, shape "
+                f"{tuple(leaf.shape)}); compiled pieces inside eager autograd graphs are not "
+                "supported yet, so no gradient could flow back to it. Pass tensor.detach() "
+                "if no gradient is needed, call the function without fg.jit, or use "
+                "fg.grad for compiled gradients.")

@@ -118,23 +118,25 @@ def _scalar_expr(op: Op, args: list[str]) -> str:
 
 
 class _Kernel:
-    """One fused op as a loop nest over its iteration space."""
+    """One fused op as a loop nest over its iteration space, written inline in ``entry``.
+
+    Inputs are read with broadcasting index arithmetic (an input's size-1 axes
+    read index 0), elementwise results used outside are stored per element,
+    and reductions accumulate in the same pass: full reductions into a scalar,
+    partial ones into an array indexed by the kept axes.
+    """
 
     def __init__(self, w: _Writer, op: Op, index: int):
         self.w, self.op, self.body = w, op, op.regions[0]
-        self.name = f"kernel{index}"
-        self.space = self._space()
+        self.tag = f"k{index}_"
+        self.space = next(
+            bop.operands[0].type.shape if bop.name.startswith("reduce_")
+            else bop.results[0].type.shape
+            for bop in self.body.ops if bop.name != "constant"
+        )
 
-    def _space(self) -> tuple[int, ...]:
-        for bop in self.body.ops:
-            if bop.name.startswith("reduce_"):
-                return bop.operands[0].type.shape
-            if bop.name != "constant":
-                return bop.results[0].type.shape
-        raise AssertionError("empty kernel")
-
-    def kinds(self):
-        """For each body result: 'array' (written per element), 'partial' or 'full'."""
+    def _kinds(self):
+        """For each body result: 'array' (stored per element), 'partial' or 'full'."""
         producer = {r: o for o in self.body.ops for r in o.results}
         out = []
         for r in self.body.results:
@@ -145,102 +147,71 @@ class _Kernel:
                 out.append((r, p, "array"))
         return out
 
-    def source(self) -> str:
-        body, w = self.body, self.w
-        names = _py_names(body)
+    def lines(self, outer: dict, op_names) -> list[str]:
+        body, w, t = self.body, self.w, self.tag
+        names = {v: t + n for v, n in _py_names(body).items()}
         irnames = value_names(body)
-        rank = len(self.space)
-        idx = [f"i{k}" for k in range(rank)]
-        kinds = self.kinds()
-        outs = [f"out{j}" for j in range(sum(kind != "full" for _, _, kind in kinds))]
-        params = [names[p] for p in body.params]
-        lines = ["@numba.njit(error_model=\"numpy\", cache=True)",
-                 f"def {self.name}(d, {', '.join(params + outs)}):"]
-        for k, n in enumerate(self.space):
-            lines.append(f"    n{k} = {w.size(n)}")
-        accs = {}
-        for j, (r, p, kind) in enumerate(kinds):
-            if kind == "full":
-                accs[r] = f"acc{j}"
-                lines.append(f"    acc{j} = {reduce_init(p.name, r.type)}")
+        idx = [f"{t}i{k}" for k in range(len(self.space))]
+        dest = {}  # body result -> outer variable
+        lines = [f"    # kernel {t[:-1]}: one loop nest" + _comment(self.op, op_names)[3:]]
+        for (r, p, kind), res in zip(self._kinds(), self.op.results):
+            dest[r] = outer[res]
+            if kind == "array":
+                lines.append(f"    {outer[res]} = np.empty({w.shape(r.type.shape)}, "
+                             f"{np_dtype(r.type)})")
+            elif kind == "partial":
+                lines.append(f"    {outer[res]} = np.full({w.shape(r.type.shape)}, "
+                             f"{reduce_init(p.name, r.type)})")
+            else:
+                lines.append(f"    {outer[res]} = {reduce_init(p.name, r.type)}")
+        local = {}
         inner: list[str] = []
-        for p in body.params:
-            if p.type.shape != ():
-                inner.append(f"{names[p]}_ = {names[p]}[{self._index(p.type.shape, idx)}]")
-        local = {p: (names[p] + "_" if p.type.shape != () else names[p]) for p in body.params}
-        pre: list[str] = []
-        out_names = {}
-        for r, _, kind in kinds:
-            if kind != "full":
-                out_names[r] = f"out{len(out_names)}"
+        for p, operand in zip(body.params, self.op.operands):
+            if p.type.shape == ():
+                local[p] = outer[operand]
+            else:
+                local[p] = names[p]
+                inner.append(f"{names[p]} = {outer[operand]}"
+                             f"[{self._index(p.type.shape, idx)}]")
         for bop in body.ops:
             res = bop.results[0]
+            comment = _comment(bop, irnames)
             if bop.name == "constant":
-                pre.append(f"    {names[res]} = {literal(bop.attrs['value'], res.type)}"
-                           + _comment(bop, irnames))
+                lines.append(f"    {names[res]} = {literal(bop.attrs['value'], res.type)}"
+                             + comment)
                 local[res] = names[res]
-                continue
-            args = [local[v] for v in bop.operands]
-            if bop.name.startswith("reduce_"):
-                inner.append(self._accumulate(bop, args[0], accs, out_names, idx)
-                             + _comment(bop, irnames))
-                continue
-            inner.append(f"{names[res]} = {_scalar_expr(bop, args)}" + _comment(bop, irnames))
-            local[res] = names[res]
-        for r, _, kind in kinds:
+            elif bop.name.startswith("reduce_"):
+                inner.append(self._accumulate(bop, local[bop.operands[0]], dest, idx) + comment)
+            else:
+                args = [local[v] for v in bop.operands]
+                inner.append(f"{names[res]} = {_scalar_expr(bop, args)}" + comment)
+                local[res] = names[res]
+        for r, _, kind in self._kinds():
             if kind == "array":
-                inner.append(f"{out_names[r]}[{', '.join(idx) or '()'}] = {local[r]}")
-        lines += pre
+                inner.append(f"{dest[r]}[{', '.join(idx)}] = {local[r]}")
         indent = "    "
-        for k in range(rank):
-            lines.append(f"{indent}for i{k} in range(n{k}):")
+        for k, n in enumerate(self.space):
+            lines.append(f"{indent}for {idx[k]} in range({w.size(n)}):")
             indent += "    "
-        lines += [indent + s for s in inner]
-        ret = [accs[r] for r, _, kind in kinds if kind == "full"]
-        lines.append(f"    return ({', '.join(ret)}{',' if len(ret) == 1 else ''})")
-        return "\n".join(lines) + "\n"
+        return lines + [indent + s for s in inner]
 
     def _index(self, shape, idx) -> str:
-        r = len(self.space)
-        lead = r - len(shape)
-        parts = []
-        for j, n in enumerate(shape):
-            k = lead + j
-            parts.append("0" if n == 1 and self.space[k] != 1 else idx[k])
-        return ", ".join(parts)
+        lead = len(self.space) - len(shape)
+        return ", ".join(
+            "0" if n == 1 and self.space[lead + j] != 1 else idx[lead + j]
+            for j, n in enumerate(shape)
+        )
 
-    def _accumulate(self, bop, arg, accs, out_names, idx) -> str:
+    def _accumulate(self, bop, arg, dest, idx) -> str:
         r = bop.results[0]
-        if r in accs:
-            target = accs[r]
-        else:
-            axes = bop.attrs["axes"]
-            keep = [i for k, i in enumerate(idx) if k not in axes]
-            target = f"{out_names[r]}[{', '.join(keep)}]"
+        target = dest[r]
+        if r.type.shape != ():
+            keep = [i for k, i in enumerate(idx) if k not in bop.attrs["axes"]]
+            target = f"{target}[{', '.join(keep)}]"
         if bop.name == "reduce_sum":
             return f"{target} += {arg}"
         fn = "rt.maximum" if bop.name == "reduce_max" else "rt.minimum"
         return f"{target} = {fn}({target}, {arg})"
-
-    def call(self, names, op_names) -> list[str]:
-        """Driver lines: allocate outputs, run the loop, bind the results."""
-        w = self.w
-        lines, outs, full = [], [], []
-        for (r, p, kind), res in zip(self.kinds(), self.op.results):
-            if kind == "array":
-                lines.append(f"    {names[res]} = np.empty({w.shape(r.type.shape)}, "
-                             f"{np_dtype(r.type)})")
-                outs.append(names[res])
-            elif kind == "partial":
-                lines.append(f"    {names[res]} = np.full({w.shape(r.type.shape)}, "
-                             f"{reduce_init(p.name, r.type)})")
-                outs.append(names[res])
-            else:
-                full.append(names[res])
-        args = ", ".join(["d", *(names[v] for v in self.op.operands), *outs])
-        target = f"({', '.join(full)},) = " if full else ""
-        lines.append(f"    {target}{self.name}({args})" + _comment(self.op, op_names))
-        return lines
 
 
 def generate(fn: Function) -> tuple[str, list[int]]:
@@ -248,13 +219,12 @@ def generate(fn: Function) -> tuple[str, list[int]]:
     w = _Writer()
     names = _py_names(fn)
     irnames = value_names(fn)
-    kernels: list[str] = []
     body: list[str] = []
+    n_kernels = 0
     for op in fn.ops:
         if op.name == "fused":
-            k = _Kernel(w, op, len(kernels))
-            kernels.append(k.source())
-            body += k.call(names, irnames)
+            body += _Kernel(w, op, n_kernels).lines(names, irnames)
+            n_kernels += 1
         else:
             lines = _driver_lines(w, op, names)
             lines[0] += _comment(op, irnames)
@@ -263,7 +233,7 @@ def generate(fn: Function) -> tuple[str, list[int]]:
     params = ", ".join(["d", *(names[p] for p in fn.params)])
     driver = (["@numba.njit(error_model=\"numpy\", cache=True)", f"def entry({params}):"]
               + body + [f"    return ({results}{',' if len(fn.results) == 1 else ''})"])
-    text = HEADER.format(name=fn.name) + "\n\n".join([*kernels, "\n".join(driver) + "\n"])
+    text = HEADER.format(name=fn.name) + "\n".join(driver) + "\n"
     return text, w.dims
 
 
@@ -276,6 +246,8 @@ def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
         return [lhs + literal(op.attrs["value"], out.type)]
     if op.name == "convert" or (out.type.shape == () and op.name in SCALAR):
         return [lhs + _scalar_expr(op, args)]
+    if op.name.startswith("reduce_") and op.operands[0].type.shape == ():
+        return [lhs + args[0]]  # nothing to reduce over
     if op.name == "update_slice":
         return [lhs + f"{args[0]}.copy()", f"    {names[out]}[{_slices(w, op)}] = {args[1]}"]
     if op.name == "matmul" and op.operands[0].type.ndim + op.operands[1].type.ndim > 4:
@@ -284,6 +256,7 @@ def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
 
 
 def _pre_n_post(w: _Writer, shape, axis):
+    axis %= len(shape)
     pre = math.prod(shape[:axis])
     post = math.prod(shape[axis + 1:])
     return f"({w.size(pre)}, {w.size(shape[axis])}, {w.size(post)})"
@@ -339,7 +312,7 @@ def _array_expr(w: _Writer, op: Op, args: list[str]) -> str:
 
 def _gather(w: _Writer, op: Op, args) -> str:
     x, idx = op.operands[0], op.operands[1]
-    axis = op.attrs["axis"]
+    axis = op.attrs["axis"] % x.type.ndim
     x3 = f"rt.contiguous({args[0]}).reshape({_pre_n_post(w, x.type.shape, axis)})"
     flat = _flat(args[1], idx)
     oshape = op.results[0].type.shape

@@ -18,7 +18,7 @@ import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
-from numba.core import config
+from numba.core import cgutils, config
 from numba.core.codegen import get_host_cpu_features
 from numba.core.extending import intrinsic
 
@@ -31,7 +31,9 @@ __all__ = [
     "mathfn",
     "poly",
     "rint",
+    "shifted_int",
     "split_exponent",
+    "sqrt",
     "two_prod",
 ]
 
@@ -54,7 +56,7 @@ HAS_FMA: bool = _target_has_fma()
 #: and LLVM inlines them into the calling loop, which it then vectorises; Numba-IR
 #: inlining (``inline="always"``) gives the same machine code at a higher compile
 #: cost, so it is not used.
-mathfn = numba.njit(error_model="numpy")
+mathfn = numba.njit(error_model="numpy", inline="always")
 
 
 def _float_width(ty) -> int:
@@ -70,7 +72,11 @@ def _fconst(lty, value: float):
 
 
 def _call_intrinsic(builder, name: str, args):
-    fn = builder.module.declare_intrinsic(name, [args[0].type])
+    """Call the overloaded LLVM intrinsic ``name`` on same-typed float ``args``."""
+    lty = args[0].type
+    fnty = ir.FunctionType(lty, [lty] * len(args))
+    suffix = "f64" if lty == ir.DoubleType() else "f32"
+    fn = cgutils.get_or_insert_function(builder.module, fnty, f"{name}.{suffix}")
     return builder.call(fn, list(args))
 
 
@@ -94,6 +100,19 @@ def rint(typingctx, x):
 
     def codegen(context, builder, sig, args):
         return _call_intrinsic(builder, "llvm.rint", args)
+
+    return x(x), codegen
+
+
+@intrinsic
+def sqrt(typingctx, x):
+    """The correctly rounded square root (``llvm.sqrt``: one instruction, NaN for
+    negative ``x``, no errno, so LLVM vectorises it everywhere)."""
+    if not _float_width(x):
+        return None
+
+    def codegen(context, builder, sig, args):
+        return _call_intrinsic(builder, "llvm.sqrt", args)
 
     return x(x), codegen
 
@@ -236,3 +255,22 @@ def bit_set(typingctx, t, n):
         return builder.icmp_unsigned("!=", i, ir.Constant(ity, 0))
 
     return types.boolean(t, n), codegen
+
+
+@intrinsic
+def shifted_int(typingctx, t):
+    """The integer that the round-to-integer shifter left in ``t``'s low bits
+    (``t = k + 1.5 * 2**mbits``), as an int64 array index."""
+    width = _float_width(t)
+    if not width:
+        return None
+
+    def codegen(context, builder, sig, args):
+        ity, _, _, shifter = _layout(width)
+        bits = np.float64(shifter).view(np.int64) if width == 64 else (
+            np.float32(shifter).view(np.int32)
+        )
+        i = builder.sub(builder.bitcast(args[0], ity), ir.Constant(ity, int(bits)))
+        return builder.sext(i, ir.IntType(64)) if width == 32 else i
+
+    return types.int64(t), codegen

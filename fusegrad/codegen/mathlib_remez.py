@@ -20,16 +20,17 @@ import numpy as np
 #: name -> (g, weight, a, b, first power, {dtype: number of terms}); the
 #: functions are built from mpmath on first use.
 _TERMS = {
-    "EXP": (2, {"f64": 10, "f32": 5}),
-    "EXP2": (0, {"f64": 12, "f32": 6}),
+    "EXP": (0, {"f64": 10, "f32": 5}),
+    "EXP2": (0, {"f64": 11, "f32": 6}),
     "LOG": (1, {"f64": 7, "f32": 3}),
     "SIN": (0, {"f64": 6, "f32": 3}),
     "COS": (0, {"f64": 6, "f32": 3}),
-    "ERF_SMALL": (0, {"f64": 12, "f32": 6}),
+    "ERF_SMALL": (0, {"f64": 12, "f32": 7}),
     "ERF_LARGE_F64": (0, {"f64": 18}),
-    "ERF_LARGE_F32": (0, {"f32": 9}),
-    "ATAN": (0, {"f64": 20, "f32": 8}),
-    "ASIN": (0, {"f64": 12, "f32": 5}),
+    "ERF_LARGE_F32": (0, {"f32": 8}),
+    "ATAN": (0, {"f64": 20, "f32": 9}),
+    "ASIN": (0, {"f64": 12, "f32": 6}),
+    "CBRT": (0, {"f64": 6, "f32": 6}),
     "LOG_TABLE": (1, {"f64": 4, "f32": 2}),
 }
 
@@ -90,9 +91,10 @@ def _specs():
             0,
             1,
         ),
-        # erf(x) = 1 - exp(-x**2) * G(1 / x) for 1 <= x <= 6 (float64) or 4 (float32)
-        "ERF_LARGE_F64": (lambda t: erfcx(1 / t), lambda t: mp.exp(-1 / t**2), mp.mpf(1) / 6, 1),
-        "ERF_LARGE_F32": (lambda t: erfcx(1 / t), lambda t: mp.exp(-1 / t**2), mp.mpf(1) / 4, 1),
+        # erf(x) = 1 - exp(-x**2) * G(1/x - c) for 1 <= x <= 6 (float64, c = 7/12) or
+        # 4 (float32, c = 5/8); centring keeps the coefficients small
+        "ERF_LARGE_F64": _erf_large(erfcx, mp.mpf(1) / 6),
+        "ERF_LARGE_F32": _erf_large(erfcx, mp.mpf(1) / 4),
         # atan(t) = t + t**3 * T(t**2) for |t| <= 1
         "ATAN": (
             nz(lambda z: (mp.atan(sqrt(z)) - sqrt(z)) / z**1.5, -mp.mpf(1) / 3),
@@ -107,6 +109,8 @@ def _specs():
             0,
             mp.mpf("0.25"),
         ),
+        # first guess of cbrt(m), m in [2**-1.5, 2**1.5), refined by Halley and Newton
+        "CBRT": (mp.cbrt, lambda m: 1 / mp.cbrt(m), mp.mpf(2) ** -1.5, mp.mpf(2) ** 1.5),
         # pow's log: 2 atanh(s) = 2 s + s * L(s**2) for |s| <= 1/128 after the table step
         "LOG_TABLE": (
             nz(lambda z: 2 * mp.atanh(sqrt(z)) / sqrt(z) - 2, 0),
@@ -115,6 +119,17 @@ def _specs():
             (mp.mpf(1) / 128) ** 2,
         ),
     }
+
+
+def _erf_large(erfcx, t_min):
+    import mpmath as mp
+
+    c = (1 + t_min) / 2
+
+    def weight(u):
+        return mp.exp(-1 / (u + c) ** 2)
+
+    return (lambda u: erfcx(1 / (u + c))), weight, t_min - c, 1 - c
 
 
 def fit(name: str, nterms: int, npts: int = 160, iters: int = 40):
@@ -169,7 +184,32 @@ def generate() -> str:
         lines.append(f"# {name} {dtype}: {len(coeffs)} terms, error {err:.3g}")
         body = "".join(f"    {c!r},\n" for c in coeffs)
         lines.append(f"{name}_{dtype.upper()} = (\n{body})")
+    lines += _log_table()
     return "\n".join(lines) + "\n"
+
+
+#: pow's table: log(j / 64) for j in LOG_TABLE_FIRST .. LOG_TABLE_FIRST + 46, which
+#: covers m * 64 for m in [sqrt(1/2), sqrt(2)).
+LOG_TABLE_FIRST = 45
+LOG_TABLE_SIZE = 47
+
+
+def _log_table() -> list[str]:
+    import mpmath as mp
+
+    mp.mp.dps = 40
+    lines = [f"LOG_TABLE_FIRST = {LOG_TABLE_FIRST}"]
+    for dtype, cast in (("F64", np.float64), ("F32", np.float32)):
+        his, los = [], []
+        for j in range(LOG_TABLE_FIRST, LOG_TABLE_FIRST + LOG_TABLE_SIZE):
+            exact = mp.log(mp.mpf(j) / 64)
+            hi = cast(float(exact))
+            his.append(float(hi))
+            los.append(float(cast(float(exact - mp.mpf(float(hi))))))
+        for name, values in (("HI", his), ("LO", los)):
+            body = "".join(f"    {v!r},\n" for v in values)
+            lines.append(f"LOG_TABLE_{name}_{dtype} = (\n{body})")
+    return lines
 
 
 def _scan(name: str) -> None:

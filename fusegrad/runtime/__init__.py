@@ -1,5 +1,6 @@
-"""Executors: the NumPy reference interpreter (the eager Tensor engine joins it later)."""
+"""Executors: the NumPy reference interpreter and the eager Tensor with its autograd engine."""
 
 from .interpreter import run
+from .tensor import Tensor
 
-__all__ = ["run"]
+__all__ = ["Tensor", "run"]

@@ -169,6 +169,16 @@ def result_type(*operands) -> dtype:
     Dimensioned tensors decide the dtype; zero-dimensional tensors and then
     Python scalars only raise its category.
     """
+    if len(operands) == 2:  # fast path: a tensor with a same-category scalar or same dtype
+        a, b = operands
+        da = getattr(a, "_cell", None)
+        if da is not None:
+            da = da.value.dtype
+            db = getattr(b, "_cell", None)
+            if db is not None and db.value.dtype == da:
+                return _BY_NP[da]
+            if db is None and da.kind == "f" and isinstance(b, _py_float | _py_int):
+                return _BY_NP[da]
     dim = zero = wrapped = None
     for x in operands:
         if x is None:

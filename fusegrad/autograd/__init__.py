@@ -1,0 +1,35 @@
+"""``fusegrad.autograd``: PyTorch's ``torch.autograd`` surface over the eager engine.
+
+``grad(outputs, inputs, ...)`` returns gradients without touching ``.grad``;
+``backward(tensors, ...)`` accumulates into ``.grad``; ``Function`` defines an
+operation with a hand-written backward; ``graph.saved_tensors_hooks`` packs
+and unpacks the tensors saved for backward.
+"""
+
+from ..runtime.custom_function import Function, FunctionCtx, once_differentiable
+from ..runtime.engine import backward, grad
+from ..runtime.grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from . import function, graph
+
+__all__ = [
+    "Function",
+    "FunctionCtx",
+    "backward",
+    "enable_grad",
+    "function",
+    "grad",
+    "graph",
+    "inference_mode",
+    "is_grad_enabled",
+    "is_inference_mode_enabled",
+    "no_grad",
+    "once_differentiable",
+    "set_grad_enabled",
+]

@@ -1,0 +1,280 @@
+"""The autograd engine: ``backward`` and ``grad`` over recorded ``grad_fn`` nodes.
+
+The walk is iterative and deterministic: count each reachable node's incoming
+edges, then run ready nodes latest-created first (PyTorch's order, with
+``AccumulateGrad`` first of all), summing gradients that meet at a node. No
+recursion, so a chain of 100,000 operations backpropagates like a short one.
+
+Without ``create_graph`` gradients flow as raw data (NumPy arrays or tracers)
+through the VJP rules; with it they are Tensors and grad mode stays on, so
+the backward is itself recorded and can be differentiated again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..ir import ops
+from ..ir.bind import aval
+from . import tensor_base as TB
+from .grad_mode import _mode
+from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
+
+_CREATE_GRAPH_WARNING = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break the "
+    "cycle and avoid the leak."
+)
+
+
+def _tensors(x, what: str) -> tuple:
+    if isinstance(x, TB.TensorBase):
+        return (x,)
+    if isinstance(x, Sequence) and all(isinstance(t, TB.TensorBase) for t in x):
+        return tuple(x)
+    raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")
+
+
+def _ones(t):
+    ty = aval(t._data)
+    return ops.broadcast_to(np.ones((), ty.dtype), shape=ty.shape)
+
+
+def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
+    """One gradient per output: implicit ones for one-element outputs, else the given ones."""
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    elif isinstance(grad_outputs, TB.TensorBase):
+        grad_outputs = (grad_outputs,)
+    grad_outputs = tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"got {len(grad_outputs)} gradients for {len(outputs)} outputs; "
+                           "give one per output (None for a one-element output)")
+    grads = []
+    for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        if not out._rg:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
+                               "a grad_fn")
+        if g is None:
+            if out.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            data = _ones(out)
+            grads.append(TB.make(data) if create_graph else data)
+            continue
+        if not isinstance(g, TB.TensorBase):
+            g = TB.make(np.asarray(g, dtype=out._data.dtype))
+        if tuple(g.shape) != tuple(out.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} "
+                               f"and output[{i}] has a shape of {out.shape}.")
+        if g.dtype != out.dtype:
+            g = g.to(out.dtype)
+        grads.append(g if create_graph else g._data)
+    return grads
+
+
+def _discover(roots):
+    """Incoming-edge counts of every node reachable from ``roots``, and each node's users."""
+    deps: dict = {}
+    users: dict = {}
+    stack = [n for n in roots]
+    seen = set(stack)
+    while stack:
+        n = stack.pop()
+        for m, _ in n._next:
+            if m is None:
+                continue
+            deps[m] = deps.get(m, 0) + 1
+            users.setdefault(m, []).append(n)
+            if m not in seen:
+                seen.add(m)
+                stack.append(m)
+    return deps, users
+
+
+def _needed(users: dict, targets) -> set:
+    """The nodes from which some target node is reachable (only they need to run)."""
+    needed = set(targets)
+    stack = list(targets)
+    while stack:
+        for u in users.get(stack.pop(), ()):
+            if u not in needed:
+                needed.add(u)
+                stack.append(u)
+    return needed
+
+
+def _add(buf: dict, nr: int, g) -> None:
+    buf[nr] = g if buf.get(nr) is None else ops.add(buf[nr], g)
+
+
+def _as_tensor(g):
+    return g if isinstance(g, TB.TensorBase) else TB.make(g)
+
+
+def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
+            capture=None, accumulate: bool = True) -> list:
+    """Run backward from ``roots`` (edges) seeded with ``root_grads``.
+
+    ``capture``: edges whose incoming gradients are returned (then only nodes
+    leading to them run, and no ``AccumulateGrad`` runs unless ``accumulate``).
+    """
+    unwrap = (lambda t: t) if create_graph else (lambda t: t._data)
+    root_nodes = []
+    buffers: dict = {}
+    for (node, nr), g in zip(roots, root_grads):
+        if node not in buffers:
+            buffers[node] = {}
+            root_nodes.append(node)
+        _add(buffers[node], nr, g)
+    deps, users = _discover(root_nodes)
+    needed = None if capture is None else _needed(users, [n for n, _ in capture if n])
+    captured = {}
+    order = itertools.count()
+    heap = [(-n.priority, next(order), n) for n in root_nodes if deps.get(n, 0) == 0]
+    heapq.heapify(heap)
+    prev = _mode.grad
+    _mode.grad = create_graph
+    errstate = np.errstate(all="ignore")  # inf and nan flow as in PyTorch, without warnings
+    errstate.__enter__()
+    try:
+        while heap:
+            node = heapq.heappop(heap)[2]
+            buf = buffers.pop(node, {})
+            _pre(node, buf, create_graph, unwrap)
+            if capture is not None:
+                for i, (cn, cnr) in enumerate(capture):
+                    if cn is node and buf.get(cnr) is not None:
+                        captured[i] = buf[cnr]
+            runs = (needed is None or node in needed) and any(
+                g is not None for g in buf.values())
+            if isinstance(node, AccumulateGrad) and not accumulate:
+                runs = False
+            outs = _run(node, buf, create_graph, unwrap) if runs else ()
+            if not retain_graph:
+                node.release()
+            for i, (m, nr) in enumerate(node._next):
+                if m is None:
+                    continue
+                g = outs[i] if i < len(outs) else None
+                if g is not None:
+                    _add(buffers.setdefault(m, {}), nr, g)
+                deps[m] -= 1
+                if deps[m] == 0:
+                    heapq.heappush(heap, (-m.priority, next(order), m))
+    finally:
+        errstate.__exit__(None, None, None)
+        _mode.grad = prev
+    return [captured.get(i) for i in range(len(capture or ()))]
+
+
+def _pre(node, buf: dict, create_graph: bool, unwrap) -> None:
+    """Tensor hooks and retain_grad, on the gradients flowing into ``node``'s outputs."""
+    if isinstance(node, AccumulateGrad):
+        if node.variable._hooks and buf.get(0) is not None:
+            buf[0] = run_tensor_hooks(node.variable._hooks, buf[0], _as_tensor, unwrap)
+        return
+    if node._tensor_hooks:
+        for nr, hooks in node._tensor_hooks.items():
+            if buf.get(nr) is not None:
+                buf[nr] = run_tensor_hooks(hooks, buf[nr], _as_tensor, unwrap)
+    if node._retain:
+        for nr in list(node._retain):
+            retain(node, nr, buf.get(nr), create_graph)
+
+
+def _run(node, buf: dict, create_graph: bool, unwrap) -> list:
+    n = max(buf) + 1 if buf else 0
+    grads = [buf.get(i) for i in range(max(n, getattr(node, "num_outputs", n)))]
+    if node._pre_hooks:
+        for fn in list(node._pre_hooks.values()):
+            res = fn(tuple(None if g is None else _as_tensor(g) for g in grads))
+            if res is not None:
+                grads = [None if g is None else unwrap(g) for g in res]
+    outs = node.apply(grads, create_graph)
+    if node._post_hooks:
+        for fn in list(node._post_hooks.values()):
+            res = fn(tuple(None if g is None else _as_tensor(g) for g in outs),
+                     tuple(None if g is None else _as_tensor(g) for g in grads))
+            if res is not None:
+                outs = [None if g is None else unwrap(g) for g in res]
+    return outs
+
+
+# --- public entry points --------------------------------------------------------------
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None) -> None:
+    """Accumulate d(tensors)/d(leaves), weighted by ``grad_tensors``, into the leaves' ``.grad``.
+
+    ``inputs`` restricts accumulation to those tensors (leaves or not).
+    ``retain_graph`` defaults to ``create_graph``.
+    """
+    tensors = _tensors(tensors, "tensors")
+    if grad_tensors is None:
+        grad_tensors = grad_variables
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    grads = _root_grads(tensors, grad_tensors, create_graph)
+    roots = [edge_of(t) for t in tensors]
+    if create_graph:
+        warnings.warn(_CREATE_GRAPH_WARNING, UserWarning, stacklevel=3)
+    if inputs is None:
+        execute(roots, grads, create_graph=create_graph, retain_graph=retain_graph)
+        return
+    inputs = _tensors(inputs, "inputs")
+    if not inputs:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    edges = [_input_edge(t) for t in inputs]
+    got = execute(roots, grads, create_graph=create_graph, retain_graph=retain_graph,
+                  capture=edges, accumulate=False)
+    for t, g in zip(inputs, got):
+        if g is not None:
+            accumulate_grad(t, g, create_graph)
+
+
+def _input_edge(t):
+    if not t._rg:
+        raise RuntimeError("One of the differentiated Tensors does not require grad")
+    return edge_of(t)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False,
+         materialize_grads=False) -> tuple:
+    """The gradients of ``outputs`` w.r.t. ``inputs`` as a tuple; ``.grad`` is not touched.
+
+    With ``create_graph=True`` the results have history (differentiate them
+    again for higher derivatives).
+    """
+    if is_grads_batched:
+        raise NotImplementedError("grad(is_grads_batched=True) is not supported by fusegrad; "
+                                  "loop over the grad_outputs instead")
+    outputs = _tensors(outputs, "outputs")
+    inputs = _tensors(inputs, "inputs")
+    allow_unused = materialize_grads if allow_unused is None else allow_unused
+    if materialize_grads and not allow_unused:
+        raise ValueError("Expected allow_unused to be True or not passed when "
+                         "materialize_grads=True")
+    retain_graph = create_graph if retain_graph is None else retain_graph
+    grads = _root_grads(outputs, grad_outputs, create_graph)
+    edges = [_input_edge(t) for t in inputs]
+    got = execute([edge_of(t) for t in outputs], grads, create_graph=create_graph,
+                  retain_graph=retain_graph, capture=edges, accumulate=False)
+    result = []
+    for t, g in zip(inputs, got):
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been "
+                                   "used in the graph. Set allow_unused=True if this is the "
+                                   "desired behavior.")
+            result.append(t.new_zeros(t.shape) if materialize_grads else None)
+        else:
+            result.append(_as_tensor(g))
+    return tuple(result)

@@ -1,0 +1,58 @@
+"""Everything the eager Tensor adds to the top-level ``fusegrad`` namespace (PyTorch's names)."""
+
+from .creation import *  # noqa: F403
+from .creation import __all__ as _creation_all
+from .dtypes import (
+    bool,
+    double,
+    dtype,
+    float,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    half,
+    int,
+    int8,
+    int16,
+    int32,
+    int64,
+    long,
+    promote_types,
+    result_type,
+    set_default_dtype,
+    short,
+    uint8,
+)
+from .functions import *  # noqa: F403
+from .functions import METHOD_FUNCTIONS
+from .grad_mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from .tensor import (
+    BoolTensor,
+    ByteTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    Tensor,
+)
+from .tensor_base import Size
+
+__all__ = [
+    *_creation_all, *METHOD_FUNCTIONS,
+    "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
+    "IntTensor", "LongTensor", "Size", "Tensor", "bool", "broadcast_tensors", "cat", "concat",
+    "concatenate", "double", "dtype", "enable_grad", "float", "float16", "float32", "float64",
+    "get_default_dtype", "half", "inference_mode", "int", "int8", "int16", "int32", "int64",
+    "is_floating_point", "is_grad_enabled", "is_inference_mode_enabled", "long", "no_grad",
+    "numel", "promote_types", "result_type", "set_default_dtype", "set_grad_enabled", "short",
+    "stack", "uint8", "where",
+]  # fmt: skip
