@@ -118,6 +118,39 @@ def _diff_leaves(args, argnums, who) -> list[int]:
     return idx
 
 
+def _signature(args, extra=()):
+    """A hashable key for the structure, shapes and dtypes of ``args`` (already leaves)."""
+    leaves, td = tree_flatten(args)
+    return td, tuple((aval(x).shape, aval(x).dtype) for x in leaves), extra
+
+
+class _Plan:
+    """A transformed Function with what calling it needs: closed-over arrays after the
+    arguments, then ``extra`` (e.g. the seed cotangent). Runs compiled code (compiled
+    on first use), the interpreter with ``FUSEGRAD_DISABLE_JIT``, or inlines into the
+    enclosing trace when given tracers."""
+
+    __slots__ = ("exe", "extra", "fn", "traced")
+
+    def __init__(self, fn: Function, traced, extra: tuple = ()):
+        self.fn, self.traced, self.extra, self.exe = fn, traced, extra, None
+
+    @property
+    def cacheable(self) -> bool:
+        """False when it closes over a tracer of an enclosing trace (valid only there)."""
+        return not any(isinstance(x, Tracer) for x in self.traced.free)
+
+    def __call__(self, leaves) -> tuple:
+        args = (*leaves, *self.traced.free, *self.extra)
+        if _trace_state.stack or not all(_concrete(a) for a in leaves):
+            return evaluate(self.fn, *args)
+        if config.DISABLE_JIT:
+            return run(self.fn, *args)
+        if self.exe is None:
+            self.exe = executable(self.fn)
+        return self.exe(*args)
+
+
 def _ones_like(x):
     t = aval(x)
     return ops.broadcast_to(np.ones((), t.dtype), shape=t.shape)
@@ -144,10 +177,14 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
     if f is None:
         return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
 
-    @functools.wraps(f)
-    def value_and_grad_f(*args, **kwargs):
-        args = tree_map(_leaf, args)
+    plans: dict = {}
+
+    def plan_for(args, kwargs):
         nums = _argnums_tuple(argnums, len(args), "grad")
+        key = _signature(args, (nums, has_aux)) if not kwargs else None
+        plan = plans.get(key) if key is not None else None
+        if plan is not None:
+            return plan, nums
         wrt = _diff_leaves(args, nums, "grad")
         fun = functools.partial(f, **kwargs) if kwargs else f
         traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
@@ -166,13 +203,22 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 "for vector outputs and fg.vjp for vector-Jacobian products."
             )
         g = vjp_pass(fn, wrt, seeds=(0,), name=f"{fn.name}_grad")
-        leaves = tree_flatten(args)[0]
-        outs = call(g, *leaves, *traced.free, np.ones((), loss_t.dtype))
-        n = len(fn.results)
-        value = tree_unflatten(traced.out_tree, outs[:n])
+        plan = _Plan(g, traced, (np.ones((), loss_t.dtype),))
+        if key is not None and plan.cacheable:
+            plans[key] = plan
+        return plan, nums
+
+    @functools.wraps(f)
+    def value_and_grad_f(*args, **kwargs):
+        args = tree_map(_leaf, args)
+        plan, nums = plan_for(args, kwargs)
+        outs = plan(tree_flatten(args)[0])
+        n = len(plan.traced.function.results)
+        value = tree_unflatten(plan.traced.out_tree, outs[:n])
         grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
         return value, grads
 
+    value_and_grad_f._plans = plans
     return value_and_grad_f
 
 
@@ -565,21 +611,18 @@ class jit:
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
         _refuse_grad_tensors(self.__name__, (args, kwargs))
         key, dyn = self._key(args, kwargs)
-        traced = self._cache.get(key)
-        if traced is None:
-            if config.LOG_COMPILES:
-                print(f"fusegrad: tracing {self.__name__} for {key[1]}", file=sys.stderr)
+        plan = self._cache.get(key)
+        if plan is None:
             fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
             if kwargs:
                 fun = _keywords_last(fun, len(dyn_args), kwargs)
             traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
-            if not any(isinstance(x, Tracer) for x in traced.free):
-                # a closure over an enclosing transform's tracer is only valid in that trace
-                self._cache[key] = traced
+            plan = _Plan(traced.function, traced)
+            if plan.cacheable:
+                self._cache[key] = plan
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
-        _refuse_grad_tensors(self.__name__, traced.free)
-        outs = call(traced.function, *leaves, *traced.free)
-        return tree_unflatten(traced.out_tree, list(outs))
+        _refuse_grad_tensors(self.__name__, plan.traced.free)
+        return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
 
 def _refuse_grad_tensors(name: str, tree) -> None:

@@ -635,7 +635,7 @@ def test_jit_keyword_arguments_are_dynamic():
     assert len(jf._cache) == 1
     assert_close(jf(x, 3, scale=2.0, shift=1.0), x * 6.0 + 1.0, "exact64")
     assert len(jf._cache) == 2
-    (traced,) = [t for t in jf._cache.values() if len(t.function.params) == 2]
+    (traced,) = [p.traced for p in jf._cache.values() if len(p.fn.params) == 2]
     assert [p.hint for p in traced.function.params] == ["x", "scale"]
     assert_close(fg.grad(lambda s: jf(2.0, 3, scale=s))(5.0), np.asarray(6.0), "exact64")
 
