@@ -6,7 +6,11 @@
 array([0., 0., 0.])
 """
 
-from . import numpy, tree  # noqa: F401  (fills NumPy's protocol table)
+from . import (  # noqa: F401  (fills NumPy's protocol table)
+    autograd,
+    numpy,
+    tree,
+)
 from .api import (
     GradError,
     custom_vjp,
@@ -25,7 +29,6 @@ from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .passes.autodiff import NotDifferentiableError
 from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .runtime.tensor_api import __all__ as _tensor_all
-from . import autograd  # noqa: E402  (fg.autograd.grad, fg.autograd.Function, ...)
 
 __version__ = "0.1.0"
 

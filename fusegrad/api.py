@@ -130,10 +130,11 @@ class _Plan:
     on first use), the interpreter with ``FUSEGRAD_DISABLE_JIT``, or inlines into the
     enclosing trace when given tracers."""
 
-    __slots__ = ("exe", "extra", "fn", "traced")
+    __slots__ = ("exe", "extra", "fn", "reason", "traced")
 
-    def __init__(self, fn: Function, traced, extra: tuple = ()):
+    def __init__(self, fn: Function, traced, extra: tuple = (), reason: str = "new function"):
         self.fn, self.traced, self.extra, self.exe = fn, traced, extra, None
+        self.reason = reason
 
     @property
     def cacheable(self) -> bool:
@@ -147,8 +148,20 @@ class _Plan:
         if config.DISABLE_JIT:
             return run(self.fn, *args)
         if self.exe is None:
-            self.exe = executable(self.fn)
+            self.exe = executable(self.fn, self.reason)
         return self.exe(*args)
+
+
+def _reason(cache: dict, key) -> str:
+    """Why a signature needs a new compile: the first one, or what differs from the last."""
+    if not cache:
+        return "new function"
+    last = next(reversed(cache))
+    if not isinstance(last, tuple) or len(last) < 2 or last[0] != key[0]:
+        return "new argument structure"
+    dtypes = [t.dtype if hasattr(t, "dtype") else t[1] for t in last[1]]
+    new_dtypes = [t.dtype if hasattr(t, "dtype") else t[1] for t in key[1]]
+    return "new dtype" if dtypes != new_dtypes else "new shape"
 
 
 def _ones_like(x):
@@ -203,7 +216,8 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 "for vector outputs and fg.vjp for vector-Jacobian products."
             )
         g = vjp_pass(fn, wrt, seeds=(0,), name=f"{fn.name}_grad")
-        plan = _Plan(g, traced, (np.ones((), loss_t.dtype),))
+        plan = _Plan(g, traced, (np.ones((), loss_t.dtype),),
+                     _reason(plans, key) if key is not None else "new function")
         if key is not None and plan.cacheable:
             plans[key] = plan
         return plan, nums
@@ -631,7 +645,7 @@ class jit:
             if kwargs:
                 fun = _keywords_last(fun, len(dyn_args), kwargs)
             traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
-            plan = _Plan(traced.function, traced)
+            plan = _Plan(traced.function, traced, reason=_reason(self._cache, key))
             if plan.cacheable:
                 self._cache[key] = plan
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]

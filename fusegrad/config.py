@@ -22,6 +22,19 @@ LOG_COMPILES: bool = _flag("FUSEGRAD_LOG_COMPILES")
 VERIFY: bool = _flag("FUSEGRAD_VERIFY")
 
 
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+
+
+#: Compiled functions whose largest loop has at least this many elements run their
+#: loops on several threads (fixed chunks: the same results on any thread count).
+PARALLEL_THRESHOLD: int = _int("FUSEGRAD_PARALLEL_THRESHOLD", 1 << 18)
+
+
 def _cache_dir() -> str:
     explicit = os.environ.get("FUSEGRAD_CACHE_DIR")
     if explicit:

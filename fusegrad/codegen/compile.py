@@ -121,3 +121,29 @@ def _has_text(path: str, source: str) -> bool:
             return f.read() == source
     except OSError:
         return False
+
+
+_warned: set[str] = set()
+
+
+def purge(source: str, err: Exception) -> object:
+    """Drop a module whose cached machine code failed to load (truncated, corrupt or
+    written by another version), warn once per cause, and load it afresh."""
+    import glob
+
+    key = module_key(source)
+    cause = type(err).__name__
+    if cause not in _warned:
+        _warned.add(cause)
+        warnings.warn(f"fusegrad: a cached compiled function could not be loaded ({cause}: "
+                      f"{err}); it was removed and is being recompiled", RuntimeWarning,
+                      stacklevel=4)
+    directory = os.path.dirname(_loaded[key].__file__) if key in _loaded else _directory()
+    for path in glob.glob(os.path.join(directory, "__pycache__", f"fg_{key}*")):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    _loaded.pop(key, None)
+    sys.modules.pop(f"fusegrad_generated.fg_{key}", None)
+    return load(source)

@@ -31,7 +31,6 @@ __all__ = [
     "mathfn",
     "poly",
     "rint",
-    "shifted_int",
     "split_exponent",
     "sqrt",
     "two_prod",
@@ -144,30 +143,42 @@ def poly(typingctx, x, coeffs):
         n = sig.args[1].count
         acc = builder.extract_value(cs, n - 1)
         for i in range(n - 2, -1, -1):
-            acc = _call_intrinsic(
-                builder, "llvm.fmuladd", [acc, r, builder.extract_value(cs, i)]
-            )
+            acc = _call_intrinsic(builder, "llvm.fmuladd", [acc, r, builder.extract_value(cs, i)])
         return acc
 
     return x(x, coeffs), codegen
 
 
-def _dekker_two_prod(builder, a, b, p):
-    """The exact error ``a*b - p`` of ``p = fl(a*b)`` by Veltkamp/Dekker splitting."""
+def _dekker_two_prod(builder, a, b):
+    """The exact error ``a*b - fl(a*b)`` by Veltkamp/Dekker splitting. Operands
+    above ``2**(emax - 28)`` (2**(emax - 13) for float32), whose split would
+    overflow, are scaled down by ``2**-28`` (``2**-13``) first and the error
+    scaled back, exactly."""
     lty = a.type
-    split = _fconst(lty, 134217729.0 if lty == ir.DoubleType() else 4097.0)
+    f64 = lty == ir.DoubleType()
+    split = _fconst(lty, 134217729.0 if f64 else 4097.0)
+    big = _fconst(lty, 2.0**995 if f64 else 2.0**114)
+    down, one = _fconst(lty, 2.0**-28 if f64 else 2.0**-13), _fconst(lty, 1.0)
+
+    def scaled(v):
+        large = builder.fcmp_unordered(">", _call_intrinsic(builder, "llvm.fabs", [v]), big)
+        factor = builder.select(large, down, one)
+        return builder.fmul(v, factor), factor
 
     def halves(v):
         c = builder.fmul(v, split)
         hi = builder.fsub(c, builder.fsub(c, v))
         return hi, builder.fsub(v, hi)
 
+    (a, fa), (b, fb) = scaled(a), scaled(b)
+    p = builder.fmul(a, b)
     ah, al = halves(a)
     bh, bl = halves(b)
     e = builder.fsub(builder.fmul(ah, bh), p)
     e = builder.fadd(e, builder.fmul(ah, bl))
     e = builder.fadd(e, builder.fmul(al, bh))
-    return builder.fadd(e, builder.fmul(al, bl))
+    e = builder.fadd(e, builder.fmul(al, bl))
+    return builder.fdiv(e, builder.fmul(fa, fb))
 
 
 @intrinsic
@@ -184,7 +195,7 @@ def two_prod(typingctx, a, b):
         if HAS_FMA:
             e = _call_intrinsic(builder, "llvm.fma", [x, y, builder.fneg(p)])
         else:
-            e = _dekker_two_prod(builder, x, y, p)
+            e = _dekker_two_prod(builder, x, y)
         return context.make_tuple(builder, ret, [p, e])
 
     return ret(a, b), codegen
@@ -255,22 +266,3 @@ def bit_set(typingctx, t, n):
         return builder.icmp_unsigned("!=", i, ir.Constant(ity, 0))
 
     return types.boolean(t, n), codegen
-
-
-@intrinsic
-def shifted_int(typingctx, t):
-    """The integer that the round-to-integer shifter left in ``t``'s low bits
-    (``t = k + 1.5 * 2**mbits``), as an int64 array index."""
-    width = _float_width(t)
-    if not width:
-        return None
-
-    def codegen(context, builder, sig, args):
-        ity, _, _, shifter = _layout(width)
-        bits = np.float64(shifter).view(np.int64) if width == 64 else (
-            np.float32(shifter).view(np.int32)
-        )
-        i = builder.sub(builder.bitcast(args[0], ity), ir.Constant(ity, int(bits)))
-        return builder.sext(i, ir.IntType(64)) if width == 32 else i
-
-    return types.int64(t), codegen

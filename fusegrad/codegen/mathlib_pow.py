@@ -1,13 +1,14 @@
 """pow(x, y) = exp(y * log|x|), with log|x| in double-word arithmetic.
 
-``|x| = m * 2**e``; ``c = rint(64 m) / 64`` picks one of 47 table entries
-holding ``log(c)`` to twice the working precision (a gather);
-``log(m) = log(c) + 2 atanh(s)`` with ``s = (m - c)/(m + c)``, ``|s| < 2**-7``,
-computed as a double-word ``s`` plus a short minimax tail. The hi parts are
-added with exact TwoSums, ``y * log|x|`` with an exact ``two_prod``, and the
-exp reduction takes the low word along, so the result keeps its accuracy up
-to the overflow threshold. C99/NumPy special cases (zeros, infinities, NaN,
-negative bases with integer exponents) are applied by selects; no rare inputs.
+``|x| = m * 2**e`` with ``m`` in ``[sqrt(1/2), sqrt(2))``, ``s = (m - 1)/(m + 1)``
+as a double word (``|s| <= 0.1716``), and
+``log(m) = 2 atanh(s) = 2 s + 2 s**3 / 3 + s**5 Q(s**2)``: the first two terms
+in double-word arithmetic, the minimax tail in working precision (it is below
+``2**-12`` of the sum); no table, so no gathers. The words are added with
+exact TwoSums, ``y * log|x|`` with an exact ``two_prod``, and the exp reduction
+takes the low word along, so the result keeps its accuracy up to the overflow
+threshold. C99/NumPy special cases (zeros, infinities, NaN, negative bases with
+integer exponents) are applied by selects; no rare inputs.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from fusegrad.codegen.mathlib_core import (
     mathfn,
     poly,
     rint,
-    shifted_int,
     split_exponent,
     two_prod,
 )
@@ -31,14 +31,12 @@ from fusegrad.codegen.mathlib_exp import pick, typed
 def build(ft, ex: dict) -> dict:
     """pow for float type ``ft``; ``ex`` is the exp family of ``ft``."""
     f64 = ft is np.float64
-    zero, half, one, sixty_four = typed(ft, 0.0, 0.5, 1.0, 64.0)
-    inv_64 = ft(1.0 / 64.0)
+    zero, half, one = typed(ft, 0.0, 0.5, 1.0)
     inf, nan = ft(np.inf), ft(np.nan)
-    l_tail = typed(ft, *(C.LOG_TABLE_F64 if f64 else C.LOG_TABLE_F32))
-    logc_hi = np.array(C.LOG_TABLE_HI_F64 if f64 else C.LOG_TABLE_HI_F32, dtype=ft)
-    logc_lo = np.array(C.LOG_TABLE_LO_F64 if f64 else C.LOG_TABLE_LO_F32, dtype=ft)
-    first, last = C.LOG_TABLE_FIRST, C.LOG_TABLE_FIRST + len(logc_hi) - 1
-    shifter = pick(ft, 6755399441055744.0, 12582912.0)
+    q_tail = typed(ft, *(C.LOG_DD_F64 if f64 else C.LOG_DD_F32))
+    # 2/3 = TWO_THIRDS_HI + TWO_THIRDS_LO
+    two_thirds_hi = ft(2.0 / 3.0)
+    two_thirds_lo = pick(ft, 3.700743415417188e-17, -1.9868215517249155e-08)
     tiny = ft(np.finfo(ft).tiny)
     prescale = pick(ft, 54.0, 25.0)
     two_prescale = ft(2.0) ** prescale
@@ -61,21 +59,25 @@ def build(ft, ex: dict) -> dict:
         sub = ax < tiny
         m, e = split_exponent(ax * two_prescale if sub else ax)
         e = e - prescale if sub else e
-        t = m * sixty_four + shifter
-        idx = min(max(shifted_int(t) - first, 0), last - first)
-        c = (t - shifter) * inv_64
-        f = m - c
-        d_hi, d_lo = two_sum(m, c)
+        f = m - one
+        d_hi, d_lo = two_sum(m, one)
         s = f / d_hi
         p, pe = two_prod(s, d_hi)
         s_lo = (((f - p) - pe) - s * d_lo) / d_hi
-        z = s * s
-        tail = s * z * poly(z, l_tail)
-        a_hi, a_lo = two_sum(e * ln2_hi, logc_hi[idx])
-        b_hi, b_lo = two_sum(a_hi, s + s)
-        lo = (a_lo + b_lo) + ((e * ln2_lo + logc_lo[idx]) + ((s_lo + s_lo) + tail))
-        hi = b_hi + lo
-        return hi, lo - (hi - b_hi)
+        # s**2, s**3 and 2/3 s**3 as double words
+        z, z_lo = two_prod(s, s)
+        z_lo = fma(s + s, s_lo, z_lo)
+        c, c_lo = two_prod(s, z)
+        c_lo = fma(s, z_lo, fma(s_lo, z, c_lo))
+        t, t_lo = two_prod(c, two_thirds_hi)
+        t_lo = fma(c, two_thirds_lo, fma(c_lo, two_thirds_hi, t_lo))
+        tail = c * z * poly(z, q_tail)
+        # log(m) = 2s + t + lower terms; |t| < |2s| / 64
+        lm, lm_lo = two_sum(s + s, t)
+        a_hi, a_lo = two_sum(e * ln2_hi, lm)
+        lo = (a_lo + lm_lo) + ((e * ln2_lo + (s_lo + s_lo)) + (t_lo + tail))
+        hi = a_hi + lo
+        return hi, lo - (hi - a_hi)
 
     @mathfn
     def exp_dd(hi, lo):

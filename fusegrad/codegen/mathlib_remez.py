@@ -31,7 +31,7 @@ _TERMS = {
     "ATAN": (0, {"f64": 20, "f32": 9}),
     "ASIN": (0, {"f64": 12, "f32": 6}),
     "CBRT": (0, {"f64": 6, "f32": 6}),
-    "LOG_TABLE": (1, {"f64": 4, "f32": 2}),
+    "LOG_DD": (0, {"f64": 8, "f32": 3}),
 }
 
 
@@ -111,12 +111,12 @@ def _specs():
         ),
         # first guess of cbrt(m), m in [2**-1.5, 2**1.5), refined by Halley and Newton
         "CBRT": (mp.cbrt, lambda m: 1 / mp.cbrt(m), mp.mpf(2) ** -1.5, mp.mpf(2) ** 1.5),
-        # pow's log: 2 atanh(s) = 2 s + s * L(s**2) for |s| <= 1/128 after the table step
-        "LOG_TABLE": (
-            nz(lambda z: 2 * mp.atanh(sqrt(z)) / sqrt(z) - 2, 0),
-            lambda z: mp.mpf(1),
+        # pow's log: 2 atanh(s) = 2 s + 2 s**3 / 3 + s**5 * Q(s**2), s = f / (2 + f)
+        "LOG_DD": (
+            nz(lambda z: (2 * mp.atanh(sqrt(z)) / sqrt(z) - 2 - 2 * z / 3) / z**2, mp.mpf(2) / 5),
+            lambda z: z**2 / 2,
             0,
-            (mp.mpf(1) / 128) ** 2,
+            s_max**2,
         ),
     }
 
@@ -184,32 +184,7 @@ def generate() -> str:
         lines.append(f"# {name} {dtype}: {len(coeffs)} terms, error {err:.3g}")
         body = "".join(f"    {c!r},\n" for c in coeffs)
         lines.append(f"{name}_{dtype.upper()} = (\n{body})")
-    lines += _log_table()
     return "\n".join(lines) + "\n"
-
-
-#: pow's table: log(j / 64) for j in LOG_TABLE_FIRST .. LOG_TABLE_FIRST + 46, which
-#: covers m * 64 for m in [sqrt(1/2), sqrt(2)).
-LOG_TABLE_FIRST = 45
-LOG_TABLE_SIZE = 47
-
-
-def _log_table() -> list[str]:
-    import mpmath as mp
-
-    mp.mp.dps = 40
-    lines = [f"LOG_TABLE_FIRST = {LOG_TABLE_FIRST}"]
-    for dtype, cast in (("F64", np.float64), ("F32", np.float32)):
-        his, los = [], []
-        for j in range(LOG_TABLE_FIRST, LOG_TABLE_FIRST + LOG_TABLE_SIZE):
-            exact = mp.log(mp.mpf(j) / 64)
-            hi = cast(float(exact))
-            his.append(float(hi))
-            los.append(float(cast(float(exact - mp.mpf(float(hi))))))
-        for name, values in (("HI", his), ("LO", los)):
-            body = "".join(f"    {v!r},\n" for v in values)
-            lines.append(f"LOG_TABLE_{name}_{dtype} = (\n{body})")
-    return lines
 
 
 def _scan(name: str) -> None:

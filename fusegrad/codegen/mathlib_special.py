@@ -1,8 +1,9 @@
 """erf and cbrt.
 
-erf: ``x * A(x**2)`` for ``|x| < 1``; ``1 - exp(-x**2) * G(1/|x|)`` with a
-minimax ``G`` approximating ``erfcx`` (in the centred variable ``1/|x| - c``) for ``1 <= |x| < 6`` (float32: 4), and 1
-beyond. Both branches run in every lane and a select keeps one.
+erf: ``x * A(x**2)`` for ``|x| < 1``; ``1 - exp(-x**2) * G(1/|x| - c)`` for
+``1 <= |x| < 6`` (float32: 4), with a minimax ``G`` approximating ``erfcx`` in a
+centred variable (which keeps its coefficients small); 1 beyond. Both branches
+run in every lane and a select keeps one.
 
 cbrt: ``|x| = m * 2**(3q + j)``, a minimax first guess of ``cbrt(m * 2**j)``,
 one Halley step and one Newton step in correction form, then ``* 2**q``.
@@ -21,7 +22,7 @@ from fusegrad.codegen.mathlib_exp import pick, typed
 def build(ft, ex: dict) -> dict:
     """erf and cbrt for float type ``ft``; ``ex`` is the exp family of ``ft``."""
     f64 = ft is np.float64
-    zero, half, one, two, three = typed(ft, 0.0, 0.5, 1.0, 2.0, 3.0)
+    zero, half, one, three = typed(ft, 0.0, 0.5, 1.0, 3.0)
     third = ft(1.0 / 3.0)
     inf = ft(np.inf)
     a_small = typed(ft, *(C.ERF_SMALL_F64 if f64 else C.ERF_SMALL_F32))

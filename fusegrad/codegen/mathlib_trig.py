@@ -57,56 +57,61 @@ def build(ft) -> dict:
     shifter = pick(ft, 6755399441055744.0, 12582912.0)
     limit = ft(TRIG_LIMIT[ft])
 
-    if f64:
-        c1, c2, c3, c4 = typed(ft, *PIO2_F64)
-
-        @mathfn
-        def reduce(x):
-            """``(t, r)``: ``t`` carries ``k`` in its low bits, ``r = x - k*pi/2``."""
-            t = fma(x, two_over_pi, shifter)
-            k = t - shifter
-            return t, fma(k, -c4, fma(k, -c3, fma(k, -c2, fma(k, -c1, x))))
-
-    else:
-        c1, c2, c3, c4, c5 = typed(ft, *PIO2_F32)
-
-        @mathfn
-        def reduce(x):
-            """``(t, r)``: ``t`` carries ``k`` in its low bits, ``r = x - k*pi/2``."""
-            t = fma(x, two_over_pi, shifter)
-            k = t - shifter
-            r = fma(k, -c3, fma(k, -c2, fma(k, -c1, x)))
-            return t, fma(k, -c5, fma(k, -c4, r))
+    pieces = typed(ft, *(PIO2_F64 if f64 else PIO2_F32))
+    c1, c2, c3, c4 = pieces[:4]
+    c5 = pieces[4] if len(pieces) == 5 else zero
 
     @mathfn
-    def kernels(r):
-        """``(sin(r), cos(r))`` for ``|r| <= pi/4``."""
+    def step(y, k, c, d):
+        """``y - k*c`` rounded, and ``d`` plus that rounding's error (exact: the
+        difference of ``y`` and the result is exact by Sterbenz's lemma or because
+        the result itself is exact)."""
+        y2 = fma(k, -c, y)
+        return y2, d + fma(-k, c, y - y2)
+
+    @mathfn
+    def reduce(x):
+        """``(t, r, d)``: ``t`` carries ``k = rint(x * 2/pi)`` in its low bits and
+        ``r + d = x - k*pi/2`` (``d`` below half an ulp of ``r``)."""
+        t = fma(x, two_over_pi, shifter)
+        k = t - shifter
+        y, d = step(fma(k, -c1, x), k, c2, zero)
+        y, d = step(y, k, c3, d)
+        y, d = step(y, k, c4, d)
+        if f64:
+            return t, y, d
+        y, d = step(y, k, c5, d)
+        return t, y, d
+
+    @mathfn
+    def kernels(r, d):
+        """``(sin(r + d), cos(r + d))`` for ``|r| <= pi/4``, ``|d|`` tiny."""
         z = r * r
-        s = fma(r * z, poly(z, s_poly), r)
+        s = r + fma(r * z, poly(z, s_poly), d)
         hz = half * z
         w = one - hz
-        c = w + (((one - w) - hz) + z * z * poly(z, c_poly))
+        c = w + (((one - w) - hz) + fma(z * z, poly(z, c_poly), -r * d))
         return s, c
 
     @mathfn
     def sin(x):
-        t, r = reduce(x)
-        s, c = kernels(r)
+        t, r, d = reduce(x)
+        s, c = kernels(r, d)
         v = c if bit_set(t, 0) else s
         v = -v if bit_set(t, 1) else v
         return x if x == zero else v
 
     @mathfn
     def cos(x):
-        t, r = reduce(x)
-        s, c = kernels(r)
+        t, r, d = reduce(x)
+        s, c = kernels(r, d)
         v = s if bit_set(t, 0) else c
         return -v if bit_set(t + one, 1) else v
 
     @mathfn
     def sincos(x):
-        t, r = reduce(x)
-        s, c = kernels(r)
+        t, r, d = reduce(x)
+        s, c = kernels(r, d)
         odd = bit_set(t, 0)
         vs = c if odd else s
         vc = s if odd else c
@@ -116,8 +121,8 @@ def build(ft) -> dict:
 
     @mathfn
     def tan(x):
-        t, r = reduce(x)
-        s, c = kernels(r)
+        t, r, d = reduce(x)
+        s, c = kernels(r, d)
         v = -c / s if bit_set(t, 0) else s / c
         return x if x == zero else v
 

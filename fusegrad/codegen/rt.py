@@ -167,3 +167,57 @@ def argext3(x3, largest):
                     best, bv = j, v
             out[a, c] = best
     return out
+
+
+@_inline
+def lanes_sum(buf, m, zero):
+    """Sum of ``buf[:m]`` in 8 interleaved lanes (vectorisable; fixed order)."""
+    s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = zero
+    k = m // 8 * 8
+    for j in range(0, k, 8):
+        s0 += buf[j]
+        s1 += buf[j + 1]
+        s2 += buf[j + 2]
+        s3 += buf[j + 3]
+        s4 += buf[j + 4]
+        s5 += buf[j + 5]
+        s6 += buf[j + 6]
+        s7 += buf[j + 7]
+    for j in range(k, m):
+        s0 += buf[j]
+    return ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+
+
+@_inline
+def lanes_max(buf, m, init):
+    acc = init
+    for j in range(m):
+        acc = maximum(acc, buf[j])
+    return acc
+
+
+@_inline
+def lanes_min(buf, m, init):
+    acc = init
+    for j in range(m):
+        acc = minimum(acc, buf[j])
+    return acc
+
+
+@_inline
+def combine_sum(part, zero):
+    """The chunks' partial sums, added in chunk order (the same bits on any thread count)."""
+    acc = zero
+    for c in range(part.size):
+        acc += part[c]
+    return acc
+
+
+@_inline
+def combine_max(part, init):
+    return lanes_max(part, part.size, init)
+
+
+@_inline
+def combine_min(part, init):
+    return lanes_min(part, part.size, init)

@@ -10,12 +10,16 @@ reproducer (the IR text), never a silent fallback.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
+import pickle
 import sys
 import threading
 import time
+import warnings
 from collections import OrderedDict
 
+import numba
 import numpy as np
 
 from .. import config
@@ -49,6 +53,9 @@ class Executable:
         except Exception as e:
             raise _internal(fn, e) from e
         self.entry = self.module.entry
+        if hasattr(self.module, "entry_parallel") and _loop_size(self.fused) >= (
+                config.PARALLEL_THRESHOLD) and _threads_ok():
+            self.entry = self.module.entry_parallel
         self.dims = np.asarray(dims, dtype=np.int64)
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
 
@@ -64,11 +71,19 @@ class Executable:
         except (IndexError, ValueError, ZeroDivisionError):
             run(self.fn, *args)
             raise
+        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as e:
+            self._reload(e)  # a damaged cache entry: purged, compiled again
+            out = self.entry(self.dims, *conv)
         except Exception as e:
             if type(e).__module__.startswith("numba"):
                 raise _internal(self.fn, e) from e
             raise
-        return tuple(np.asarray(r, dtype=t.dtype) for r, t in zip(out, self.fn.out_types))
+        return tuple(np.asarray(r, dtype=t) for r, t in zip(out, self.out_dtypes))
+
+    def _reload(self, err: Exception) -> None:
+        parallel = self.entry is getattr(self.module, "entry_parallel", None)
+        self.module = cg_compile.purge(self.source, err)
+        self.entry = self.module.entry_parallel if parallel else self.module.entry
 
 
     def call_unchecked(self, args):
@@ -80,6 +95,40 @@ class Executable:
             raise
         return [r if type(r) is np.ndarray else np.asarray(r, dtype=t)
                 for r, t in zip(out, self.out_dtypes)]
+
+
+def _loop_size(fused: Function) -> int:
+    """Elements of the largest loop kernel."""
+    return max((math.prod(v.type.shape) for op in fused.ops if op.name == "fused"
+                for v in (*op.operands, *op.results)), default=0)
+
+
+_threads: list[bool] = []
+
+
+def _threads_ok() -> bool:
+    """Whether a threading layer safe for concurrent callers is available (TBB or
+    OpenMP: ``NUMBA_THREADING_LAYER=threadsafe``); if not, parallel loops stay serial,
+    with one warning."""
+    if not _threads:
+        if os.environ.get("NUMBA_THREADING_LAYER") is None:
+            numba.config.THREADING_LAYER = "threadsafe"
+        try:
+            probe = numba.njit(parallel=True)(_probe)
+            probe(np.ones(4))
+            _threads.append(numba.threading_layer() in ("tbb", "omp"))
+        except Exception as e:  # no safe threading layer on this machine
+            warnings.warn(f"fusegrad: no thread-safe Numba threading layer ({e}); compiled "
+                          "loops run on one thread", RuntimeWarning, stacklevel=3)
+            _threads.append(False)
+    return _threads[0]
+
+
+def _probe(x):
+    s = 0.0
+    for i in numba.prange(x.shape[0]):
+        s += x[i]
+    return s
 
 
 def _internal(fn: Function, err: Exception) -> CodegenError:

@@ -20,10 +20,10 @@ import numpy as np
 _py_float, _py_int, _py_bool = float, int, bool
 
 
-class dtype:  # noqa: N801  (PyTorch's name)
+class dtype:
     """A Tensor element type: ``fusegrad.float32`` and friends."""
 
-    __slots__ = ("_np", "_name")
+    __slots__ = ("_name", "_np")
 
     def __init__(self, name: str, np_dtype):
         self._name = name
@@ -69,14 +69,14 @@ class dtype:  # noqa: N801  (PyTorch's name)
 
 
 float16 = half = dtype("float16", np.float16)
-float32 = float = dtype("float32", np.float32)  # noqa: A001  (PyTorch's alias)
+float32 = float = dtype("float32", np.float32)
 float64 = double = dtype("float64", np.float64)
 uint8 = dtype("uint8", np.uint8)
 int8 = dtype("int8", np.int8)
 int16 = short = dtype("int16", np.int16)
-int32 = int = dtype("int32", np.int32)  # noqa: A001
+int32 = int = dtype("int32", np.int32)
 int64 = long = dtype("int64", np.int64)
-bool = dtype("bool", np.bool_)  # noqa: A001
+bool = dtype("bool", np.bool_)
 
 _BY_NP = {d._np: d for d in (float16, float32, float64, uint8, int8, int16, int32, int64, bool)}
 _BY_NAME = {d._name: d for d in _BY_NP.values()}
@@ -117,7 +117,7 @@ def get_default_dtype() -> dtype:
 
 
 def set_default_dtype(d) -> None:
-    """Set the default floating dtype (``float32`` or ``float64``), as ``torch.set_default_dtype``."""
+    """Set the default floating dtype (``float32`` or ``float64``), as in PyTorch."""
     d = as_dtype(d)
     if not d.is_floating_point:
         raise TypeError(f"only floating-point types are supported as the default type, got {d}")

@@ -43,14 +43,14 @@ class _Formatter:
         if self.int_mode:
             if hi / lo > 1000.0 or hi > 1.0e8:
                 self.sci_mode = True
-                self._widen(vals, "{:.%de}" % PRECISION)
+                self._widen(vals, f"{{:.{PRECISION}e}}")
             else:
                 self._widen(vals, "{:.0f}", extra=1)
         elif hi / lo > 1000.0 or hi > 1.0e8 or lo < 1.0e-4:
             self.sci_mode = True
-            self._widen(vals, "{:.%de}" % PRECISION)
+            self._widen(vals, f"{{:.{PRECISION}e}}")
         else:
-            self._widen(vals, "{:.%df}" % PRECISION)
+            self._widen(vals, f"{{:.{PRECISION}f}}")
 
     def _widen(self, vals, fmt: str, extra: int = 0) -> None:
         for v in vals.tolist():
@@ -59,13 +59,13 @@ class _Formatter:
     def format(self, value) -> str:
         if self.floating:
             if self.sci_mode:
-                ret = ("{:%d.%de}" % (self.max_width, PRECISION)).format(value)
+                ret = f"{value:{self.max_width}.{PRECISION}e}"
             elif self.int_mode:
                 ret = f"{value:.0f}"
                 if not (math.isinf(value) or math.isnan(value)):
                     ret += "."
             else:
-                ret = ("{:.%df}" % PRECISION).format(value)
+                ret = f"{value:.{PRECISION}f}"
         else:
             ret = str(value)
         return (self.max_width - len(ret)) * " " + ret
@@ -84,7 +84,7 @@ def _summarized(a: np.ndarray) -> np.ndarray:
 
 def _vector(a, indent: int, summarize: bool, fmt: _Formatter) -> str:
     element_length = fmt.max_width + 2
-    per_line = max(1, int(math.floor((LINEWIDTH - indent) / element_length)))
+    per_line = max(1, math.floor((LINEWIDTH - indent) / element_length))
     if summarize and a.shape[0] > 2 * EDGEITEMS:
         data = ([fmt.format(v) for v in a[:EDGEITEMS].tolist()] + [" ..."]
                 + [fmt.format(v) for v in a[-EDGEITEMS:].tolist()])

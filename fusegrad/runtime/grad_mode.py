@@ -72,7 +72,7 @@ class _NoParamDecorator(_DecoratorContextManager):
         return cls()(orig_func)
 
 
-class no_grad(_NoParamDecorator):  # noqa: N801
+class no_grad(_NoParamDecorator):
     """Operations inside do not record autograd history (results do not require grad)."""
 
     def __init__(self) -> None:
@@ -86,7 +86,7 @@ class no_grad(_NoParamDecorator):  # noqa: N801
         _mode.grad = self.prev
 
 
-class enable_grad(_NoParamDecorator):  # noqa: N801
+class enable_grad(_NoParamDecorator):
     """Turn recording back on inside a ``no_grad`` block."""
 
     def __init__(self) -> None:
@@ -100,7 +100,7 @@ class enable_grad(_NoParamDecorator):  # noqa: N801
         _mode.grad = self.prev
 
 
-class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
+class set_grad_enabled(_DecoratorContextManager):
     """``set_grad_enabled(b)`` sets the mode now (a plain call) or for a block (``with``)."""
 
     def __init__(self, mode: bool) -> None:
@@ -125,7 +125,7 @@ class set_grad_enabled(_DecoratorContextManager):  # noqa: N801
 class _Scoped(set_grad_enabled):
     """A ``set_grad_enabled`` that only acts inside ``with`` (what decorators use)."""
 
-    def __init__(self, mode: bool) -> None:  # noqa: D107
+    def __init__(self, mode: bool) -> None:
         self.prev = _mode.grad
         self.mode = bool(mode)
 
@@ -134,7 +134,7 @@ class _Scoped(set_grad_enabled):
         _mode.grad = self.mode
 
 
-class inference_mode(_NoParamDecorator):  # noqa: N801
+class inference_mode(_NoParamDecorator):
     """Like ``no_grad``; tensors made inside are inference tensors (``is_inference()``).
 
     Inference tensors cannot be saved for backward or modified in place

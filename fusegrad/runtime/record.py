@@ -13,6 +13,7 @@ op bound outside any scope (``fnp.sin(t)``, VJP rules under
 from __future__ import annotations
 
 import threading
+
 import numpy as np
 
 from ..ir.bind import eval_numpy, handler_for, register_array_type

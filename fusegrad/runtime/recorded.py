@@ -79,6 +79,10 @@ def placeholder(ty):
     return np.broadcast_to(np.zeros((), ty[1]), ty[0])
 
 
+#: PyTorch's names of saved inputs (``_saved_self``, ...) -> input slot.
+_SAVED_ATTRS = {"self": -1, "other": -2, "exponent": -2, "mat2": -2, "tensor": -2}
+
+
 class OpNode(Node):
     """The ``grad_fn`` of a recorded operation (subclassed per PyTorch name)."""
 
@@ -103,12 +107,10 @@ class OpNode(Node):
 
     # --- PyTorch's saved-tensor attributes ------------------------------------------
 
-    _SAVED_ATTRS = {"self": -1, "other": -2, "exponent": -2, "mat2": -2, "tensor": -2}
-
     def _saved_slot(self, key: str):
         if key == "result":
             return self._out_slots[0] if self._out_slots else None
-        return self._SAVED_ATTRS.get(key)
+        return _SAVED_ATTRS.get(key)
 
     def __getattr__(self, attr: str):
         for prefix, raw in (("_raw_saved_", True), ("_saved_", False)):

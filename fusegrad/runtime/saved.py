@@ -32,7 +32,7 @@ class _Hooks(threading.local):
 _hooks = _Hooks()
 
 
-class saved_tensors_hooks:  # noqa: N801  (PyTorch's name)
+class saved_tensors_hooks:
     """Inside this block every tensor saved for backward goes through ``pack_hook``;
     backward gets it back through ``unpack_hook`` (thread-local, innermost wins)."""
 

@@ -25,6 +25,7 @@ from .names import NAMES
 from .record import operation
 from .tensor_inplace import TensorInplace
 from .tensor_math import TensorMath
+from .tensor_reduce import TensorReduce
 from .tensor_shape import TensorShape
 
 
@@ -38,7 +39,8 @@ class _TensorMeta(type):
         return isinstance(obj, Tensor) and obj.dtype == want
 
 
-class Tensor(TensorMath, TensorShape, TensorInplace, TB.TensorBase, metaclass=_TensorMeta):
+class Tensor(TensorMath, TensorReduce, TensorShape, TensorInplace, TB.TensorBase,
+             metaclass=_TensorMeta):
     """A multi-dimensional array that records the operations on it for autograd.
 
     ``fg.Tensor(3, 5)`` is an uninitialised float32 tensor of shape (3, 5);
@@ -66,7 +68,7 @@ class Tensor(TensorMath, TensorShape, TensorInplace, TB.TensorBase, metaclass=_T
     # --- conversions ---------------------------------------------------------------
 
     def to(self, *args, dtype=None, copy: bool = False, **kwargs):
-        """``to(dtype)``, ``to(other_tensor)`` or ``to("cpu")``; returns self when nothing changes."""
+        """``to(dtype)``, ``to(other_tensor)`` or ``to("cpu")``; self if nothing changes."""
         target = dtype
         for a in args:
             if isinstance(a, TB.TensorBase):

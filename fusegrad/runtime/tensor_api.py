@@ -25,7 +25,17 @@ from .dtypes import (
     uint8,
 )
 from .functions import *  # noqa: F403
-from .functions import METHOD_FUNCTIONS
+from .functions import (
+    METHOD_FUNCTIONS,
+    broadcast_tensors,
+    cat,
+    concat,
+    concatenate,
+    is_floating_point,
+    numel,
+    stack,
+    where,
+)
 from .grad_mode import (
     enable_grad,
     inference_mode,

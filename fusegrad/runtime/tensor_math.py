@@ -10,21 +10,16 @@ where PyTorch leaves a convention open the project's single convention applies
 
 from __future__ import annotations
 
-import collections
 import math
 
 import numpy as np
 
-from ..ir import array as A
 from ..ir import ops
 from ..ir.types import dtype_name
 from . import dtypes as D
 from . import tensor_base as TB
 from .names import NAMES
 from .record import operation
-
-max_result = collections.namedtuple("max", ["values", "indices"])
-min_result = collections.namedtuple("min", ["values", "indices"])
 
 _PY_NAMES = {"f": "Float", "i": "Long", "b": "Bool"}
 
@@ -36,7 +31,7 @@ def op(key: str, fn, *args, view: bool = False):
 
 def arg(x):
     """A method argument as a Tensor or a Python scalar (lists and arrays become Tensors)."""
-    if isinstance(x, TB.TensorBase) or isinstance(x, bool | int | float):
+    if isinstance(x, TB.TensorBase | bool | int | float):
         return x
     if isinstance(x, np.generic):
         return x.item()
@@ -417,105 +412,6 @@ class TensorMath:
     def lerp(self, end, weight):
         return op("lerp", lambda: self + arg(weight) * (arg(end) - self))
 
-    # --- reductions -----------------------------------------------------------------
-
-    def sum(self, dim=None, keepdim=False, *, dtype=None):
-        dims = _dims(dim)
-        return op("sum" if dims is None else "sum_dim",
-                  lambda: A.sum(self, dims, _np_dtype(dtype), keepdim))
-
-    def mean(self, dim=None, keepdim=False, *, dtype=None):
-        x = self if dtype is None else self.to(dtype)
-        if x._data.dtype.kind != "f":
-            raise RuntimeError("mean(): could not infer output dtype. Input dtype must be either "
-                               f"a floating point or complex dtype. Got: {_type_name(x._data.dtype)}")
-        dims = _dims(dim)
-        return op("mean" if dims is None else "mean_dim", lambda: A.mean(x, dims, keepdim))
-
-    def prod(self, dim=None, keepdim=False, *, dtype=None):
-        dims = _dims(dim)
-        return op("prod" if dims is None else "prod_dim",
-                  lambda: A.prod(self, dims, keepdim, _np_dtype(dtype)))
-
-    def _extremum(self, which: str, dim, keepdim):
-        if isinstance(dim, TB.TensorBase):
-            return self.maximum(dim) if which == "max" else self.minimum(dim)
-        red = A.max if which == "max" else A.min
-        if dim is None:
-            return op(which, red, self)
-        values = op(f"{which}_dim", red, self, int(dim), keepdim)
-        indices = (A.argmax if which == "max" else A.argmin)(self.detach(), int(dim), keepdim)
-        return (max_result if which == "max" else min_result)(values, indices)
-
-    def max(self, dim=None, keepdim=False):
-        """The largest element; with ``dim``, ``(values, indices)`` along it; with a
-        Tensor, the elementwise maximum."""
-        return self._extremum("max", dim, keepdim)
-
-    def min(self, dim=None, keepdim=False):
-        return self._extremum("min", dim, keepdim)
-
-    def amax(self, dim=(), keepdim=False):
-        return op("amax", A.max, self, _dims(dim), keepdim)
-
-    def amin(self, dim=(), keepdim=False):
-        return op("amin", A.min, self, _dims(dim), keepdim)
-
-    def argmax(self, dim=None, keepdim=False):
-        return A.argmax(self, dim, keepdim)
-
-    def argmin(self, dim=None, keepdim=False):
-        return A.argmin(self, dim, keepdim)
-
-    def all(self, dim=None, keepdim=False):
-        return ops.eq(A.sum(ops.convert(ops.logical_not(_truth(self)), dtype="i64"),
-                            _dims(dim), None, keepdim), 0)
-
-    def any(self, dim=None, keepdim=False):
-        return ops.gt(A.sum(ops.convert(_truth(self), dtype="i64"), _dims(dim), None, keepdim), 0)
-
-    def count_nonzero(self, dim=None):
-        return A.sum(ops.convert(_truth(self), dtype="i64"), _dims(dim))
-
-    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
-        """The vector p-norm over ``dim`` (all elements by default); norm'(0) = 0."""
-        x = to_float(self if dtype is None else self.to(dtype))
-        dims = _dims(dim)
-        p = 2 if p in ("fro", None) else p
-        if p == math.inf:
-            return op("norm", lambda: A.max(ops.abs(x), dims, keepdim))
-        if p == -math.inf:
-            return op("norm", lambda: A.min(ops.abs(x), dims, keepdim))
-        if p == 0:
-            return op("norm", lambda: A.sum(cast(ops.ne(x, 0), x.dtype), dims, None, keepdim))
-        if p == 1:
-            return op("norm", lambda: A.sum(ops.abs(x), dims, None, keepdim))
-        if p == 2:
-            return op("norm", lambda: _safe_root(A.sum(x * x, dims, None, keepdim), 2))
-        return op("norm", lambda: _safe_root(A.sum(ops.abs(x) ** p, dims, None, keepdim), p))
-
-    def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return op("var", lambda: A.var(to_float(self), *_var_args(dim, unbiased, correction),
-                                       keepdim))
-
-    def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return op("std", lambda: ops.sqrt(A.var(to_float(self),
-                                                *_var_args(dim, unbiased, correction), keepdim)))
-
-    def cumsum(self, dim, *, dtype=None):
-        return op("cumsum", lambda: A.cumsum(self, dim, _np_dtype(dtype)))
-
-    def logsumexp(self, dim, keepdim=False):
-        return op("logsumexp", _logsumexp, to_float(self), _dims(dim), keepdim)
-
-    def softmax(self, dim, dtype=None):
-        x = to_float(self if dtype is None else self.to(dtype))
-        return op("softmax", lambda: _softmax(x, dim))
-
-    def log_softmax(self, dim, dtype=None):
-        x = to_float(self if dtype is None else self.to(dtype))
-        return op("log_softmax", lambda: x - _logsumexp(x, (dim,), True))
-
 
 def _scaled(other, alpha):
     other = arg(other)
@@ -539,29 +435,3 @@ def _bounds(x, lo, hi):
         return (-math.inf if lo is None else lo), (math.inf if hi is None else hi)
     info = np.iinfo(x._data.dtype) if x._data.dtype != np.bool_ else None
     return (info.min if lo is None else lo), (info.max if hi is None else hi)
-
-
-def _var_args(dim, unbiased, correction):
-    if isinstance(dim, bool):  # legacy x.var(False)
-        dim, unbiased = None, dim
-    ddof = correction if correction is not None else (0 if unbiased is False else 1)
-    return _dims(dim), ddof
-
-
-def _stable_max(x, dims):
-    m = A.max(x, dims, keepdims=True)
-    return ops.stop_gradient(ops.select(ops.isfinite(m), m, 0))
-
-
-def _logsumexp(x, dims, keepdim):
-    m = _stable_max(x, dims)
-    out = ops.log(A.sum(ops.exp(x - m), dims, keepdims=True)) + m
-    if keepdim:
-        return out
-    axes = A.norm_axes(dims, len(x.shape))
-    return A.reshape(out, tuple(d for i, d in enumerate(x.shape) if i not in axes))
-
-
-def _softmax(x, dim):
-    e = ops.exp(x - _stable_max(x, (dim,)))
-    return e / A.sum(e, (dim,), keepdims=True)

@@ -129,12 +129,12 @@ class TensorShape:
                   view=True)
 
     @property
-    def T(self):  # noqa: N802
+    def T(self):
         return op("permute", lambda: ops.transpose(self, perm=tuple(reversed(range(self.ndim)))),
                   view=True)
 
     @property
-    def mT(self):  # noqa: N802
+    def mT(self):
         return self.transpose(-2, -1)
 
     def expand(self, *sizes):

@@ -67,7 +67,7 @@ def test_eager_gradient_equals_functional_gradient(case):
 
 SECOND_ORDER = [c for c in GRAD_CASES if c.op in (
     "exp", "log", "sin", "tanh", "sqrt", "logistic", "mul", "div", "pow", "atan2", "matmul",
-    "reduce_max", "cumsum", "take", "erf")]
+    "erf")]  # ops whose first derivative still depends on the inputs
 
 
 @pytest.mark.parametrize("case", SECOND_ORDER, ids=lambda c: c.id)
@@ -81,8 +81,7 @@ def test_create_graph_second_derivative_equals_functional(case):
     ts, g1 = _eager_grads(case, args, v, create_graph=True)
     total = sum((g * fg.tensor(u)).sum() for g, u in zip(g1, us) if g is not None and
                 g.requires_grad)
-    if not isinstance(total, fg.Tensor):
-        pytest.skip("first derivative is constant")
+    assert isinstance(total, fg.Tensor) and total.requires_grad
     eager = fg.autograd.grad(total, [ts[i] for i in idx], allow_unused=True)
 
     def inner(*xs):

@@ -43,7 +43,8 @@ def test_creation_functions_and_default_dtypes():
     f.requires_grad = True
     assert isinstance(f, fg.FloatTensor) and not isinstance(f, fg.DoubleTensor)
     assert isinstance(fg.DoubleTensor([1.0]), fg.DoubleTensor)
-    assert repr(fg.float32) == "fusegrad.float32" and repr(fg.Size([2, 2])) == "fusegrad.Size([2, 2])"
+    assert repr(fg.float32) == "fusegrad.float32"
+    assert repr(fg.Size([2, 2])) == "fusegrad.Size([2, 2])"
 
 
 def test_random_tensors_are_seedable():
@@ -51,7 +52,7 @@ def test_random_tensors_are_seedable():
     a, b = fg.rand(4), fg.randn(2, 2)
     fg.manual_seed(3)
     assert a.equal(fg.rand(4)) and b.equal(fg.randn(2, 2))
-    assert 0 <= float(a.min()) and float(a.max()) < 1
+    assert float(a.min()) >= 0 and float(a.max()) < 1
 
 
 def test_default_dtype_can_change():
@@ -127,7 +128,8 @@ def test_repr_matches_pytorch():
     x = fg.tensor(2.0, requires_grad=True)
     assert repr(x ** 2 + 3) == "tensor(7., grad_fn=<AddBackward0>)"
     assert repr(fg.tensor([4.5, 4.5]).mean()) == "tensor(4.5000)"
-    assert repr(fg.tensor([102.4, 1024.0, 0.1024])) == "tensor([1.0240e+02, 1.0240e+03, 1.0240e-01])"
+    assert repr(fg.tensor([102.4, 1024.0, 0.1024])) == (
+        "tensor([1.0240e+02, 1.0240e+03, 1.0240e-01])")
     assert repr(fg.tensor([-285.0968, -947.5601])) == "tensor([-285.0968, -947.5601])"
     assert repr(fg.tensor([1, 2])) == "tensor([1, 2])"
     assert repr(fg.tensor(True)) == "tensor(True)"
@@ -198,7 +200,7 @@ def test_item_03_backward_scalar_only_and_vector_jacobian_products():
     (x * x).backward()  # one element, any shape
     _close(x.grad, [[4.0]])
     a = fg.randn(3, 3, requires_grad=True)
-    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar outputs"):
+    with pytest.raises(RuntimeError, match="grad can be implicitly created only for scalar"):
         (10 - a).backward()
     x = fg.arange(4.0, requires_grad=True)
     y = x * x
@@ -387,8 +389,8 @@ def test_item_11_custom_function():
 
 def test_item_12_version_counters_and_inplace_rules():
     x = fg.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in "
-                                           "an in-place operation."):
+    with pytest.raises(RuntimeError, match=r"a leaf Variable that requires grad is being used in "
+                                           r"an in-place operation\."):
         x.add_(1)
     y = x.exp()
     assert y._version == 0
