@@ -139,6 +139,23 @@ def _scalar_expr(op: Op, args: list[str], full: bool = True) -> str:
     return SCALAR[op.name].format(*args)
 
 
+def _sincos_pairs(body: Function) -> dict:
+    """For each value with both ``sin`` and ``cos`` taken: the first of the two ops maps to
+    its (sin result, cos result), the second to None (already computed)."""
+    sins, coss = {}, {}
+    for op in body.ops:
+        if op.name in ("sin", "cos") and _math_suffix(op):
+            (sins if op.name == "sin" else coss).setdefault(op.operands[0], op)
+    pairs: dict = {}
+    for v, s in sins.items():
+        c = coss.get(v)
+        if c is not None:
+            first, second = (s, c) if body.ops.index(s) < body.ops.index(c) else (c, s)
+            pairs[first] = (s.results[0], c.results[0])
+            pairs[second] = None
+    return pairs
+
+
 def _rare_flag(op: Op, args: list[str]) -> str | None:
     """``ml.trig_rare_f64(x)`` for an op whose vector path misses rare inputs."""
     sfx = _math_suffix(op)
@@ -212,21 +229,29 @@ class _Kernel:
             if p.type.shape != ():
                 inner.append(f"{names[p]} = {local[p]}[{idx_for(p.type.shape)}]")
                 local[p] = names[p]
+        paired = _sincos_pairs(body)
         for bop in body.ops:
-            if bop.name == "constant":
+            if bop.name == "constant" or (bop in paired and paired[bop] is None):
                 continue
             res = bop.results[0]
             comment = _comment(bop, irnames)
             if bop.name.startswith("reduce_"):
                 inner.append(on_reduce(bop, local[bop.operands[0]]) + comment)
+                continue
+            args = [local[v] for v in bop.operands]
+            if bop in paired:  # sin and cos of one value share their range reduction
+                s, c = paired[bop]
+                variant = "_full" if flag is None else ""
+                inner.append(f"{names[s]}, {names[c]} = ml.sincos{variant}_"
+                             f"{_math_suffix(bop)}({args[0]})" + comment + " (and cos)")
+                local[s], local[c] = names[s], names[c]
             else:
-                args = [local[v] for v in bop.operands]
                 inner.append(f"{names[res]} = {_scalar_expr(bop, args, flag is None)}"
                              + comment)
-                rare = _rare_flag(bop, args) if flag else None
-                if rare:
-                    inner.append(f"{flag} |= {rare}")
                 local[res] = names[res]
+            rare = _rare_flag(bop, args) if flag else None
+            if rare:
+                inner.append(f"{flag} |= {rare}")
         return inner
 
     def _constants(self, names, local) -> list[str]:
