@@ -16,11 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
+from fusegrad import config
 from fusegrad.nn import functional as F
 from tests.helpers import FD_STEP, assert_close
 
@@ -296,3 +298,23 @@ def test_random_program_second_order_matches_finite_differences(case, seed):
     for k in argnums:
         want = (8 * (plus[k] - minus[k]) - (plus2[k] - minus2[k])) / (12 * h)
         assert_close(hvp[k], want, "fd", f"Hessian-vector product, input {k}{msg}")
+
+
+@pytest.mark.compiled
+@settings(max_examples=6, **SETTINGS)
+@given(programs())
+def test_random_program_compiled_equals_interpreter(case):
+    """Compiling costs several seconds per program, so a small sample: the gradient
+    computed by generated code equals the interpreter's (float64, exact policy)."""
+    program, inputs = case
+    argnums = tuple(range(len(inputs)))
+    compiled_value, compiled_grads = fg.value_and_grad(program, argnums=argnums)(*inputs)
+    config.DISABLE_JIT = True
+    try:
+        value, grads = fg.value_and_grad(program, argnums=argnums)(*inputs)
+    finally:
+        config.DISABLE_JIT = False
+    msg = describe(program, inputs)
+    assert_close(compiled_value, value, "exact64", msg)
+    for g, want in zip(compiled_grads, grads):
+        assert_close(g, want, "exact64", msg)
