@@ -51,10 +51,10 @@ HAS_FMA: bool = _target_has_fma()
 #: The decorator of every math-library function. ``error_model="numpy"``: no
 #: zero-division checks (which would put a branch in the loop). No fastmath flag:
 #: the code relies on IEEE rounding (the round-to-integer shifter, exact Cody-Waite
-#: products, compensated sums) and on NaN/inf propagating. The functions are small
-#: and LLVM inlines them into the calling loop, which it then vectorises; Numba-IR
-#: inlining (``inline="always"``) gives the same machine code at a higher compile
-#: cost, so it is not used.
+#: products, compensated sums) and on NaN/inf propagating. ``inline="always"``
+#: (Numba-IR inlining): LLVM's own inliner takes small functions like exp into the
+#: calling loop, but leaves composites (softplus, arcsinh, pow) as calls, and a
+#: loop with a call does not vectorise. The price is compile time per caller.
 mathfn = numba.njit(error_model="numpy", inline="always")
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-#: name -> (g, weight, a, b, first power, {dtype: number of terms}); the
-#: functions are built from mpmath on first use.
+#: name -> (lowest power, {dtype: number of terms}); ``_specs()`` gives each
+#: name's (g, weight, a, b), built from mpmath on first use.
 _TERMS = {
     "EXP": (0, {"f64": 10, "f32": 5}),
     "EXP2": (0, {"f64": 11, "f32": 6}),
