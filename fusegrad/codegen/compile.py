@@ -10,6 +10,7 @@ back to a private temporary directory with one warning.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -140,10 +141,8 @@ def purge(source: str, err: Exception) -> object:
                       stacklevel=4)
     directory = os.path.dirname(_loaded[key].__file__) if key in _loaded else _directory()
     for path in glob.glob(os.path.join(directory, "__pycache__", f"fg_{key}*")):
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(path)
-        except OSError:
-            pass
     _loaded.pop(key, None)
     sys.modules.pop(f"fusegrad_generated.fg_{key}", None)
     return load(source)

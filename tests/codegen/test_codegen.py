@@ -14,7 +14,7 @@ import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.api import stages
 from fusegrad.ir import TensorType
-from fusegrad.runtime import compiled, run
+from fusegrad.runtime import compiled
 from fusegrad.runtime.compiled import CodegenError, executable
 
 pytestmark = pytest.mark.compiled
@@ -128,7 +128,8 @@ def test_internal_failure_dumps_a_reproducer(monkeypatch):
     msg = str(info.value)
     assert "FUSEGRAD_DISABLE_JIT=1" in msg and "boom" in msg
     path = msg.split("The IR that failed is in ")[1].split(". ")[0]
-    assert open(path).read().startswith("func @")
+    with open(path) as f:
+        assert f.read().startswith("func @")
 
 
 SCRIPT = textwrap.dedent("""
