@@ -8,7 +8,9 @@ array([0., 0., 0.])
 
 from . import (  # noqa: F401  (fills NumPy's protocol table)
     autograd,
+    nn,
     numpy,
+    optim,
     tree,
 )
 from .api import (
@@ -29,6 +31,7 @@ from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .passes.autodiff import NotDifferentiableError
 from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .runtime.tensor_api import __all__ as _tensor_all
+from .serialization import SerializationError, load, save
 
 __version__ = "0.1.0"
 
@@ -53,5 +56,10 @@ __all__ = [
     "value_and_grad",
     "vjp",
     "autograd",
+    "nn",
+    "optim",
+    "SerializationError",
+    "load",
+    "save",
     *_tensor_all,
 ]

@@ -1,20 +1,31 @@
-"""Numerically stable activation and normalisation functions.
+"""Numerically stable activations, losses and the linear map.
 
 ``sigmoid softplus logsumexp softmax log_softmax relu gelu erf``: finite values
 and gradients over the whole float range (no ``exp`` overflow), written with
 the same ops as everything else so they trace, differentiate and (later)
 compile like any other function.
+
+``linear mse_loss nll_loss cross_entropy`` follow PyTorch's ``torch.nn.functional``
+(class dimension 1, ``reduction="mean" | "sum" | "none"``) and also work on
+NumPy arrays and inside ``fg.grad``; on eager Tensors each is one autograd
+node named as PyTorch names it (``MseLossBackward0``, ``NllLossBackward0``, ...).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
+
+import numpy as np
 
 from ..ir import array as A
 from ..ir import ops
+from ..ir.errors import ShapeError
+from ..runtime.record import operation
+from ..runtime.tensor_base import TensorBase
 
-__all__ = ["erf", "gelu", "log_sigmoid", "log_softmax", "logsumexp", "relu", "sigmoid",
-           "softmax", "softplus"]
+__all__ = ["cross_entropy", "erf", "gelu", "linear", "log_sigmoid", "log_softmax", "logsumexp",
+           "mse_loss", "nll_loss", "relu", "sigmoid", "softmax", "softplus"]
 
 
 def _f(x):
@@ -89,3 +100,162 @@ def log_softmax(x, axis=-1):
     """x - logsumexp(x) over ``axis``."""
     x = _f(x)
     return x - logsumexp(x, axis, keepdims=True)
+
+
+# --- linear map and losses (PyTorch's torch.nn.functional) -----------------------------
+
+
+def _named(name: str, fn, *args):
+    """``fn(*args)``; with a Tensor argument, one autograd node called ``name``."""
+    if any(isinstance(a, TensorBase) for a in args):
+        return operation(name, fn, *args)
+    return fn(*args)
+
+
+def linear(input, weight, bias=None):
+    """``input @ weight.T + bias`` with ``weight`` of shape (out_features, in_features)."""
+    xs, ws = A.shape(input), A.shape(weight)
+    if len(ws) != 2 or not xs or xs[-1] != ws[1]:
+        raise ShapeError(f"linear: input of shape {xs} cannot be multiplied by weight.T: weight "
+                         f"has shape {ws}, so the input's last dimension must be "
+                         f"{ws[1] if len(ws) == 2 else '(weight must be 2-D)'}")
+
+    def f(x, w, *b):
+        y = A.matmul(x, ops.transpose(w, perm=(1, 0)))
+        return y + b[0] if b else y
+
+    name = ("AddmmBackward0" if bias is not None else "MmBackward0") if len(xs) == 2 else (
+        "ViewBackward0")
+    return _named(name, f, input, weight, *(() if bias is None else (bias,)))
+
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce(v, reduction: str):
+    if reduction == "mean":
+        return A.mean(v)
+    return A.sum(v) if reduction == "sum" else v
+
+
+def _check_reduction(fn: str, reduction) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{fn}: {reduction!r} is not a valid value for reduction; use one of "
+                         f"{', '.join(map(repr, _REDUCTIONS))}")
+
+
+def mse_loss(input, target, reduction: str = "mean"):
+    """The squared error ``(input - target) ** 2``, averaged (default), summed or not reduced.
+
+    As PyTorch, a target whose shape differs from the input's is broadcast
+    with a UserWarning (usually a mistake, e.g. (N,) against (N, 1)).
+    """
+    _check_reduction("mse_loss", reduction)
+    if tuple(A.shape(input)) != tuple(A.shape(target)):
+        warnings.warn(f"Using a target size ({list(A.shape(target))}) that is different to the "
+                      f"input size ({list(A.shape(input))}). This will likely lead to incorrect "
+                      "results due to broadcasting. Please ensure they have the same size.",
+                      UserWarning, stacklevel=2)
+
+    def f(x, y):
+        d = x - y
+        return _reduce(d * d, reduction)
+
+    return _named("MseLossBackward0", f, input, target)
+
+
+def _class_dim(fn: str, shape) -> int:
+    if not shape:
+        raise ShapeError(f"{fn}: input must have a class dimension; got a 0-d input")
+    return 0 if len(shape) == 1 else 1
+
+
+def _concrete(x):
+    if isinstance(x, TensorBase):
+        x = x._data
+    return x if isinstance(x, np.ndarray | np.generic | int) else None
+
+
+def _check_targets(fn: str, target, n_classes: int, ignore_index: int) -> None:
+    data = _concrete(target)
+    if data is None:
+        return
+    data = np.asarray(data)
+    bad = (data != ignore_index) & ((data < 0) | (data >= n_classes))
+    if bad.any():
+        raise IndexError(f"Target {data[bad].reshape(-1)[0]} is out of bounds ({fn}: class "
+                         f"indices must lie in [0, {n_classes}) or equal ignore_index="
+                         f"{ignore_index})")
+
+
+def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+    """The negative log-likelihood of integer class ``target`` under log-probabilities ``input``.
+
+    ``input`` is (N, C, d1, ...) or (C,), ``target`` the same without the class
+    dimension. ``loss_i = -weight[t_i] * input[i, t_i]``; targets equal to
+    ``ignore_index`` contribute nothing; ``"mean"`` divides by the summed
+    weights of the counted targets (PyTorch's weighted mean).
+    """
+    _check_reduction("nll_loss", reduction)
+    shape, tshape = tuple(A.shape(input)), tuple(A.shape(target))
+    cdim = _class_dim("nll_loss", shape)
+    expected = shape[:cdim] + shape[cdim + 1:]
+    if tshape != expected:
+        raise ShapeError(f"nll_loss: target of shape {tshape} does not fit input of shape "
+                         f"{shape}: expected {expected} (the input without its class dimension "
+                         f"{cdim})")
+    if np.dtype(A.dtype(target)).kind not in "iu":
+        raise TypeError(f"nll_loss: target must hold integer class indices (int64), got "
+                        f"{np.dtype(A.dtype(target))}; for class probabilities pass a floating "
+                        "target of the input's shape to cross_entropy")
+    n_classes = shape[cdim]
+    _check_targets("nll_loss", target, n_classes, ignore_index)
+    onehot_shape = tuple(n_classes if i == cdim else 1 for i in range(len(shape)))
+
+    def f(logp, t, *w):
+        t = A.astype(t, np.int64)
+        classes = A.reshape(ops.iota(n=n_classes, dtype="i64"), onehot_shape)
+        onehot = ops.eq(A.reshape(t, expected[:cdim] + (1,) + expected[cdim:]), classes)
+        picked = A.sum(ops.select(onehot, logp, 0), cdim)
+        valid = ops.ne(t, ignore_index)
+        if w:
+            wi = A.sum(ops.select(onehot, A.reshape(w[0], onehot_shape), 0), cdim)
+            wi = ops.select(valid, wi, 0)
+        else:
+            wi = A.astype(valid, A.dtype(logp))
+        loss = ops.select(valid, -picked * wi, 0)
+        if reduction == "mean":
+            return A.sum(loss) / A.sum(wi)
+        return A.sum(loss) if reduction == "sum" else loss
+
+    return _named("NllLossBackward0", f, input, target, *(() if weight is None else (weight,)))
+
+
+def cross_entropy(input, target, weight=None, ignore_index: int = -100,
+                  reduction: str = "mean"):
+    """``nll_loss(log_softmax(input, class_dim), target)``, stable for any logits.
+
+    ``target`` holds integer class indices (shape of the input without its
+    class dimension 1), or class probabilities (a floating target of the
+    input's shape; ``ignore_index`` does not apply), as in PyTorch.
+    """
+    _check_reduction("cross_entropy", reduction)
+    shape, tshape = tuple(A.shape(input)), tuple(A.shape(target))
+    cdim = _class_dim("cross_entropy", shape)
+    if np.dtype(A.dtype(target)).kind == "f" and tshape == shape:
+        return _soft_cross_entropy(input, target, weight, cdim, reduction)
+    logp = _named("LogSoftmaxBackward0", lambda x: log_softmax(x, cdim), input)
+    return nll_loss(logp, target, weight, ignore_index, reduction)
+
+
+def _soft_cross_entropy(input, target, weight, cdim: int, reduction: str):
+    wshape = tuple(A.shape(input)[cdim] if i == cdim else 1 for i in range(len(A.shape(input))))
+
+    def f(x, t, *w):
+        prod = log_softmax(x, cdim) * t
+        if w:
+            prod = prod * A.reshape(w[0], wshape)
+        return _reduce(-A.sum(prod, cdim), reduction)
+
+    name = {"mean": "DivBackward0", "sum": "SumBackward0", "none": "NegBackward0"}[reduction]
+    return _named(name, f, input, target, *(() if weight is None else (weight,)))

@@ -431,6 +431,45 @@ for _name, _f, _r, _x, _variant in NN:
     case(_name, _f, _r, _x, variant=_variant)
 
 
+def _np_nll(logp, t, w=None, ignore=-100, reduction="mean"):
+    """PyTorch's nll_loss over class dimension 1 (or 0 for a 1-D input), in NumPy."""
+    cdim = 0 if logp.ndim == 1 else 1
+    safe = np.where(t == ignore, 0, t)
+    picked = np.squeeze(np.take_along_axis(logp, np.expand_dims(safe, cdim), cdim), cdim)
+    wi = (np.ones(logp.shape[cdim]) if w is None else w)[safe] * (t != ignore)
+    loss = -picked * wi
+    return {"mean": loss.sum() / wi.sum(), "sum": loss.sum(), "none": loss}[reduction]
+
+
+_T5 = np.array([0, 3, 1, 3, 2])
+_T2x3 = np.array([[0, 2, 1], [1, 1, 0]])
+_W4 = np.array([0.5, 1.0, 2.0, 1.5])
+_P4 = RNG.dirichlet(np.ones(4), size=5)
+for _name, _f, _r, _args, _variant in [
+    ("linear", F.linear, lambda x, w, b: x @ w.T + b, (normal(5, 3), normal(2, 3), normal(2)),
+     ""),
+    ("linear", F.linear, lambda x, w: x @ w.T, (normal(2, 5, 3), normal(4, 3)), "3d,nobias"),
+    ("mse_loss", F.mse_loss, lambda x, y: np.mean((x - y) ** 2), (normal(3, 4), normal(3, 4)),
+     ""),
+    ("mse_loss", lambda x, y: F.mse_loss(x, y, reduction="none"), lambda x, y: (x - y) ** 2,
+     (normal(3, 4), normal(3, 4)), "none"),
+    ("nll_loss", lambda x: F.nll_loss(x, _T5), lambda x: _np_nll(x, _T5), (normal(5, 4),), ""),
+    ("nll_loss", lambda x: F.nll_loss(x, _T5, weight=_W4, ignore_index=1, reduction="sum"),
+     lambda x: _np_nll(x, _T5, _W4, 1, "sum"), (normal(5, 4),), "weight,ignore,sum"),
+    ("cross_entropy", lambda x: F.cross_entropy(x, _T5),
+     lambda x: _np_nll(special.log_softmax(x, axis=1), _T5), (normal(5, 4),), ""),
+    ("cross_entropy", lambda x: F.cross_entropy(x, _T2x3, reduction="none"),
+     lambda x: _np_nll(special.log_softmax(x, axis=1), _T2x3, reduction="none"),
+     (normal(2, 3, 3),), "N,C,d,none"),
+    ("cross_entropy", lambda x: F.cross_entropy(x, _T5, weight=_W4),
+     lambda x: _np_nll(special.log_softmax(x, axis=1), _T5, _W4), (normal(5, 4),), "weight"),
+    ("cross_entropy", lambda x: F.cross_entropy(x, _P4),
+     lambda x: -(_P4 * special.log_softmax(x, axis=1)).sum(1).mean(), (normal(5, 4),),
+     "probabilities"),
+]:
+    case(_name, _f, _r, *_args, variant=_variant)
+
+
 # --- the checks ----------------------------------------------------------------------
 
 

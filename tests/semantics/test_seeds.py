@@ -3,8 +3,8 @@
 Where a seed and PyTorch disagree PyTorch wins (the seed's ``arrange`` is
 ``arange``; ``y + 3`` prints ``AddBackward0``; a detached path leaves
 ``x.grad`` None). Values from random numbers are checked by relation.
-DataParallel is out of scope; ``nn.Module`` and ``fg.save``/``fg.load`` belong
-to other issues, so those snippets run with a list of parameters and NumPy files.
+DataParallel is out of scope, so the snippets that wrap a model in it run with a
+list of parameters; the disk hooks run with NumPy files and with ``fg.save``/``fg.load``.
 """
 
 from __future__ import annotations
@@ -248,7 +248,6 @@ def test_seed_003_saved_tensors_on_disk(tmp_path):
     _eq(small.grad, 2 * small.detach().numpy() + 2 * np.exp(small.detach().numpy()))
 
 
-@pytest.mark.xfail(strict=True, reason="fg.save / fg.load belong to another issue")
 def test_seed_003_saved_tensors_with_fg_save(tmp_path):
     pack_hook, unpack_hook = _disk_hooks(str(tmp_path), torch.save, torch.load)
     x = torch.randn(5, requires_grad=True)

@@ -1,0 +1,85 @@
+"""``Adam``: adaptive moment estimation, with optional L2 weight decay and AMSGrad."""
+
+from __future__ import annotations
+
+import math
+
+from ..runtime import dtypes as D
+from ..runtime.creation import tensor, zeros_like
+from ..runtime.grad_mode import no_grad
+from .optimizer import Optimizer
+
+
+class Adam(Optimizer):
+    """PyTorch's ``torch.optim.Adam``, step for step. For each parameter with a gradient,
+    at step ``t = 1, 2, ...``:
+
+    .. code-block:: text
+
+        g = grad (negated if maximize) + weight_decay * p
+        m = beta1 * m + (1 - beta1) * g          (state "exp_avg")
+        v = beta2 * v + (1 - beta2) * g * g      (state "exp_avg_sq")
+        if amsgrad: v_max = max(v_max, v); v_used = v_max   (state "max_exp_avg_sq")
+        else:       v_used = v
+        p = p - lr / (1 - beta1**t) * m / (sqrt(v_used) / sqrt(1 - beta2**t) + eps)
+
+    AMSGrad keeps the maximum of the raw second moments and bias-corrects it
+    afterwards, as PyTorch's code does (its docs before PyTorch 2.6 showed the
+    maximum of bias-corrected moments; see pytorch/pytorch#142323).
+    ``state[p]["step"]`` is a 0-d float tensor, as in PyTorch. Parameters
+    whose ``grad`` is None are skipped and get no state.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
+                 maximize: bool = False):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if eps < 0.0:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        for i, beta in enumerate(betas):
+            if not 0.0 <= beta < 1.0:
+                raise ValueError(f"Invalid beta parameter at index {i}: {beta}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, amsgrad=amsgrad,
+                                      maximize=maximize))
+
+    def step(self, closure=None):
+        """Update every parameter in place (under ``no_grad``); returns ``closure()``'s loss."""
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _state(self, p, amsgrad: bool) -> dict:
+        state = self.state[p]
+        if not state:
+            scalar = D.float64 if D.get_default_dtype() == D.float64 else D.float32
+            state["step"] = tensor(0.0, dtype=scalar)
+            state["exp_avg"] = zeros_like(p)
+            state["exp_avg_sq"] = zeros_like(p)
+            if amsgrad:
+                state["max_exp_avg_sq"] = zeros_like(p)
+        return state
+
+    def _update(self, p, group: dict) -> None:
+        beta1, beta2 = group["betas"]
+        state = self._state(p, group["amsgrad"])
+        g = -p.grad if group["maximize"] else p.grad
+        if group["weight_decay"] != 0:
+            g = g.add(p, alpha=group["weight_decay"])
+        state["step"].add_(1)
+        t = state["step"].item()
+        m, v = state["exp_avg"], state["exp_avg_sq"]
+        m.add_(g - m, alpha=1 - beta1)  # PyTorch's lerp_(g, 1 - beta1)
+        v.mul_(beta2).add_(g * g, alpha=1 - beta2)
+        if group["amsgrad"]:
+            v_max = state["max_exp_avg_sq"]
+            v = v_max.copy_(v_max.maximum(v))
+        denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(group["eps"])
+        p.add_(m / denom, alpha=-group["lr"] / (1 - beta1**t))

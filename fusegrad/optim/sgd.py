@@ -1,0 +1,62 @@
+"""``SGD``: stochastic gradient descent with momentum, dampening, Nesterov and weight decay."""
+
+from __future__ import annotations
+
+from ..runtime.grad_mode import no_grad
+from .optimizer import Optimizer
+
+
+class SGD(Optimizer):
+    """PyTorch's ``torch.optim.SGD``, step for step. For each parameter with a gradient:
+
+    .. code-block:: text
+
+        g = grad (negated if maximize) + weight_decay * p
+        if momentum != 0:
+            b = g                                   (first step)
+            b = momentum * b + (1 - dampening) * g  (later steps)
+            g = g + momentum * b if nesterov else b
+        p = p - lr * g
+
+    Parameters whose ``grad`` is None are skipped. ``lr`` defaults to 1e-3 as
+    in PyTorch 2. The momentum buffer is ``state[p]["momentum_buffer"]``.
+    """
+
+    def __init__(self, params, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False):
+        if lr < 0.0:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if momentum < 0.0:
+            raise ValueError(f"Invalid momentum value: {momentum}")
+        if weight_decay < 0.0:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+        super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
+                                      weight_decay=weight_decay, nesterov=nesterov,
+                                      maximize=maximize))
+
+    def step(self, closure=None):
+        """Update every parameter in place (under ``no_grad``); returns ``closure()``'s loss."""
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p, group: dict) -> None:
+        g = -p.grad if group["maximize"] else p.grad
+        if group["weight_decay"] != 0:
+            g = g.add(p, alpha=group["weight_decay"])
+        momentum = group["momentum"]
+        if momentum != 0:
+            state = self.state[p]
+            buf = state.get("momentum_buffer")
+            if buf is None:
+                buf = state["momentum_buffer"] = g.detach().clone()
+            else:
+                buf.mul_(momentum).add_(g, alpha=1 - group["dampening"])
+            g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
+        p.add_(g, alpha=-group["lr"])
