@@ -194,22 +194,24 @@ class _Kernel:
                 out.append((r, p, "array"))
         return out
 
-    def lines(self, outer: dict, op_names) -> list[str]:
+    def lines(self, outer: dict, op_names, exact: bool) -> list[str]:
         """Driver lines computing the kernel: the flat chunked form where it applies.
 
         If the kernel uses a math function whose vector path misses rare inputs, the
-        loop also flags them, and a flagged run is redone with the exact variants.
+        fast form (``exact=False``) also flags them into ``rare_any``; the caller then
+        runs the exact form of the whole function (``entry_exact``) instead.
         """
         head = f"    # kernel {self.tag[:-1]}: " + ("flat loop in chunks of "
                                                    f"{CHUNK}" if self._flat() else "loop nest")
         head += _comment(self.op, op_names)[1:]
         make = self._flat_lines if self._flat() else self._nest_lines
-        if not any(_rare_flag(op, ["x"]) for op in self.body.ops):
+        if exact or not self.has_rare():
             return [head, *make(outer, None)]
         flag = f"{self.tag}rare"
-        redo = [f"    if {flag}:  # rare inputs: again with the exact functions"]
-        redo += ["    " + line for line in make(outer, None)]
-        return [head, *make(outer, flag), *redo]
+        return [head, *make(outer, flag), f"    rare_any |= {flag}"]
+
+    def has_rare(self) -> bool:
+        return any(_rare_flag(op, ["x"]) for op in self.body.ops)
 
     def _flat(self) -> bool:
         """Every array input has the full iteration shape and every reduction is total:
@@ -377,32 +379,47 @@ class _Kernel:
 
 
 def generate(fn: Function) -> tuple[str, list[int]]:
-    """The module text for fused Function ``fn`` and the sizes table its entry needs."""
+    """The module text for fused Function ``fn`` and the sizes table its entries need.
+
+    ``entry`` runs the function; ``entry_parallel`` is the same with its flat loops
+    split over threads. If a kernel uses a function whose vector path misses rare
+    inputs (huge trig arguments), both return one more value, a flag, and
+    ``entry_exact`` (exact functions everywhere, compiled only if ever needed)
+    recomputes the call when it is set.
+    """
     w = _Writer()
     names = _py_names(fn)
     irnames = value_names(fn)
-    body: list[str] = []
-    n_kernels = 0
-    for op in fn.ops:
-        if op.name == "fused":
-            body += _Kernel(w, op, n_kernels).lines(names, irnames)
-            n_kernels += 1
-        else:
-            lines = _driver_lines(w, op, names)
-            lines[0] += _comment(op, irnames)
-            body += lines
-    results = ", ".join(names[r] for r in fn.results)
+    kernels = [_Kernel(w, op, i) for i, op in enumerate(o for o in fn.ops if o.name == "fused")]
+    rare = any(k.has_rare() for k in kernels)
+    results = [names[r] for r in fn.results]
     params = ", ".join(["d", *(names[p] for p in fn.params)])
-    code = [*body, f"    return ({results}{',' if len(fn.results) == 1 else ''})"]
-    text = HEADER.format(name=fn.name) + "\n".join(
-        ["@numba.njit(error_model=\"numpy\", cache=True)", f"def entry({params}):", *code])
-    if any(op.name == "fused" for op in fn.ops):
-        # the same body with its flat loops split over threads (numba.prange), used for
-        # large sizes; chunking is fixed, so both give the same bits
-        text += "\n\n\n" + "\n".join([
-            "@numba.njit(error_model=\"numpy\", cache=True, parallel=True)",
-            f"def entry_parallel({params}):", *code])
-    return text + "\n", w.dims
+
+    def body(exact: bool) -> list[str]:
+        lines = ["    rare_any = False"] if rare and not exact else []
+        it = iter(kernels)
+        for op in fn.ops:
+            if op.name == "fused":
+                lines += next(it).lines(names, irnames, exact)
+            else:
+                stmt = _driver_lines(w, op, names)
+                stmt[0] += _comment(op, irnames)
+                lines += stmt
+        out = results + (["rare_any"] if rare and not exact else [])
+        return [*lines, f"    return ({', '.join(out)}{',' if len(out) == 1 else ''})"]
+
+    def function(name: str, code: list[str], parallel: bool = False) -> str:
+        flags = ", parallel=True" if parallel else ""
+        return "\n".join([f"@numba.njit(error_model=\"numpy\", cache=True{flags})",
+                          f"def {name}({params}):", *code])
+
+    fast = body(exact=False)
+    parts = [function("entry", fast)]
+    if kernels:
+        parts.append(function("entry_parallel", fast, parallel=True))
+    if rare:
+        parts.append(function("entry_exact", body(exact=True)))
+    return HEADER.format(name=fn.name) + "\n\n\n".join(parts) + "\n", w.dims
 
 
 def _driver_lines(w: _Writer, op: Op, names) -> list[str]:

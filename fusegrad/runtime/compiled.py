@@ -40,7 +40,7 @@ class CodegenError(FusegradError, RuntimeError):
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "source")
+    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "rare", "source")
 
     def __init__(self, fn: Function):
         self.fn = fn
@@ -58,6 +58,17 @@ class Executable:
             self.entry = self.module.entry_parallel
         self.dims = np.asarray(dims, dtype=np.int64)
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
+        self.rare = hasattr(self.module, "entry_exact")
+
+    def _entry(self, conv):
+        """Run the fast entry; if it flags rare inputs, the exact one."""
+        out = self.entry(self.dims, *conv)
+        if self.rare:
+            if out[-1]:
+                out = self.module.entry_exact(self.dims, *conv)
+            else:
+                out = out[:-1]
+        return out
 
     def __call__(self, *args):
         conv = []
@@ -67,13 +78,13 @@ class Executable:
                 return run(self.fn, *args)  # the interpreter raises the precise error
             conv.append(a[()] if a.ndim == 0 else a)
         try:
-            out = self.entry(self.dims, *conv)
+            out = self._entry(conv)
         except (IndexError, ValueError, ZeroDivisionError):
             run(self.fn, *args)
             raise
         except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as e:
             self._reload(e)  # a damaged cache entry: purged, compiled again
-            out = self.entry(self.dims, *conv)
+            out = self._entry(conv)
         except Exception as e:
             if type(e).__module__.startswith("numba"):
                 raise _internal(self.fn, e) from e
@@ -89,7 +100,7 @@ class Executable:
     def call_unchecked(self, args):
         """``self(*args)`` for ndarray arguments already known to have the right types."""
         try:
-            out = self.entry(self.dims, *[a[()] if a.ndim == 0 else a for a in args])
+            out = self._entry([a[()] if a.ndim == 0 else a for a in args])
         except (IndexError, ValueError, ZeroDivisionError):
             run(self.fn, *args)
             raise
@@ -114,21 +125,15 @@ def _threads_ok() -> bool:
         if os.environ.get("NUMBA_THREADING_LAYER") is None:
             numba.config.THREADING_LAYER = "threadsafe"
         try:
-            probe = numba.njit(parallel=True)(_probe)
-            probe(np.ones(4))
+            from numba.np.ufunc import parallel
+
+            parallel._launch_threads()  # loads the layer; raises if none is usable
             _threads.append(numba.threading_layer() in ("tbb", "omp"))
         except Exception as e:  # no safe threading layer on this machine
             warnings.warn(f"fusegrad: no thread-safe Numba threading layer ({e}); compiled "
                           "loops run on one thread", RuntimeWarning, stacklevel=3)
             _threads.append(False)
     return _threads[0]
-
-
-def _probe(x):
-    s = 0.0
-    for i in numba.prange(x.shape[0]):
-        s += x[i]
-    return s
 
 
 def _internal(fn: Function, err: Exception) -> CodegenError:

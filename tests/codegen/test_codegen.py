@@ -36,9 +36,8 @@ def test_w1_gradient_is_one_loop_reading_x_once():
     assert [str(t) for t in kernel.regions[0].out_types] == ["f64[]", "f64[1000]"]
     source = stages(w1, TensorType((1000,), "f64"))[4][2]
     entry = source.split("def entry(")[1].split("def entry_parallel(")[0]
-    # the main pass; a second copy under `if k0_rare:` runs only for huge trig arguments
-    entry, redo = entry.split("    if k0_rare:")
-    assert "for k0_i in range(" in redo
+    # entry_exact, used only for huge trig arguments, is the same with exact functions
+    assert "def entry_exact(" in source and "ml.sincos_full_f64" in source
     assert entry.count("for k0_i in range(") == 1  # one pass over the elements
     assert entry.count("a_x[k0_i]") == 1  # x read once per element
     assert entry.count("k0_out0[k0_i] =") == 1  # the gradient written once
@@ -98,11 +97,11 @@ def test_parallel_loops_give_the_same_bits_on_one_and_two_threads(monkeypatch):
     exe = executable(_grad_ir(w1, TensorType(x.shape, "f64")))
     if exe.entry is exe.module.entry:
         pytest.skip("no thread-safe threading layer on this machine")
-    serial = exe.module.entry(exe.dims, x, 1.0)
+    serial = exe.module.entry(exe.dims, x, 1.0)[:-1]
     out = []
     for n in (1, 2):
         numba.set_num_threads(n)
-        out.append(exe.entry(exe.dims, x, 1.0))
+        out.append(exe.entry(exe.dims, x, 1.0)[:-1])
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     for a, b, c in zip(*out, serial):
         assert np.array_equal(a, b) and np.array_equal(a, c)
