@@ -1,4 +1,4 @@
-"""The ``fusegrad`` command: ``dump`` (IR at every stage) and ``demo``."""
+"""The ``fusegrad`` command: ``dump`` (IR at every stage), ``demo`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -82,6 +82,40 @@ def _cmd_demo(args) -> int:
     return run_demo()
 
 
+def _cmd_bench(args) -> int:
+    from . import bench
+
+    try:
+        bench.parse_workloads(args.only)
+        if args.rounds is not None and args.rounds < 1:
+            raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+        bench._suite()
+    except (ValueError, bench.BenchUnavailable) as e:
+        raise UsageError(str(e)) from None
+    return bench.run(quick=args.quick, only=args.only, json_path=args.json,
+                     threads=args.threads, impls=args.impl, rounds=args.rounds,
+                     in_process=args.in_process, worker=args.worker, partial=args.partial)
+
+
+def _add_bench(sub) -> None:
+    b = sub.add_parser("bench", help="time the workloads W1-W5 against NumPy, Numba, JAX, "
+                       "PyTorch (needs a source checkout)")
+    b.add_argument("--quick", action="store_true", help="small sizes and few rounds")
+    b.add_argument("--only", metavar="W1,W4", help="run only these workloads (W1..W5)")
+    b.add_argument("--json", metavar="PATH",
+                   help="where to write the results (default benchmarks/results/latest.json)")
+    b.add_argument("--threads", choices=("1", "default", "both"), default="both",
+                   help="1 thread (pinned with taskset), the default threads, or both")
+    b.add_argument("--impl", metavar="A,B",
+                   help="only these implementations (fusegrad, numpy, numba, jax.jit, ...)")
+    b.add_argument("--rounds", type=int, metavar="N", help="timing rounds (default 7, quick 3)")
+    b.add_argument("--in-process", action="store_true",
+                   help="run in this process with its thread settings (no re-exec)")
+    b.add_argument("--worker", choices=("1", "default"), help=argparse.SUPPRESS)
+    b.add_argument("--partial", help=argparse.SUPPRESS)
+    b.set_defaults(run=_cmd_bench)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .api import STAGES
 
@@ -99,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(run=_cmd_dump)
     demo = sub.add_parser("demo", help="differentiate a built-in example and show each stage")
     demo.set_defaults(run=_cmd_demo)
+    _add_bench(sub)
     return p
 
 

@@ -1,0 +1,77 @@
+"""``fusegrad bench``: a quick in-process run prints the table and writes the JSON.
+
+Only fusegrad, NumPy and Numba are timed (JAX and PyTorch are optional baselines, not
+needed here), at W4's size (n = 16), with two rounds. fusegrad runs as the test suite
+configures it (the interpreter, unless marked compiled), which the table says.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from fusegrad.cli import main
+
+
+def test_bench_quick_w4_in_process(tmp_path, capsys):
+    out_json = tmp_path / "results" / "w4.json"
+    rc = main(["bench", "--quick", "--only", "W4", "--in-process", "--rounds", "2",
+               "--impl", "fusegrad,numpy,numba", "--json", str(out_json)])
+    assert rc == 0
+    out, err = capsys.readouterr()
+
+    header = "| workload | size | implementation | median | vs jax.jit | vs fusegrad |"
+    assert header in out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| W4 ")]
+    assert [r[2].strip() for r in rows] == ["fusegrad", "numpy", "numba"]
+    for r in rows:
+        assert r[1].strip() == "n=16"
+        assert r[3].strip().endswith("s/call")  # a time, not an error
+        assert r[4].strip() == "—"  # no jax.jit timed: no ratio to it
+    assert rows[0][5].strip() == "1.00×"
+    assert "interpreter" in out  # the suite runs fusegrad with FUSEGRAD_DISABLE_JIT
+    for impl in ("fusegrad", "numpy", "numba"):  # one progress line per measurement
+        assert sum(f"W4 n=16 {impl} " in line for line in err.splitlines()) == 1
+
+    data = json.loads(out_json.read_text())
+    m = data["machine"]
+    assert m["cpu"] and m["cores"] >= 1 and m["date"]
+    assert m["versions"]["numpy"] and m["versions"]["fusegrad"]
+    assert data["command"].startswith("fusegrad bench --quick --only W4")
+    recs = data["records"]
+    assert [r["impl"] for r in recs] == ["fusegrad", "numpy", "numba"]
+    for r in recs:
+        assert r["status"] == "ok", r
+        assert r["workload"] == "W4" and r["n"] == 16
+        assert len(r["times_s"]) == 2 and r["median_s"] > 0 and r["median_cpu_s"] > 0
+        assert r["check_max_err"] <= 1e-8
+
+
+@pytest.mark.parametrize("argv", [["--only", "W9"], ["--rounds", "0"]])
+def test_bench_bad_options_are_usage_errors(argv, capsys):
+    assert main(["bench", *argv]) == 2
+    assert "fusegrad bench: error:" in capsys.readouterr().err
+
+
+def test_bench_reports_crashes_and_wrong_results_in_the_table():
+    import numpy as np
+
+    from fusegrad.bench import _suite
+
+    _suite()  # puts the checkout's benchmarks/ on the path
+    from benchmarks.harness import Case, compare, run_case
+    from benchmarks.report import table
+
+    def crash():
+        raise RuntimeError("kaboom")
+
+    case = Case("WX", "n=3", {"fusegrad": crash, "numpy": lambda: (lambda: np.ones(3)),
+                              "other": lambda: (lambda: np.zeros(3))},
+                check=lambda name, out: compare(name, out, np.ones(3), 1e-8))
+    recs = run_case(case, rounds=2, min_time=1e-4, threads="t")
+    assert [(r["impl"], r["status"]) for r in recs] == [
+        ("fusegrad", "error"), ("numpy", "ok"), ("other", "wrong")]
+    text = table(recs)
+    assert "| WX | n=3 | fusegrad | error: RuntimeError: kaboom | — | — |" in text
+    assert "| WX | n=3 | other | WRONG: other: gradient differs" in text
