@@ -23,14 +23,23 @@ _AMBIENT: list[Callable] = []
 _WEAK = (bool, int, float)
 
 
-def register_array_type(cls: type, *, level: Callable, bind: Callable) -> None:
+_DTYPE_GETTERS: list[tuple[type, Callable]] = []
+_DTYPE_OF: dict[type, Callable | None] = {}
+
+
+def register_array_type(cls: type, *, level: Callable, bind: Callable,
+                        dtype: Callable | None = None) -> None:
     """Make ``bind`` hand ops on ``cls`` operands to ``bind(opdef, operands, attrs, regions)``.
 
     ``level(obj)`` orders handlers when operands of several classes meet: the
     operand with the highest level handles the op (an inner trace beats an
-    outer one, any trace beats an eager Tensor).
+    outer one, any trace beats an eager Tensor). ``dtype(obj)``, if given, is a
+    fast way to the NumPy dtype of an operand (promotion reads it on every op).
     """
     _HANDLERS.append((cls, level, bind))
+    if dtype is not None:
+        _DTYPE_GETTERS.append((cls, dtype))
+        _DTYPE_OF.clear()
 
 
 def register_ambient(current: Callable) -> None:
@@ -43,9 +52,15 @@ def register_ambient(current: Callable) -> None:
     _AMBIENT.append(current)
 
 
+#: Operand types no handler claims (checked first, as most operands are these).
+_PLAIN = frozenset((np.ndarray, float, int, bool))
+
+
 def handler_for(operands):
     best = None
     for x in operands:
+        if type(x) in _PLAIN:
+            continue
         for cls, level, fn in _HANDLERS:
             if isinstance(x, cls):
                 lv = level(x)
@@ -61,36 +76,90 @@ def handler_for(operands):
     return best[1]
 
 
+_WEAK_TYPES = frozenset(_WEAK)
+
+
 def is_weak(x) -> bool:
+    t = type(x)
+    if t in _WEAK_TYPES:
+        return True
+    if t is np.ndarray:
+        return False
     return isinstance(x, _WEAK) and not isinstance(x, np.generic)
+
+
+_AVALS: dict[tuple, TensorType] = {}  # TensorTypes are immutable: one per (shape, dtype)
 
 
 def aval(x) -> TensorType:
     """The abstract value (shape and dtype) of any operand bind accepts."""
+    if type(x) is np.ndarray:
+        key = (x.shape, x.dtype)
+        ty = _AVALS.get(key)
+        if ty is None:
+            ty = TensorType(x.shape, x.dtype)
+            if len(_AVALS) < 4096:
+                _AVALS[key] = ty
+        return ty
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return TensorType(x.shape, x.dtype)
     return TensorType.of(x)
 
 
+def _dtype_of(x) -> np.dtype:
+    """``aval(x).dtype`` without building the TensorType."""
+    t = type(x)
+    if t is np.ndarray:
+        return x.dtype
+    get = _DTYPE_OF.get(t, _DTYPE_OF)
+    if get is _DTYPE_OF:
+        get = _DTYPE_OF[t] = next((g for c, g in _DTYPE_GETTERS if issubclass(t, c)), None)
+    if get is not None:
+        return get(x)
+    if isinstance(x, np.ndarray):
+        return x.dtype
+    if hasattr(x, "shape") and hasattr(x, "dtype"):
+        return np.dtype(x.dtype)
+    return np.asarray(x).dtype
+
+
+#: (promote, strong dtypes, weak scalar types) -> target dtype. NumPy 2 promotion of
+#: weak Python scalars depends on their type only, never on their value.
+_PROMOTED: dict[tuple, np.dtype] = {}
+
+
 def _target_dtype(opdef: OpDef, operands) -> np.dtype | None:
     first = 1 if opdef.promote == "select" else 0
     parts = operands[first:]
-    strong = [aval(x).dtype for x in parts if not is_weak(x)]
-    weak = [x for x in parts if is_weak(x)]
+    strong = []
+    weak = []
+    for x in parts:
+        if is_weak(x):
+            weak.append(x)
+        else:
+            strong.append(_dtype_of(x))
     if not strong and not weak:
         return None
-    dtype = np.result_type(*strong, *weak)
-    if opdef.promote == "float" and not is_float(dtype):
-        dtype = np.dtype(np.float64)
-    return np.dtype(dtype)
+    key = (opdef.promote, *strong, None, *(type(w) for w in weak))
+    dtype = _PROMOTED.get(key)
+    if dtype is None:
+        dtype = np.result_type(*strong, *weak)
+        if opdef.promote == "float" and not is_float(dtype):
+            dtype = np.dtype(np.float64)
+        dtype = np.dtype(dtype)
+        if len(_PROMOTED) < 4096:
+            _PROMOTED[key] = dtype
+    return dtype
 
 
 def _cast(x, dtype: np.dtype):
+    if type(x) is np.ndarray:
+        return x if x.dtype == dtype else x.astype(dtype)
     if is_weak(x) or isinstance(x, np.generic | list | tuple):
         return np.asarray(x, dtype=dtype)
     if isinstance(x, np.ndarray):
         return x if x.dtype == dtype else x.astype(dtype)
-    if aval(x).dtype == dtype:
+    if _dtype_of(x) == dtype:
         return x
     return bind("convert", x, dtype=dtype_name(dtype))
 
@@ -109,9 +178,7 @@ def promote(opdef: OpDef, operands: tuple) -> tuple:
 
 
 def _normalise_attrs(opdef: OpDef, attrs: dict) -> dict:
-    unknown = set(attrs) - set(opdef.attrs)
-    missing = set(opdef.attrs) - set(attrs)
-    if unknown or missing:
+    if len(attrs) != len(opdef.attrs) or not all(k in attrs for k in opdef.attrs):
         raise TypeError(
             f"{opdef.name}: attributes are {opdef.attrs}, got {tuple(sorted(attrs))}"
         )
@@ -127,20 +194,47 @@ def _normalise_attrs(opdef: OpDef, attrs: dict) -> dict:
     return out
 
 
+#: (op name, operand shapes and dtypes, attributes) -> the rule's result types.
+_RULES: dict[tuple, tuple] = {}
+
+
+def _out_types(opdef: OpDef, arrays, kwargs, regions):
+    if regions:
+        return opdef.rule(tuple(TensorType(a.shape, a.dtype) for a in arrays), **kwargs)
+    try:
+        key = (opdef.name, *((a.shape, a.dtype) for a in arrays), *kwargs.items())
+        hash(key)
+    except TypeError:
+        key = None
+    out = _RULES.get(key) if key is not None else None
+    if out is None:
+        out = opdef.rule(tuple(TensorType(a.shape, a.dtype) for a in arrays), **kwargs)
+        if key is not None:
+            if len(_RULES) >= 8192:
+                _RULES.clear()
+            _RULES[key] = out
+    return out
+
+
 def eval_numpy(opdef: OpDef, operands, attrs, regions=()):
     """Run ``opdef``'s NumPy reference on concrete operands; results as arrays."""
-    arrays = tuple(np.asarray(x) for x in operands)
+    arrays = tuple(x if type(x) is np.ndarray else np.asarray(x) for x in operands)
     kwargs = dict(attrs, regions=regions) if regions else attrs
-    out_types = opdef.rule(tuple(TensorType(a.shape, a.dtype) for a in arrays), **kwargs)
+    out_types = _out_types(opdef, arrays, kwargs, regions)
     with np.errstate(all="ignore"):
         res = opdef.impl(*arrays, **kwargs)
     if len(out_types) == 1:
-        res = (res,)
+        t = out_types[0]
+        r = res if type(res) is np.ndarray and res.dtype == t.dtype else np.asarray(
+            res, dtype=t.dtype)
+        if r.shape != t.shape:
+            raise ShapeError(f"{opdef.name}: reference result {r.shape} != rule {t}")
+        return r
     outs = tuple(np.asarray(r, dtype=t.dtype) for r, t in zip(res, out_types))
     for r, t in zip(outs, out_types):
         if r.shape != t.shape:
             raise ShapeError(f"{opdef.name}: reference result {r.shape} != rule {t}")
-    return outs[0] if len(outs) == 1 else outs
+    return outs
 
 
 def bind(name: str, *operands, regions: tuple = (), **attrs):
@@ -150,7 +244,8 @@ def bind(name: str, *operands, regions: tuple = (), **attrs):
         raise KeyError(f"unknown op {name!r}")
     if opdef.arity is not None and len(operands) != opdef.arity:
         raise TypeError(f"{name}: takes {opdef.arity} operands, got {len(operands)}")
-    attrs = _normalise_attrs(opdef, attrs)
+    if attrs or opdef.attrs:
+        attrs = _normalise_attrs(opdef, attrs)
     operands = promote(opdef, operands)
     handler = handler_for(operands)
     if handler is None:

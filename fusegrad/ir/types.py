@@ -48,13 +48,16 @@ class TensorType:
     dtype: np.dtype
 
     def __init__(self, shape, dtype):
-        object.__setattr__(self, "shape", tuple(int(d) for d in shape))
-        if isinstance(dtype, str) and dtype in DTYPES:
-            dtype = DTYPES[dtype]
-        object.__setattr__(self, "dtype", np.dtype(dtype))
-        dtype_name(self.dtype)
-        if any(d < 0 for d in self.shape):
-            raise ValueError(f"negative dimension in shape {self.shape}")
+        shape = tuple(map(int, shape))
+        object.__setattr__(self, "shape", shape)
+        if type(dtype) is not np.dtype or dtype not in _NAMES:
+            if isinstance(dtype, str) and dtype in DTYPES:
+                dtype = DTYPES[dtype]
+            dtype = np.dtype(dtype)
+            dtype_name(dtype)
+        object.__setattr__(self, "dtype", dtype)
+        if shape and min(shape) < 0:
+            raise ValueError(f"negative dimension in shape {shape}")
 
     @property
     def ndim(self) -> int:

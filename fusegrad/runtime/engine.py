@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ir import ops
-from ..ir.bind import aval
+from ..ir.bind import aval, handler_for
 from . import tensor_base as TB
 from .grad_mode import _mode
 from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
@@ -43,8 +43,13 @@ def _tensors(x, what: str) -> tuple:
 
 
 def _ones(t):
-    ty = aval(t._data)
-    return ops.broadcast_to(np.ones((), ty.dtype), shape=ty.shape)
+    data = t._data
+    ty = aval(data)
+    one = np.ones((), ty.dtype)
+    if type(data) is np.ndarray and handler_for((data,)) is None:
+        # what the op computes, without the dispatch
+        return one if not ty.shape else np.broadcast_to(one, ty.shape)
+    return ops.broadcast_to(one, shape=ty.shape)
 
 
 def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:

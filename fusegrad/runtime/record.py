@@ -117,7 +117,11 @@ def _isolate_all(operands, results) -> None:
             t._cell.value = data.copy()
 
 
-register_array_type(TB.TensorBase, level=lambda t: 0, bind=tensor_bind)
+def _tensor_dtype(t):
+    return np.dtype(t._cell.value.dtype)
+
+
+register_array_type(TB.TensorBase, level=lambda t: 0, bind=tensor_bind, dtype=_tensor_dtype)
 
 
 def operation(name: str, fn, *args, view: bool = False, **kwargs):
@@ -229,9 +233,71 @@ def finish(scope: Scope, outs: list, target=None):
     """Make the scope's node and attach it to ``outs`` (or to ``target``, in place)."""
     if not (scope.grad and _mode.grad):
         return None
+    plan = _plan(scope, outs)
+    if plan is None:
+        return None
+    marks, live_idx, out_slots, avals, needed, replay_idx = plan
+    entries = scope.entries
+    for i, mask, needs_out, needs_in in marks:
+        e = entries[i]
+        e.mask, e.needs_out, e.needs_in = mask, needs_out, needs_in
+    live = [entries[i] for i in live_idx]
+    replay = [entries[i] for i in replay_idx]
+    saved = {s: _save(scope, s, out_slots, target) for s in needed}
+    cls = node_class(scope.name, OpNode)
+    node = cls(tuple(edge_of(x) for x in scope.inputs), live, out_slots, avals, saved, replay)
+    if target is None:
+        for nr, s in enumerate(out_slots):
+            t = scope.values[s]
+            t._grad_fn, t._out_nr, t._rg = node, nr, True
+    return node
+
+
+#: What ``finish`` works out for a scope, keyed by everything it depends on (the ops,
+#: their attributes and slots, the types of every value, which inputs require grad and
+#: which results become outputs): a recorded operation seen before costs one lookup.
+_PLANS: dict = {}
+
+
+def _plan_key(scope: Scope, requested: tuple):
+    parts = [requested]
+    for x in scope.inputs:
+        d = x._cell.value
+        parts.append((x._rg, d.shape, d.dtype))
+    for v in scope.values:
+        d = v._cell.value
+        parts.append((d.shape, d.dtype))
+    for e in scope.entries:
+        parts.append((e.opdef.name, _kw_key(e.kwargs), e.outs,
+                      *(s if type(s) is int else (s.shape, s.dtype) for s in e.slots)))
+    key = tuple(parts)
+    hash(key)
+    return key
+
+
+def _plan(scope: Scope, outs: list):
+    requested = tuple(scope.produced.get(id(t)) if isinstance(t, TB.TensorBase) else None
+                      for t in outs)
+    try:
+        key = _plan_key(scope, requested)
+    except (TypeError, AttributeError):
+        key = None
+    if key is not None:
+        plan = _PLANS.get(key, _PLANS)
+        if plan is not _PLANS:
+            return plan
+    plan = _analyse(scope, requested)
+    if key is not None:
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    return plan
+
+
+def _analyse(scope: Scope, requested: tuple):
+    """The node's plan: which entries carry cotangents, what they read, what to save."""
     active = _active(scope)
-    out_slots = tuple(scope.produced[id(t)] for t in outs
-                      if isinstance(t, TB.TensorBase) and scope.produced.get(id(t)) in active)
+    out_slots = tuple(s for s in requested if s is not None and s in active)
     if not out_slots:
         return None
     live = _live(scope, active, out_slots)
@@ -253,14 +319,11 @@ def finish(scope: Scope, outs: list, target=None):
     replay = _replay(scope, needed, set(out_slots))
     for e in replay:
         needed.update(s for s in e.slots if _is_slot(s) and s < 0)
-    saved = {s: _save(scope, s, out_slots, target) for s in sorted(needed)}
-    cls = node_class(scope.name, OpNode)
-    node = cls(tuple(edge_of(x) for x in scope.inputs), live, out_slots, avals, saved, replay)
-    if target is None:
-        for nr, s in enumerate(out_slots):
-            t = scope.values[s]
-            t._grad_fn, t._out_nr, t._rg = node, nr, True
-    return node
+    index = {id(e): i for i, e in enumerate(scope.entries)}
+    marks = tuple((i, e.mask, e.needs_out, e.needs_in) for i, e in enumerate(scope.entries)
+                  if e.mask is not None)
+    return (marks, tuple(index[id(e)] for e in live), out_slots, avals,
+            tuple(sorted(needed)), tuple(index[id(e)] for e in replay))
 
 
 def _type(scope: Scope, s) -> tuple:

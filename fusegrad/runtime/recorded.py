@@ -74,8 +74,11 @@ def _kw_key(kwargs: dict) -> tuple:
     return tuple(sorted(kwargs.items()))
 
 
+@functools.lru_cache(maxsize=1024)
 def placeholder(ty):
-    """A stand-in for a value no needed cotangent depends on (rules still take it)."""
+    """A stand-in for a value no needed cotangent depends on (rules still take it).
+
+    Read-only (a broadcast view), so one per ``(shape, dtype)`` is shared."""
     return np.broadcast_to(np.zeros((), ty[1]), ty[0])
 
 
