@@ -6,7 +6,6 @@ import math
 
 from ..runtime import dtypes as D
 from ..runtime.creation import tensor, zeros_like
-from ..runtime.grad_mode import no_grad
 from .optimizer import Optimizer
 
 
@@ -45,16 +44,6 @@ class Adam(Optimizer):
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize))
-
-    def step(self, closure=None):
-        """Update every parameter in place (under ``no_grad``); returns ``closure()``'s loss."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _state(self, p, amsgrad: bool) -> dict:
         state = self.state[p]

@@ -15,7 +15,7 @@ import warnings
 
 from ..nn.module import clear_grad
 from ..runtime import tensor_base as TB
-from ..runtime.grad_mode import enable_grad
+from ..runtime.grad_mode import enable_grad, no_grad
 
 __all__ = ["Optimizer", "required"]
 
@@ -35,7 +35,7 @@ def _typename(obj) -> str:
 
 
 class Optimizer:
-    """Base class: subclasses set ``defaults`` and implement ``step``."""
+    """Base class: subclasses set ``defaults`` and implement ``_update(p, group)``."""
 
     def __init__(self, params, defaults: dict):
         self.defaults = defaults
@@ -93,6 +93,16 @@ class Optimizer:
                 clear_grad(p, set_to_none)
 
     def step(self, closure=None):
+        """Update every parameter in place (under ``no_grad``); returns ``closure()``'s loss."""
+        loss = self._closure_loss(closure)
+        with no_grad():
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        self._update(p, group)
+        return loss
+
+    def _update(self, p, group: dict) -> None:
         raise NotImplementedError
 
     def _closure_loss(self, closure):

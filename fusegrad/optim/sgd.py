@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..runtime.grad_mode import no_grad
 from .optimizer import Optimizer
 
 
@@ -35,16 +34,6 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize))
-
-    def step(self, closure=None):
-        """Update every parameter in place (under ``no_grad``); returns ``closure()``'s loss."""
-        loss = self._closure_loss(closure)
-        with no_grad():
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
-        return loss
 
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
