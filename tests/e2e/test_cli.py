@@ -21,6 +21,7 @@ from fusegrad.api import STAGES
 from fusegrad.cli import main
 from fusegrad.ir.parser import parse_function
 from fusegrad.ir.verifier import verify
+from tests.ir.test_printer_parser import GOLDEN
 
 ROOT = Path(fusegrad.__file__).resolve().parents[1]
 EXAMPLE = str(ROOT / "examples" / "f.py")
@@ -59,13 +60,7 @@ def check_blocks(out: str, expected_stages) -> dict[str, str]:
     return blocks
 
 
-TRACED_F = """\
-func @f(%x: f64[1000]) -> f64[] {
-  %0 = sin %x : f64[1000]
-  %1 = mul %0, %x : f64[1000]
-  %2 = reduce_sum %1 {axes=[0]} : f64[]
-  return %2
-}"""
+TRACED_F = GOLDEN  # examples/f.py traces to the golden IR of the printer tests
 
 
 def _check_grad_dump(out: str) -> None:
