@@ -32,6 +32,7 @@ from .passes.autodiff import NotDifferentiableError
 from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .runtime.tensor_api import __all__ as _tensor_all
 from .serialization import SerializationError, load, save
+from .vmap import BatchingError, vmap
 
 __version__ = "0.1.0"
 
@@ -55,6 +56,8 @@ __all__ = [
     "tree",
     "value_and_grad",
     "vjp",
+    "vmap",
+    "BatchingError",
     "autograd",
     "nn",
     "optim",
