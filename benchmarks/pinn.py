@@ -2,7 +2,8 @@
 loss = mean((u''(x) + sin x)²) over 4096 points, gradient w.r.t. the weights.
 
 u'' is taken by differentiating the network twice with respect to its input (each point
-independent: ``fg.elementwise_grad`` twice, ``vmap(grad(grad))`` in JAX, two
+independent: ``fg.elementwise_grad`` twice, or ``fg.vmap(fg.grad(fg.grad(u)))`` of the
+network of one point ("fusegrad vmap"), ``vmap(grad(grad))`` in JAX, two
 ``autograd.grad(create_graph=True)`` in PyTorch), then the loss is differentiated
 w.r.t. the weights: third-order automatic differentiation. The NumPy reference carries
 the first and second input derivatives forward by hand and back-propagates through them.
@@ -83,6 +84,28 @@ def fusegrad_impl(params, x):
     return make
 
 
+def fusegrad_vmap_impl(params, x):
+    """The natural way: u of one point, ``vmap(grad(grad(u)))`` over the points."""
+    def make():
+        import fusegrad as fg
+        import fusegrad.numpy as fnp
+
+        def u(p, x):  # one point
+            w1, b1, w2, b2, w3, b3 = p
+            h = fnp.tanh(x * w1[0] + b1)
+            h = fnp.tanh(h @ w2 + b2)
+            return (h @ w3)[0] + b3[0]
+
+        uxx = fg.vmap(fg.grad(fg.grad(u, 1), 1), in_axes=(None, 0))
+
+        def loss(p, x):
+            return fnp.mean((uxx(p, x) + fnp.sin(x)) ** 2)
+
+        g = fg.grad(loss)
+        return lambda: g(params, x)
+    return make
+
+
 def numpy_impl(params, x):
     return lambda: (lambda: numpy_grad(params, x))
 
@@ -139,6 +162,7 @@ def cases(quick: bool, threads: str) -> list[Case]:
 
     impls = {
         "fusegrad": fusegrad_impl(params, x),
+        "fusegrad vmap": fusegrad_vmap_impl(params, x),
         "numpy": numpy_impl(params, x),
         "jax.jit": jax_impl(params, x),
         "torch eager": torch_impl(params, x),

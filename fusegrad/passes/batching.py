@@ -40,12 +40,12 @@ class BatchingError(FusegradError, ValueError):
 Axes = int | None | Sequence[int | None]
 
 
-def _per_item(axes: Axes, n: int, what: str) -> tuple[int | None, ...]:
+def _per_item(axes: Axes, n: int, what: str, of: str) -> tuple[int | None, ...]:
     if axes is None or isinstance(axes, int):
         return (axes,) * n
     axes = tuple(axes)
     if len(axes) != n:
-        raise BatchingError(f"batch: {what} has {len(axes)} entries for {n} {what[:-5]}s")
+        raise BatchingError(f"batch: {what} has {len(axes)} entries for {n} {of}")
     return axes
 
 
@@ -73,8 +73,8 @@ def batch(fn: Function, in_axes: Axes, axis_size: int, out_axes: Axes = 0,
     negative axes count from the end of the batched array. A result with
     ``out_axes`` None must not depend on a batched parameter.
     """
-    in_axes = _per_item(in_axes, len(fn.params), "in_axes")
-    out_axes = _per_item(out_axes, len(fn.results), "out_axes")
+    in_axes = _per_item(in_axes, len(fn.params), "in_axes", "parameters")
+    out_axes = _per_item(out_axes, len(fn.results), "out_axes", "results")
     in_axes = tuple(_norm(a, p.type.ndim + 1, f"parameter {i} in_axes")
                     for i, (p, a) in enumerate(zip(fn.params, in_axes)))
     with Trace(name or f"{fn.name}_batched") as t:
