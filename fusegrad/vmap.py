@@ -53,13 +53,12 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
             fun, args, top = _keywords_last(f, len(args), kwargs), (*args, kwargs), (*top, 0)
         args = tree_map(_leaf, args)
         leaves, in_tree = tree_flatten(args)
-        hints = arg_hints(fun, args)
         axes = []
         for i, (a, spec) in enumerate(zip(args, top)):
             axes += _prefix_axes(tree_flatten(a)[1], spec, f"in_axes[{i}]", f"argument {i}",
                                  name)
-        axes = [_check_axis(name, h, aval(x).shape, ax) for h, x, ax in zip(hints, leaves, axes)]
-        size = _batch_size(name, hints, leaves, axes, axis_size)
+        axes = _check_axes(name, fun, args, leaves, axes)
+        size = _batch_size(name, fun, args, leaves, axes, axis_size)
         key = _signature(args, (tuple(axes), size, repr(out_axes), bool(kwargs)))
         plan = plans.get(key)
         if plan is None:
@@ -142,21 +141,23 @@ def _prefix_axes(td, spec, where: str, what: str, name: str) -> list:
     return out
 
 
-def _check_axis(name: str, hint: str, shape: tuple, axis: int | None) -> int | None:
-    if axis is None:
-        return None
-    if not -len(shape) <= axis < len(shape):
-        kind = "a scalar" if not shape else f"shape {shape} (rank {len(shape)})"
-        valid = "it has no axis to map: use None" if not shape else (
-            f"valid axes are {-len(shape)} to {len(shape) - 1}")
-        raise BatchingError(
-            f"vmap({name}): in_axes maps axis {axis} of `{hint}`, which is {kind}; {valid}")
-    return axis % len(shape)
+def _check_axes(name: str, fun, args, leaves, axes) -> list:
+    """``axes`` made non-negative; an axis out of range names the argument."""
+    out = []
+    for k, (x, axis) in enumerate(zip(leaves, axes)):
+        shape = aval(x).shape
+        if axis is not None and not -len(shape) <= axis < len(shape):
+            kind = "a scalar" if not shape else f"shape {shape} (rank {len(shape)})"
+            valid = "it has no axis to map: use None" if not shape else (
+                f"valid axes are {-len(shape)} to {len(shape) - 1}")
+            raise BatchingError(f"vmap({name}): in_axes maps axis {axis} of "
+                                f"`{arg_hints(fun, args)[k]}`, which is {kind}; {valid}")
+        out.append(None if axis is None else axis % len(shape))
+    return out
 
 
-def _batch_size(name, hints, leaves, axes, axis_size) -> int:
-    mapped = [(h, aval(x).shape, ax) for h, x, ax in zip(hints, leaves, axes) if ax is not None]
-    sizes = {s[ax] for _, s, ax in mapped}
+def _batch_size(name, fun, args, leaves, axes, axis_size) -> int:
+    sizes = {aval(x).shape[ax] for x, ax in zip(leaves, axes) if ax is not None}
     if axis_size is not None:
         sizes.add(axis_size)
     if len(sizes) == 1:
@@ -165,6 +166,8 @@ def _batch_size(name, hints, leaves, axes, axis_size) -> int:
         raise BatchingError(
             f"vmap({name}): no argument is mapped (in_axes is None for all of them), so the "
             "batch size is unknown; map at least one argument or pass axis_size=")
+    hints = arg_hints(fun, args)
+    mapped = [(h, aval(x).shape, ax) for h, x, ax in zip(hints, leaves, axes) if ax is not None]
     lines = [f"  `{h}` of shape {s}, axis {ax}: size {s[ax]}" for h, s, ax in mapped]
     if axis_size is not None:
         lines.append(f"  axis_size={axis_size}")
