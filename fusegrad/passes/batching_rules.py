@@ -68,10 +68,14 @@ def lift(x, rank: int):
 
 
 def _flat_index(idx, n: int, size: int):
-    """Per-row indices ``idx`` (``(B, *i)``) into axis 0 of a ``(B * n, ...)`` array."""
-    idx = ops.select(ops.lt(idx, 0), idx + n, idx)
+    """Per-row indices ``idx`` (``(B, *i)``) into axis 0 of a ``(B * n, ...)`` array.
+
+    An index outside ``-n..n-1`` becomes ``B * n``, out of bounds of the merged axis
+    too, so the gather or scatter still raises instead of reaching another row."""
+    valid = ops.logical_and(ops.ge(idx, -n), ops.lt(idx, n))
     offsets = ops.mul(ops.iota(n=size, dtype=dtype_name(aval(idx).dtype)), n)
-    return idx + lift(offsets, len(shape(idx)) - 1)
+    flat = ops.select(ops.lt(idx, 0), idx + n, idx) + lift(offsets, len(shape(idx)) - 1)
+    return ops.select(valid, flat, size * n)
 
 
 def _rows_first(x, axis: int, size: int):

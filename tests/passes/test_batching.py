@@ -247,3 +247,13 @@ def test_take_with_const_indices_gathers_shared_rows():
     args = case.inputs()
     batched, per_example = batched_inputs(case, (1, None))
     check_against_loop(case.function(args), batched, per_example, (1, None), out_axes=2)
+
+
+def test_batched_index_out_of_range_raises_instead_of_reading_another_row():
+    fn = trace(lambda x, i: bind("take", x, i, axis=0), TensorType((4,), np.float64),
+               TensorType((), np.int64))
+    b = batch(fn, (0, 0), 2)
+    assert_close(evaluate(b, np.arange(8.0).reshape(2, 4), np.array([-1, 3]))[0],
+                 np.array([3.0, 7.0]), "exact64")
+    with pytest.raises(IndexError, match="out of bounds"):
+        evaluate(b, np.arange(8.0).reshape(2, 4), np.array([4, 0]))
