@@ -3,8 +3,9 @@
 Cases come from the op-table case lists of ``test_vjp_rules`` (every op with
 inputs inside its domain). For each case the batched Function is compared with
 the unbatched one evaluated example by example and stacked, for several
-``in_axes`` (every operand batched at axis 0 or at its last axis, one operand
-shared by the batch, the others shared) and ``out_axes``. Batched indices
+``in_axes`` (every operand batched at axis 0, at axis 1 or at its last axis; one
+operand batched and the others shared by the batch; one shared and the others
+batched) and ``out_axes``. Batched indices
 (``take``/``index_*`` with different indices per example) have cases of their
 own, since the shared case tables hold constant indices.
 """
@@ -41,10 +42,10 @@ def _case_id(case: Case) -> str:
 
 
 def in_axes_options(ranks: list[int]) -> list[tuple]:
-    """All operands at axis 0; all at their last axis (-1); and each operand alone
-    batched (at 0) or alone shared, the others batched at 0."""
+    """All operands at axis 0; all at axis 1 (0 for scalars); all at their last axis (-1);
+    and each operand alone batched (at 0) or alone shared, the others batched at 0."""
     n = len(ranks)
-    opts = [(0,) * n, (-1,) * n]
+    opts = [(0,) * n, tuple(min(1, r) for r in ranks), (-1,) * n]
     for k in range(n):
         opts.append(tuple(0 if i == k else None for i in range(n)))
         opts.append(tuple(None if i == k else 0 for i in range(n)))
@@ -104,7 +105,6 @@ def test_batched_op_matches_loop(case):
     args = case.inputs()
     fn = case.function(args)
     for in_axes in in_axes_options([a.ndim for a in args]):
-        in_axes = tuple(a if a != -1 else args[i].ndim for i, a in enumerate(in_axes))
         batched, per_example = batched_inputs(case, in_axes)
         check_against_loop(fn, batched, per_example, in_axes)
     if fn.results and all(r.type.ndim for r in fn.results):
