@@ -18,6 +18,8 @@ from .api import _keywords_last, _leaf, _Plan, _reason, _signature
 from .ir.bind import aval
 from .ir.types import TensorType
 from .passes.batching import BatchingError, batch
+from .runtime import Tensor
+from .runtime.grad_mode import is_grad_enabled
 from .tracer import trace_pytree
 from .tracer.pytree import _node, tree_flatten, tree_map, tree_unflatten
 from .tracer.trace import arg_hints, fn_name
@@ -48,6 +50,7 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
 
     @functools.wraps(f)
     def vmapped(*args, **kwargs):
+        _refuse_grad_tensors(name, (args, kwargs))
         fun, top = f, _top_axes(in_axes, len(args), name)
         if kwargs:
             fun, args, top = _keywords_last(f, len(args), kwargs), (*args, kwargs), (*top, 0)
@@ -174,3 +177,16 @@ def _batch_size(name, fun, args, leaves, axes, axis_size) -> int:
     raise BatchingError(
         f"vmap({name}): the mapped axes have different sizes:\n" + "\n".join(lines)
         + "\nevery mapped axis must have the same length (the batch size); check in_axes")
+
+
+def _refuse_grad_tensors(name: str, tree) -> None:
+    """No gradient could flow back into an eager graph through vmap: say so, never detach."""
+    if not is_grad_enabled():
+        return
+    for leaf in tree_flatten(tree)[0]:
+        if isinstance(leaf, Tensor) and leaf.requires_grad:
+            raise BatchingError(
+                f"vmap({name}): got a Tensor that requires grad (shape {tuple(leaf.shape)}); "
+                "fg.vmap runs compiled code that eager autograd cannot see through, so no "
+                "gradient would reach it. Pass tensor.detach(), or differentiate with fg.grad "
+                "around fg.vmap.")

@@ -206,3 +206,10 @@ def test_compiled_matches_interpreter(monkeypatch):
     want = stack(lambda x, i: _representative(PARAMS, x, i, W), XS, idx)
     want = (want[0], want[1].T, *want[2:])
     assert_tree_close(compiled, want)
+
+
+def test_error_tensor_that_requires_grad_is_refused_not_detached():
+    t = fg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(fg.BatchingError, match=r"Tensor that requires grad \(shape \(2,\)\)"):
+        fg.vmap(lambda x: x * 2.0)(t)
+    assert_close(fg.vmap(lambda x: x * 2.0)(t.detach()), np.array([2.0, 4.0]), "f32")
