@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
+from tests.api.test_random_programs import SETTINGS, describe, programs
 from tests.helpers import assert_close
 
 RNG = np.random.default_rng(0)
@@ -133,6 +136,30 @@ def test_elementwise_grad_inside_vmap():
     f = fg.vmap(fg.elementwise_grad(lambda x: x * fnp.tanh(x)))
     want = np.tanh(XS) + XS * (1 - np.tanh(XS) ** 2)
     assert_close(f(XS), want, "exact64")
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(programs(), st.lists(st.sampled_from([0, -1, None]), min_size=3, max_size=3),
+       st.integers(0, 2**32 - 1))
+def test_random_program_and_its_gradient_match_a_loop(case, axes, seed):
+    """vmap(f) and vmap(grad(f)) over random programs, random in_axes (0, -1, None)."""
+    program, inputs = case
+    rng = np.random.default_rng(seed)
+    axes = [a if a is None or np.ndim(x) else 0 for a, x in zip(axes, inputs)]
+    if all(a is None for a in axes):
+        axes[0] = 0
+    rows = [[x * (1 + 0.1 * rng.standard_normal(np.shape(x))) if a is not None else x
+             for x, a in zip(inputs, axes)] for _ in range(3)]
+    batched = [x if a is None else np.stack([r[i] for r in rows], axis=a)
+               for i, (x, a) in enumerate(zip(inputs, axes))]
+    argnums = tuple(range(len(inputs)))
+    msg = describe(program, inputs) + f"\nin_axes={axes}"
+    got = fg.vmap(program, in_axes=tuple(axes))(*batched)
+    assert_close(got, stack(program, *zip(*rows)), "exact64", msg)
+    got = fg.vmap(fg.grad(program, argnums=argnums), in_axes=tuple(axes))(*batched)
+    want = stack(fg.grad(program, argnums=argnums), *zip(*rows))
+    for g, w in zip(got, want):
+        assert_close(g, w, "exact64", msg)
 
 
 # --- errors -------------------------------------------------------------------------
