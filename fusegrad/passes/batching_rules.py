@@ -216,7 +216,22 @@ def matmul_batch(op, size, batched, a, b):
         out = reshape(ops.matmul(a, cols), (sa[0], size, n))
         return transpose(out, (1, 0, 2))
     rank = max(len(sa) - ba, len(sb) - bb)
-    return ops.matmul(lift(a, rank) if ba else a, lift(b, rank) if bb else b)
+    a, b = lift(a, rank) if ba else a, lift(b, rank) if bb else b
+    if ba and bb and 1 in (sa[-2], sa[-1], sb[-1]):
+        return _vector_products(a, b)
+    return ops.matmul(a, b)
+
+
+def _vector_products(a, b):
+    """A batch of outer products or matrix-vector products (an extent of 1) as an
+    elementwise product and a sum, which fuse into one loop, instead of one BLAS call
+    per example: ``out[..., i, j] = sum_k a[..., i, k] * b[..., k, j]``."""
+    sa, sb = shape(a), shape(b)
+    prod = ops.mul(reshape(a, (*sa, 1)), reshape(b, (*sb[:-2], 1, *sb[-2:])))
+    s = shape(prod)
+    if sa[-1] == 1:
+        return reshape(prod, (*s[:-3], s[-3], s[-1]))
+    return ops.reduce_sum(prod, axes=(len(s) - 2,))
 
 
 # --- region ops ---------------------------------------------------------------------

@@ -158,6 +158,23 @@ def test_matmul_of_batch_against_shared_matrix_is_one_2d_product():
             for op in b.ops if op.name == "matmul"] == [((7, 4), (4, 5))]
 
 
+VECTOR_MATMULS = [
+    Case("matmul", inputs(normal(3, 1), normal(1, 5)), label="outer"),
+    Case("matmul", inputs(normal(1, 4), normal(4, 5)), label="row-matrix"),
+    Case("matmul", inputs(normal(3, 4), normal(4, 1)), label="matrix-column"),
+    Case("matmul", inputs(normal(2, 1, 4), normal(4, 1)), label="batch-broadcast"),
+]
+
+
+@pytest.mark.parametrize("case", VECTOR_MATMULS, ids=_case_id)
+def test_batched_vector_products_are_fused_elementwise(case):
+    """Both operands batched with an extent of 1: a product and a sum, no matmul."""
+    args = case.inputs()
+    b = check_against_loop(case.function(args), *batched_inputs(case, (0, 0)), (0, 0))
+    assert "matmul" not in {op.name for op in b.ops}
+    check_grads(b, batched_inputs(case, (0, 0))[0], order=1)
+
+
 def test_unbatched_ops_are_replayed_as_they_are():
     fn = trace(lambda x, w: bind("mul", x, bind("exp", w)), TensorType((3,), np.float64),
                TensorType((3,), np.float64))
