@@ -113,6 +113,8 @@ def test_nested_vmap_is_an_outer_product():
 def test_jit_of_vmap_and_vmap_in_jit():
     f = fg.jit(fg.vmap(lambda x, w: fnp.sum(x * w), in_axes=(0, None)))
     assert_close(f(XS, W), XS @ W, "exact64")
+    g = fg.vmap(fg.jit(lambda x: fnp.sum(fnp.sin(x))))
+    assert_close(g(XS), np.sin(XS).sum(1), "exact64")
 
 
 def test_closure_over_an_outer_tracer_is_shared_by_the_batch():
