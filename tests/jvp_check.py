@@ -61,7 +61,7 @@ def check_jvp(
     plus, minus, plus2, minus2 = along(h), along(-h), along(2 * h), along(-2 * h)
     for k, t in enumerate(fn.out_types):
         got = np.asarray(res[n + k])
-        assert (got.shape, got.dtype) == (t.shape, t.dtype), f"tangent {k} is {got.dtype}{got.shape}"
+        assert (got.shape, got.dtype) == (t.shape, t.dtype), f"tangent {k}: {got.dtype}{got.shape}"
         if not t.is_float:
             continue
         numeric = (8 * (plus[k] - minus[k]) - (plus2[k] - minus2[k])) / (12 * h)
