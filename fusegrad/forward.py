@@ -54,7 +54,7 @@ def _canonical(fn: Function) -> Function:
 
 
 class _Pushforward:
-    """``f``'s JVP w.r.t. the float leaves of arguments ``argnums``, one plan per signature.
+    """``f``'s JVP w.r.t. the float leaves of arguments ``nums``, one plan per signature.
 
     A plan's Function takes the argument leaves, then one tangent per
     differentiated leaf, then the closed-over values; it returns ``f``'s results,
@@ -70,10 +70,13 @@ class _Pushforward:
         hit = self.plans.get(key)
         if hit is not None:
             return hit
-        wrt = sorted(set(_diff_leaves(args, nums, self.who)))
+        flat = tree_flatten(args)[0]
+        starts = np.cumsum([0] + [len(tree_flatten(a)[0]) for a in args]).tolist()
+        wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])
+               if aval(flat[k]).is_float]
         traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"))
         fn = jvp_pass(traced.function, wrt, name=f"{traced.function.name}_jvp")
-        n, nf = len(tree_flatten(args)[0]), len(traced.free)
+        n, nf = len(flat), len(traced.free)
         p = fn.params
         fn = _canonical(fn.replace(params=(*p[:n], *p[n + nf:], *p[n:n + nf])))
         hit = (_Plan(fn, traced, reason=_reason(self.plans, key)), wrt)
@@ -175,6 +178,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     def jac(*args):
         args = tree_map(_leaf, args)
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
+        _diff_leaves(args, nums, "jacfwd")  # integer inputs are an error, as in jacobian
         leaves = tree_flatten(args)[0]
         starts = np.cumsum([0] + [len(tree_flatten(a)[0]) for a in args]).tolist()
         diff = sorted(set(nums))
