@@ -57,12 +57,13 @@ class _Pushforward:
     """``f``'s JVP w.r.t. the float leaves of arguments ``nums``, one plan per signature.
 
     A plan's Function takes the argument leaves, then one tangent per
-    differentiated leaf, then the closed-over values; it returns ``f``'s results,
-    then their tangents.
+    differentiated leaf, then the closed-over values; it returns ``f``'s results
+    (unless ``primal_out`` is false: then they are not computed where the tangents
+    do not need them), then their tangents.
     """
 
-    def __init__(self, f: Callable, who: str):
-        self.f, self.who = f, who
+    def __init__(self, f: Callable, who: str, primal_out: bool = True):
+        self.f, self.who, self.primal_out = f, who, primal_out
         self.plans: dict = {}
 
     def plan(self, args: tuple, nums: tuple[int, ...]) -> tuple[_Plan, list[int]]:
@@ -75,7 +76,10 @@ class _Pushforward:
         wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])
                if aval(flat[k]).is_float]
         traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"))
-        fn = jvp_pass(traced.function, wrt, name=f"{traced.function.name}_jvp")
+        fn = _jvp_pass(traced.function, wrt, name=f"{traced.function.name}_jvp")
+        if not self.primal_out:
+            fn = fn.replace(results=fn.results[len(traced.function.results):])
+        fn = simplify(fn)
         n, nf = len(flat), len(traced.free)
         p = fn.params
         fn = _canonical(fn.replace(params=(*p[:n], *p[n + nf:], *p[n:n + nf])))
@@ -85,12 +89,14 @@ class _Pushforward:
         return hit
 
     def __call__(self, args: tuple, nums: tuple[int, ...], tangent_of) -> tuple:
-        """``(out_tree, outs, tangents_out)``; ``tangent_of(k)`` gives the tangent of leaf k."""
+        """``(traced, outs, tangents_out)``: ``f`` traced, its flat results (``()``
+        without ``primal_out``) and their tangents; ``tangent_of(k)`` gives the
+        tangent of leaf k."""
         plan, wrt = self.plan(args, nums)
         leaves = tree_flatten(args)[0]
         res = plan((*leaves, *(tangent_of(k) for k in wrt)))
-        n = len(res) // 2
-        return plan.traced.out_tree, res[:n], res[n:]
+        n = len(res) - len(plan.traced.function.results)
+        return plan.traced, res[:n], res[n:]
 
 
 def _tangent_leaves(who: str, primals: tuple, tangents: tuple) -> list:
@@ -144,22 +150,22 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple:
                         "give one tangent per primal")
     t_leaves = _tangent_leaves("jvp", primals, tangents)
     push = _Pushforward(f, "jvp")
-    out_tree, outs, touts = push(primals, tuple(range(len(primals))), t_leaves.__getitem__)
-    return tree_unflatten(out_tree, outs), tree_unflatten(out_tree, touts)
+    traced, outs, touts = push(primals, tuple(range(len(primals))), t_leaves.__getitem__)
+    return tree_unflatten(traced.out_tree, outs), tree_unflatten(traced.out_tree, touts)
 
 
 def hvp(f: Callable) -> Callable:
     """``hvp(f)(x, v)``: the Hessian of scalar ``f`` at ``x`` times ``v``, forward over
     reverse (the JVP of ``grad(f)``), without forming the Hessian. ``v`` has the
     structure, shapes and dtypes of ``x``."""
-    push = _Pushforward(grad(f), "hvp")
+    push = _Pushforward(grad(f), "hvp", primal_out=False)
 
     @functools.wraps(f)
     def hvp_f(x, v):
         primals = (tree_map(_leaf, x),)
         t_leaves = _tangent_leaves("hvp", primals, (v,))
-        out_tree, _, touts = push(primals, (0,), t_leaves.__getitem__)
-        return tree_unflatten(out_tree, touts)
+        traced, _, touts = push(primals, (0,), t_leaves.__getitem__)
+        return tree_unflatten(traced.out_tree, touts)
 
     return hvp_f
 
@@ -172,34 +178,26 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     differentiated argument. Cheaper than reverse mode when the inputs are
     fewer than the outputs.
     """
-    push = _Pushforward(f, "jacfwd")
+    push = _Pushforward(f, "jacfwd", primal_out=False)
 
     @functools.wraps(f)
     def jac(*args):
         args = tree_map(_leaf, args)
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
         _diff_leaves(args, nums, "jacfwd")  # integer inputs are an error, as in jacobian
+        plan, wrt = push.plan(args, tuple(sorted(set(nums))))
         leaves = tree_flatten(args)[0]
+        zeros = [np.zeros(aval(leaves[k]).shape, aval(leaves[k]).dtype) for k in wrt]
+        columns: dict[int, list] = {}  # leaf index -> the tangent outputs, one per element
+        for w, k in enumerate(wrt):
+            columns[k] = []
+            for j in range(zeros[w].size):
+                basis = zeros[w].copy()
+                basis.flat[j] = 1
+                columns[k].append(plan((*leaves, *zeros[:w], basis, *zeros[w + 1:])))
+        traced = plan.traced
         starts = np.cumsum([0] + [len(tree_flatten(a)[0]) for a in args]).tolist()
-        diff = sorted(set(nums))
-        columns: dict[int, list] = {}  # leaf index -> one tangent-output tuple per element
-        for i in diff:
-            for k in range(starts[i], starts[i + 1]):
-                t = aval(leaves[k])
-                columns[k] = []
-                for j in range(t.size):
-                    def basis(m, k=k, j=j):
-                        e = np.zeros(aval(leaves[m]).size, aval(leaves[m]).dtype)
-                        if m == k:
-                            e[j] = 1
-                        return e.reshape(aval(leaves[m]).shape)
-
-                    out_tree, outs, touts = push(args, tuple(diff), basis)
-                    columns[k].append(touts)
-        if not columns or not any(columns.values()):
-            out_tree, outs = push(args, tuple(diff), lambda m: np.zeros(
-                aval(leaves[m]).shape, aval(leaves[m]).dtype))[:2]
-        out_leaves = [aval(o) for o in outs]
+        out_leaves = traced.function.out_types
         results = []
         for o, ot in enumerate(out_leaves):
             per_arg = []
@@ -209,7 +207,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
                           for k in range(starts[i], starts[i + 1])]
                 per_arg.append(tree_unflatten(in_tree, blocks))
             results.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
-        return tree_unflatten(out_tree, results)
+        return tree_unflatten(traced.out_tree, results)
 
     return jac
 
