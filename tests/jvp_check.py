@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from fusegrad.ir import Function, evaluate
+from fusegrad.ir.verifier import verify
 from fusegrad.passes.autodiff import jvp, vjp
 from tests.helpers import FD_STEP, as_function, assert_close, float_params, random_cotangents
 
@@ -35,9 +36,10 @@ def check_jvp(
 
     Every tangent result ``J u`` (random ``u``) must equal the 4-point central
     difference of the corresponding result along ``u`` (tolerance ``"fd"``);
-    the primal results must equal ``fn``'s. For ``order=2`` the same check runs
-    on ``jvp(fn, wrt)`` as a function of the primal inputs, its tangent inputs
-    held fixed: that checks ``jvp(jvp(fn, wrt), wrt)``.
+    the primal results must equal ``fn``'s; the JVP Function must verify. For
+    ``order=2`` the same check runs on ``jvp(fn, wrt)`` as a function of the
+    primal inputs, its tangent inputs held fixed: that checks
+    ``jvp(jvp(fn, wrt), wrt)``.
     """
     fn = as_function(fn, args)
     args = [np.asarray(a) for a in args]
@@ -45,6 +47,7 @@ def check_jvp(
     rng = np.random.default_rng(seed)
     u = random_tangents(fn, wrt, args, rng)
     j = jvp(fn, wrt)
+    verify(j)
     res = evaluate(j, *args, *u)
     n = len(fn.results)
     where = f"\nin the JVP of:\n{fn}"
