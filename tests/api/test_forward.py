@@ -12,11 +12,14 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.forward import _canonical_fns, jvp_pass
+from tests.api.test_random_programs import SETTINGS, describe, programs
 from tests.api.test_transforms import numeric_jacobian
 from tests.codegen.test_compiled import _one_per_op, _run_chunks
 from tests.helpers import assert_close, float_params
@@ -180,6 +183,52 @@ def test_grad_of_x_times_jvp_has_no_confusion():
 def test_grad_of_hvp_is_a_third_derivative():
     f = fg.grad(lambda x: fg.hvp(lambda z: fnp.sum(z ** 4))(x, np.ones(1))[0])
     assert_close(f(np.array([2.0])), np.array([24.0 * 2.0]), "exact64")
+
+
+@pytest.mark.parametrize(
+    ("outer", "f", "want"),
+    [
+        # hvp of a closure over the outer variable: d/da [a * 6 x0 v] = 6 x0 v
+        (fg.grad, lambda a: fg.hvp(lambda x: a * fnp.sum(x ** 3))(np.array([2.0]),
+                                                                   np.ones(1))[0], 12.0),
+        # jacfwd inside jvp, closing over the outer variable: d/da [a cos(a)]
+        (_d, lambda a: fg.jacfwd(lambda x: fnp.sin(x) * a)(a), np.cos(1.5) - 1.5 * np.sin(1.5)),
+        # grad of jvp inside grad, all closing over a: 2 a b^2 -> 4 a b at b = a -> 8 a
+        (fg.grad, lambda a: fg.grad(lambda b: _d(lambda c: a * b * c * c, b))(a), 8 * 1.5),
+        # jvp of grad of jvp: d/dy (a y^3) = 3 a y^2 at y = b -> 6 a b at b = a -> 12 a
+        (_d, lambda a: fg.grad(lambda b: _d(lambda y: a * y ** 3, b))(a), 12 * 1.5),
+    ],
+    ids=["grad-hvp", "jvp-jacfwd", "grad-grad-jvp", "jvp-grad-jvp"],
+)
+def test_mixed_nestings_of_closures(outer, f, want):
+    got = outer(f)(1.5) if outer is fg.grad else outer(f, 1.5)
+    assert_close(got, np.array(want), "exact64")
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(programs(), st.integers(0, 2**32 - 1))
+def test_random_program_forward_mode_agrees_with_reverse_mode(case, seed):
+    """``<grad f, u>`` by jvp and by grad; ``H u`` forward over reverse (hvp of a tuple
+    argument) and reverse over reverse."""
+    program, inputs = case
+    argnums = tuple(range(len(inputs)))
+    rng = np.random.default_rng(seed)
+    us = tuple(np.asarray(rng.standard_normal(np.shape(x))) for x in inputs)
+    msg = describe(program, inputs)
+    value, tangent = fg.jvp(program, tuple(inputs), us)
+    grads = fg.grad(program, argnums=argnums)(*inputs)
+    assert_close(value, np.asarray(program(*inputs)), "exact64", msg)
+    assert_close(tangent, np.array(sum(np.vdot(g, u) for g, u in zip(grads, us))), "exact64",
+                 msg)
+
+    def grad_dot_u(*xs):
+        gs = fg.grad(program, argnums=argnums)(*xs)
+        return sum(fnp.sum(g * u) for g, u in zip(gs, us))
+
+    reverse = fg.grad(grad_dot_u, argnums=argnums)(*inputs)
+    forward = fg.hvp(lambda xs: program(*xs))(tuple(inputs), us)
+    for k, (a, b) in enumerate(zip(forward, reverse)):
+        assert_close(a, b, "exact64", f"Hessian-vector product, input {k}{msg}")
 
 
 # --- hvp, jacfwd, hessian --------------------------------------------------------------
