@@ -62,8 +62,8 @@ class _Pushforward:
     do not need them), then their tangents.
     """
 
-    def __init__(self, f: Callable, who: str, primal_out: bool = True):
-        self.f, self.who, self.primal_out = f, who, primal_out
+    def __init__(self, f: Callable, primal_out: bool = True):
+        self.f, self.primal_out = f, primal_out
         self.plans: dict = {}
 
     def plan(self, args: tuple, nums: tuple[int, ...]) -> tuple[_Plan, list[int]]:
@@ -149,7 +149,7 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple:
         raise GradError(f"jvp: got {len(primals)} primal(s) but {len(tangents)} tangent(s); "
                         "give one tangent per primal")
     t_leaves = _tangent_leaves("jvp", primals, tangents)
-    push = _Pushforward(f, "jvp")
+    push = _Pushforward(f)
     traced, outs, touts = push(primals, tuple(range(len(primals))), t_leaves.__getitem__)
     return tree_unflatten(traced.out_tree, outs), tree_unflatten(traced.out_tree, touts)
 
@@ -158,7 +158,7 @@ def hvp(f: Callable) -> Callable:
     """``hvp(f)(x, v)``: the Hessian of scalar ``f`` at ``x`` times ``v``, forward over
     reverse (the JVP of ``grad(f)``), without forming the Hessian. ``v`` has the
     structure, shapes and dtypes of ``x``."""
-    push = _Pushforward(grad(f), "hvp", primal_out=False)
+    push = _Pushforward(grad(f), primal_out=False)
 
     @functools.wraps(f)
     def hvp_f(x, v):
@@ -178,7 +178,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     differentiated argument. Cheaper than reverse mode when the inputs are
     fewer than the outputs.
     """
-    push = _Pushforward(f, "jacfwd", primal_out=False)
+    push = _Pushforward(f, primal_out=False)
 
     @functools.wraps(f)
     def jac(*args):
