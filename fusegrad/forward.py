@@ -113,8 +113,15 @@ def _tangent_leaves(who: str, primals: tuple, tangents: tuple) -> list:
             pt = aval(pl)
             tl = np.asarray(tl, pt.dtype) if is_weak(tl) and pt.is_float else _leaf(tl)
             tt = aval(tl)
+            where = f"argument {i}" + (f" (leaf {k})" if len(p_leaves) > 1 else "")
+            if not pt.is_float and tt.is_float:
+                raise GradError(
+                    f"{who}: {where} is {pt.dtype}, which has no tangent, but its tangent is "
+                    f"{tt.dtype}. To differentiate it, pass it as a float (e.g. 2.0, not 2); "
+                    f"otherwise pass an integer tangent such as np.zeros({pt.shape}, int), "
+                    "which is ignored"
+                )
             if tt.shape != pt.shape or (pt.is_float and tt.dtype != pt.dtype):
-                where = f"argument {i}" + (f" (leaf {k})" if len(p_leaves) > 1 else "")
                 raise GradError(
                     f"{who}: the tangent of {where} has shape {tt.shape} and dtype {tt.dtype}, "
                     f"but the primal has shape {pt.shape} and dtype {pt.dtype}; a tangent must "
@@ -137,8 +144,9 @@ def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple:
     As ``jax.jvp``: ``primals`` and ``tangents`` are tuples (or lists) with one
     entry per argument, each a pytree; a tangent has its primal's structure,
     shapes and dtypes (a Python scalar takes its primal's dtype). Integer and
-    boolean inputs have no tangent: theirs must have the primal's shape and is
-    ignored. The result tangents have the outputs' structure.
+    boolean inputs have no tangent: theirs must be an integer or boolean array
+    of the primal's shape, and is ignored (JAX asks for ``float0`` there). The
+    result tangents have the outputs' structure.
 
     >>> jvp(lambda x: x ** 3, (2.0,), (1.0,))
     (array(8.), array(12.))

@@ -112,9 +112,11 @@ def test_jvp_reuses_the_function_it_traced_before():
         ((np.ones(3),), (np.ones(3), np.ones(3)), "1 primal.* but 2 tangent"),
         (np.ones(3), (np.ones(3),), "primals must be a tuple or list"),
         ((np.ones(3),), np.ones(3), "tangents must be a tuple or list"),
+        ((2,), (1.0,), r"argument 0 is int64, which has no tangent, but its tangent is "
+         r"float64. To differentiate it, pass it as a float \(e.g. 2.0, not 2\)"),
     ],
     ids=["shape", "dtype", "leaf-shape", "structure", "count", "primals-not-tuple",
-         "tangents-not-tuple"],
+         "tangents-not-tuple", "float-tangent-of-int"],
 )
 def test_jvp_rejects_mismatched_tangents(primals, tangents, message):
     with pytest.raises(fg.GradError, match=message):
