@@ -182,3 +182,26 @@ def test_inactive_results_get_zero_tangents_built_with_ops():
     assert_close(outs[4], np.zeros(3), "exact64")
     assert outs[5].dtype == np.int64 and outs[5] == 0
     assert not any(op.name == "constant" and op.results[0].type.shape for op in j.ops)
+
+
+def test_golden_jvp_ir():
+    """One tangent per ``wrt`` parameter, named after it; constant operands cost nothing."""
+    from fusegrad.passes.simplify import simplify
+
+    t, s = TensorType((1000,), np.float64), TensorType((), np.float64)
+    fn = trace(lambda x, y: bind("reduce_sum", bind("mul", bind("sin", x), y), axes=(0,)), t, s)
+    assert str(simplify(jvp(fn, wrt=(0,)))) == (
+        "func @f_jvp(%x: f64[1000], %y: f64[], %dx: f64[1000]) -> (f64[], f64[]) {\n"
+        "  %0 = sin %x : f64[1000]\n"
+        "  %1 = cos %x : f64[1000]\n"
+        "  %2 = mul %dx, %1 : f64[1000]\n"
+        "  %3 = mul %0, %y : f64[1000]\n"
+        "  %4 = mul %2, %y : f64[1000]\n"
+        "  %5 = reduce_sum %3 {axes=[0]} : f64[]\n"
+        "  %6 = reduce_sum %4 {axes=[0]} : f64[]\n"
+        "  return %5, %6\n"
+        "}"
+    )
+    assert str(simplify(jvp(fn))).splitlines()[0] == (
+        "func @f_jvp(%x: f64[1000], %y: f64[], %dx: f64[1000], %dy: f64[]) -> (f64[], f64[]) {"
+    )

@@ -38,7 +38,7 @@ def jvp(fn: Function, wrt: Sequence[int] | None = None, name: str | None = None)
         tangents: dict = {}
         for i in wrt:
             p = fn.params[i]
-            arg = t.new_arg(p.type, "tan")
+            arg = t.new_arg(p.type, f"d{p.hint}" if p.hint else "tan")
             if p.type.is_float:
                 tangents[p] = arg
         for op in fn.ops:
