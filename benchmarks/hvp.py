@@ -16,15 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from .run import ONE_THREAD_ENV
-
-os.environ.update(ONE_THREAD_ENV)  # before Numba and XLA start (NumPy is loaded: no BLAS here)
-
 import numpy as np
 
 from . import libs
 from .elementwise import data, numpy_grad, size_label
 from .harness import Case, compare, fmt_time, log, run_case
+from .run import ONE_THREAD_ENV
 
 TARGET = 3.0
 
@@ -92,6 +89,7 @@ def main(argv=None) -> int:
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--rounds", type=int, default=7)
     opts = p.parse_args(argv)
+    os.environ.update(ONE_THREAD_ENV)  # before Numba and XLA start (fusegrad, jax: imported later)
     grad_case, hvp_case = cases(opts.n)
     # one Case of both fusegrad implementations, so their rounds interleave
     both = Case("W1 grad/hvp", grad_case.size,

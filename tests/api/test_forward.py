@@ -243,6 +243,13 @@ def test_hvp_equals_hessian_times_vector():
     assert_close(h, numeric_jacobian(fg.grad(w1), x), "fd")
 
 
+def test_hvp_matches_the_benchmark_reference():
+    from benchmarks.hvp import numpy_hvp
+
+    x, v = RNG.uniform(-3, 3, 50), RNG.standard_normal(50)
+    assert_close(fg.hvp(w1)(x, v), numpy_hvp(x, v), "exact64")
+
+
 def test_hvp_of_a_pytree_argument():
     def f(p):
         return fnp.sum(p["a"] ** 2 * p["b"])
