@@ -19,7 +19,6 @@ from .api import (
     dump,
     elementwise_grad,
     grad,
-    hessian,
     jacobian,
     jit,
     make_ir,
@@ -27,6 +26,7 @@ from .api import (
     value_and_grad,
     vjp,
 )
+from .forward import hessian, hvp, jacfwd, jvp
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .passes.autodiff import NotDifferentiableError
 from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
@@ -49,8 +49,11 @@ __all__ = [
     "elementwise_grad",
     "grad",
     "hessian",
+    "hvp",
+    "jacfwd",
     "jacobian",
     "jit",
+    "jvp",
     "make_ir",
     "stop_gradient",
     "tree",

@@ -1,4 +1,6 @@
-"""Functional transforms: grad, value_and_grad, vjp, jacobian, hessian, jit, ...
+"""Functional transforms: grad, value_and_grad, vjp, jacobian, jit, ...
+
+Forward mode (jvp, jacfwd, hvp, hessian) lives in ``forward``.
 
 Each transform traces the user's function to IR (``tracer``), applies IR passes
 (``passes.autodiff``) and executes the result (``runtime``). Applied to
@@ -387,11 +389,6 @@ def _stack(parts, shape, out_t: TensorType, x):
         return np.stack(parts).reshape(shape)
     rows = [A.reshape(p, (1, math.prod(aval(p).shape))) for p in parts]
     return A.reshape(A.concatenate(rows, axis=0), shape)
-
-
-def hessian(f: Callable, argnums: int | Sequence[int] = 0):
-    """The Hessian of scalar ``f``: the Jacobian of its gradient."""
-    return jacobian(grad(f, argnums), argnums)
 
 
 def stop_gradient(x):

@@ -1,6 +1,8 @@
 """Automatic differentiation passes and their rule tables."""
 
+from .jvp import jvp
+from .jvp_rules import JVP_RULES
 from .reverse import NotDifferentiableError, vjp
 from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES
 
-__all__ = ["NON_DIFFERENTIABLE", "VJP_RULES", "NotDifferentiableError", "vjp"]
+__all__ = ["JVP_RULES", "NON_DIFFERENTIABLE", "VJP_RULES", "NotDifferentiableError", "jvp", "vjp"]
