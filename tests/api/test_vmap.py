@@ -104,6 +104,22 @@ def test_vmap_of_grad_of_grad_matches_a_loop():
     assert_close(got, stack(fg.grad(fg.grad(u)), xs), "exact64")
 
 
+def test_vmap_composes_with_forward_mode():
+    def f(x):
+        return fnp.sin(x) * fnp.exp(0.3 * x)
+
+    xs = np.linspace(-1, 1, 5)
+    slope = fg.vmap(lambda x: fg.jvp(f, (x,), (1.0,))[1])(xs)
+    assert_close(slope, stack(lambda x: fg.jvp(f, (x,), (1.0,))[1], xs), "exact64")
+    assert_close(fg.jvp(fg.vmap(f), (xs,), (np.ones(5),))[1], slope, "exact64")
+
+    def g(x):
+        return fnp.sum(fnp.sin(x) ** 3)
+
+    assert_close(fg.vmap(fg.hvp(g))(XS, XS), stack(fg.hvp(g), XS, XS), "exact64")
+    assert_close(fg.vmap(fg.jacfwd(fnp.tanh))(XS), stack(fg.jacfwd(fnp.tanh), XS), "exact64")
+
+
 def test_nested_vmap_is_an_outer_product():
     f = fg.vmap(fg.vmap(lambda a, b: a * b + fnp.sin(a), in_axes=(None, 0)), in_axes=(0, None))
     a, b = np.arange(3.0), np.arange(4.0)
