@@ -121,11 +121,8 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable):
         super().__init__(())
+        self._seq = ACCUMULATE_PRIORITY  # the engine orders nodes by ``_seq``
         self.variable = variable
-
-    @property
-    def priority(self) -> float:
-        return ACCUMULATE_PRIORITY
 
     def apply(self, grads: list, create_graph: bool) -> list:
         g = grads[0]

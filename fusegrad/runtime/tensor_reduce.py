@@ -13,6 +13,7 @@ import math
 
 from ..ir import array as A
 from ..ir import ops
+from . import fast
 from . import tensor_base as TB
 from .tensor_math import _dims, _np_dtype, _safe_root, _truth, _type_name, cast, op, to_float
 
@@ -27,6 +28,10 @@ class TensorReduce:
 
     def sum(self, dim=None, keepdim=False, *, dtype=None):
         dims = _dims(dim)
+        if dims is None and dtype is None and not keepdim and self.ndim:
+            out = fast.run("sum", "reduce_sum", [self], {"axes": tuple(range(self.ndim))})
+            if out is not None:
+                return out
         return op("sum" if dims is None else "sum_dim",
                   lambda: A.sum(self, dims, _np_dtype(dtype), keepdim))
 

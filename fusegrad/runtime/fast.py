@@ -1,0 +1,280 @@
+"""The eager fast path: common operations on concrete float arrays, without the dispatch.
+
+``x * 2.0``, ``x.sin()``, ``x.sum()`` on Tensors whose data are NumPy arrays of
+one floating dtype cost ten Python layers on the generic path (``operation``,
+``bind``, promotion, ``tensor_bind``, the scope, ``finish``). Here a *plan*,
+cached by everything the generic path would decide (op, dtypes, shapes, which
+inputs require grad, grad mode, identical operands), says what the generic
+path would have built: the NumPy function, the node class, the slots, which
+values the VJP rule reads. The op then runs the ufunc and builds the same
+``OpNode`` directly. Anything else (tracers, an open trace, a recording scope,
+views, mixed dtypes, integer math) takes the generic path unchanged.
+
+The nodes built here are ordinary ``OpNode`` subclasses with the same entries,
+saved tensors and names; ``FastNode.apply`` runs a NumPy transcription of the
+op's VJP rule (``NUMPY_VJPS``) when backward is not recorded (no
+``create_graph``) and no trace is open, else the generic rule. The
+transcriptions are checked against ``VJP_RULES`` in the tests.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir.bind import handler_for
+from ..ir.optable import OPS
+from ..passes.autodiff.vjp_rules import unbroadcast
+from . import bigmath
+from . import dtypes as D
+from . import tensor_base as TB
+from .grad_mode import _mode
+from .names import NAMES
+from .node import _sequence, edge_of, node_class
+from .record import _state
+from .recorded import Entry, OpNode, rule_needs
+from .saved import SavedTensor
+
+_ERRSTATE = {"all": "ignore"}
+_FLOATS = frozenset("f")
+_PY_SCALARS = (float, int)
+
+
+# --- NumPy transcriptions of the VJP rules ---------------------------------------------
+# ``f(g, out, args, plan) -> cotangents``: ``args`` holds the operands the rule reads
+# (None where no needed cotangent depends on them); ``plan.mask`` says which cotangents
+# to make, ``plan.in_types`` the operands' ``(shape, dtype)``.
+
+
+def _add_vjp(g, out, args, plan):
+    return g if plan.mask[0] else None, g if plan.mask[1] else None
+
+
+def _sub_vjp(g, out, args, plan):
+    return g if plan.mask[0] else None, np.negative(g) if plan.mask[1] else None
+
+
+def _mul_vjp(g, out, args, plan):
+    x, y = args
+    return g * y if plan.mask[0] else None, g * x if plan.mask[1] else None
+
+
+def _div_vjp(g, out, args, plan):
+    gx = g / args[1]
+    return gx if plan.mask[0] else None, -gx * out if plan.mask[1] else None
+
+
+def _pow_vjp(g, out, args, plan):  # the exponent needs no gradient (checked by the plan)
+    x, y = args
+    y_zero = y == 0
+    y_safe = np.where(y_zero, 1, y).astype(x.dtype)
+    return g * np.where(y_zero, 0, y_safe * x ** (y_safe - 1)).astype(x.dtype), None
+
+
+def _reduce_sum_vjp(g, out, args, plan):
+    shape = plan.in_types[0][0]
+    axes = plan.entry_kw["axes"]
+    kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return (np.broadcast_to(g.reshape(kept), shape),)
+
+
+NUMPY_VJPS = {
+    "add": _add_vjp,
+    "sub": _sub_vjp,
+    "mul": _mul_vjp,
+    "div": _div_vjp,
+    "pow": _pow_vjp,
+    "neg": lambda g, out, args, plan: (np.negative(g),),
+    "exp": lambda g, out, args, plan: (g * out,),
+    "log": lambda g, out, args, plan: (g / args[0],),
+    "sin": lambda g, out, args, plan: (g * bigmath.call("cos", args[0]),),
+    "cos": lambda g, out, args, plan: (-g * bigmath.call("sin", args[0]),),
+    "tanh": lambda g, out, args, plan: (g * (1 - out * out),),
+    "sqrt": lambda g, out, args, plan: (g * 0.5 / out,),
+    "reduce_sum": _reduce_sum_vjp,
+    "logistic": lambda g, out, args, plan: (g * out * (1 - out),),
+}
+
+
+# --- nodes ------------------------------------------------------------------------------
+
+
+class FastNode(OpNode):
+    """An ``OpNode`` of one IR op whose backward has a NumPy transcription."""
+
+    __slots__ = ("_plan",)
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        plan = self._plan
+        vjp = plan.vjp
+        g = grads[0]
+        if (create_graph or vjp is None or type(g) is not np.ndarray
+                or handler_for(()) is not None):
+            return OpNode.apply(self, grads, create_graph)
+        saved = self._saved
+        name = type(self).__name__
+        out = saved[0].data(name) if plan.needs_out else None
+        args = [s if type(s) is not int else (saved[s].data(name) if s in saved else None)
+                for s in self._entries[0].slots]
+        cts = vjp(g, out, args, plan)
+        res = [None] * self._nin
+        for k, ct, (shape, dtype) in zip(plan.targets, cts, plan.in_types):
+            if ct is None or k < 0:
+                continue
+            if type(ct) is not np.ndarray:
+                ct = np.asarray(ct)
+            if ct.shape != shape:
+                ct = unbroadcast(ct, shape)
+            if ct.dtype != dtype:
+                ct = ct.astype(dtype)
+            res[k] = ct if res[k] is None else res[k] + ct
+        return res
+
+
+class _Plan:
+    """What the generic path decides for one kind of call (see the module docstring)."""
+
+    __slots__ = ("avals", "cls", "dtype", "entry_kw", "fn", "in_types", "mask", "needed",
+                 "needs_in", "needs_out", "opdef", "out_type", "record", "slots", "targets", "vjp")
+
+
+_PLANS: dict = {}
+
+
+def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
+    """The plan of ``irop`` on ``operands`` (Tensors and Python scalars), or None."""
+    tensors = [x for x in operands if isinstance(x, TB.TensorBase)]
+    dt = D.result_type(*operands)
+    npdt = np.dtype(dt)
+    if npdt.kind not in _FLOATS or any(t._cell.value.dtype != npdt for t in tensors):
+        return None
+    opdef = OPS[irop]
+    p = _Plan()
+    p.opdef, p.dtype, p.fn, p.entry_kw = opdef, npdt, opdef.impl, kwargs
+    inputs: list = []
+    slots = []
+    for x in operands:
+        if isinstance(x, TB.TensorBase):
+            k = next((i for i, t in enumerate(inputs) if t is x), None)
+            if k is None:
+                k = len(inputs)
+                inputs.append(x)
+            slots.append(-1 - k)
+        else:
+            slots.append(None)  # a constant: filled per call
+    p.slots = tuple(slots)
+    arrays = [x._cell.value if isinstance(x, TB.TensorBase) else np.asarray(x, npdt)
+              for x in operands]
+    in_types = tuple((a.shape, a.dtype) for a in arrays)
+    (out_t,) = opdef.rule(tuple(_tt(a) for a in arrays), **kwargs)
+    p.out_type = (tuple(out_t.shape), np.dtype(out_t.dtype))
+    p.record = record
+    p.cls = node_class(NAMES.get(key, key), FastNode)
+    p.mask = tuple(s is not None and inputs[-1 - s]._rg for s in slots)
+    p.in_types = in_types
+    p.targets = tuple(-1 - s if s is not None else -1 for s in slots)
+    if not record:
+        p.vjp = None
+        return p
+    needs_out, needs_in = rule_needs(irop, tuple(sorted(kwargs.items())), in_types,
+                                     (p.out_type,), p.mask)
+    p.needs_out = needs_out[0]
+    p.needs_in = needs_in
+    p.avals = {0: p.out_type, **{s: ty for s, ty in zip(slots, in_types) if s is not None}}
+    p.needed = tuple(sorted({s for s, n in zip(slots, needs_in) if n and s is not None}))
+    p.vjp = NUMPY_VJPS.get(irop)
+    if irop == "pow" and p.mask[1]:
+        p.vjp = None
+    return p
+
+
+def _tt(a):
+    from ..ir.types import TensorType
+
+    return TensorType(a.shape, a.dtype)
+
+
+def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
+    """``irop`` on ``operands`` as the operation ``key``, or None for the generic path."""
+    sig = [key, irop]
+    rg = False
+    for x in operands:
+        if isinstance(x, TB.TensorBase):
+            d = x._cell.value
+            if type(d) is not np.ndarray or x._base is not None:
+                return None
+            sig.append((d.dtype, d.shape, x._rg))
+            rg = rg or x._rg
+        elif type(x) in _PY_SCALARS:
+            sig.append(type(x))
+        else:
+            return None
+    if _state.scope is not None or handler_for(()) is not None:
+        return None
+    record = rg and _mode.grad
+    sig.append(record)
+    if len(operands) == 2 and operands[0] is operands[1]:
+        sig.append("same")
+    if kwargs:
+        sig.append(tuple(kwargs.items()))
+    sig = tuple(sig)
+    plan = _PLANS.get(sig, _PLANS)
+    if plan is _PLANS:
+        plan = _make_plan(key, irop, kwargs or {}, operands, record)
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        _PLANS[sig] = plan
+    if plan is None:
+        return None
+    return _execute(plan, operands, kwargs)
+
+
+def _execute(plan: _Plan, operands: list, kwargs):
+    dt = plan.dtype
+    arrays = [x._cell.value if isinstance(x, TB.TensorBase) else dt.type(x) for x in operands]
+    with np.errstate(**_ERRSTATE):
+        if kwargs:
+            out = plan.fn(*arrays, **kwargs)
+        else:
+            out = bigmath.apply(plan.opdef.name, plan.fn, arrays)
+    if type(out) is not np.ndarray or out.dtype != dt:
+        out = np.asarray(out, dtype=dt)
+    t = object.__new__(TB._CLASS[0])
+    t._init(TB._Cell(out), TB._Version(), False, None, 0)
+    if not plan.record:
+        return t
+    inputs = []
+    slots = []
+    for x, s in zip(operands, plan.slots):
+        if s is None:
+            slots.append(np.asarray(x, dt))
+        else:
+            slots.append(s)
+            if -1 - s == len(inputs):
+                inputs.append(x)
+    node = _new_node(plan, inputs)
+    entry = Entry(plan.opdef, plan.entry_kw, tuple(slots), (0,))
+    entry.mask, entry.needs_out, entry.needs_in = plan.mask, (plan.needs_out,), plan.needs_in
+    node._entries = [entry]
+    saved = {}
+    for s in plan.needed:
+        saved[s] = SavedTensor.of_input(inputs[-1 - s])
+    if plan.needs_out:
+        saved[0] = SavedTensor("output", out, vc=t._vc, output_nr=0)
+    node._saved = saved
+    t._grad_fn, t._rg = node, True
+    return t
+
+
+def _new_node(plan: _Plan, inputs: list) -> FastNode:
+    node = object.__new__(plan.cls)
+    node._next = tuple(edge_of(x) for x in inputs)
+    node._seq = next(_sequence)
+    node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
+    node._nin = len(inputs)
+    node._out_slots = (0,)
+    node._avals = plan.avals
+    node._replay = []
+    node._plan = plan
+    return node
+
+
