@@ -17,6 +17,8 @@ import numpy as np
 THRESHOLD = 4096
 
 _NUMPY = {"sin": np.sin, "cos": np.cos}
+#: The IR ops ``apply`` may compute with a kernel.
+FUNCTIONS = frozenset(_NUMPY)
 _DTYPES = frozenset((np.dtype(np.float64), np.dtype(np.float32)))
 _kernels: dict | None = None
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..ir import ops
 from ..ir.bind import aval, handler_for
 from . import tensor_base as TB
+from .fast import FastNode
 from .grad_mode import _mode
 from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
 
@@ -64,6 +65,11 @@ def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
                            "give one per output (None for a one-element output)")
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        data = out._cell.value
+        if (g is None and not create_graph and out._rg and type(data) is np.ndarray
+                and data.size == 1 and handler_for(()) is None):
+            grads.append(np.ones(data.shape, data.dtype))  # what _ones computes, faster
+            continue
         if not out._rg:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
@@ -181,15 +187,17 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                     if g is not None:
                         runs = True
                         break
-            if is_acc and not accumulate:
-                runs = False
-            if not runs:
+            if not runs or (is_acc and not accumulate):
                 outs = ()
-            elif is_acc and not (node._pre_hooks or node._post_hooks):
+            elif node._pre_hooks or node._post_hooks:
+                outs = _run(node, buf, create_graph, unwrap)
+            elif is_acc:
                 g = buf.get(0)
                 if g is not None:
                     accumulate_grad(node.variable, g, create_graph)
                 outs = ()
+            elif len(buf) == 1 and 0 in buf and _SINGLE[type(node)]:
+                outs = node.apply([buf[0]], create_graph)
             else:
                 outs = _run(node, buf, create_graph, unwrap)
             if not retain_graph:
@@ -228,6 +236,18 @@ def _pre(node, buf: dict, create_graph: bool, unwrap) -> None:
     if node._retain:
         for nr in list(node._retain):
             retain(node, nr, buf.get(nr), create_graph)
+
+
+class _SingleOutput(dict):
+    """Node classes known to have one output (their grads list is ``[buf[0]]``)."""
+
+    def __missing__(self, cls) -> bool:
+        ok = issubclass(cls, FastNode)
+        self[cls] = ok
+        return ok
+
+
+_SINGLE = _SingleOutput()
 
 
 def _run(node, buf: dict, create_graph: bool, unwrap) -> list:

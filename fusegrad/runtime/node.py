@@ -13,6 +13,9 @@ import itertools
 import threading
 import weakref
 
+import numpy as np
+
+from ..ir.bind import handler_for
 from . import tensor_base as TB
 
 #: Creation order: the engine runs ready nodes latest-first (PyTorch's sequence numbers).
@@ -171,9 +174,23 @@ def accumulate_grad(t, g, create_graph: bool) -> None:
             return
         if old is None:
             t._grad = TB.make(_fresh(g))
-        else:
+        elif not _add_into(old, g):
             with no_grad():
                 old.add_(TB.make(g))
+
+
+def _add_into(old, g) -> bool:
+    """``old.add_(g)`` for concrete data of one shape and dtype, without the dispatch;
+    False when the general ``add_`` is needed."""
+    cur = old._cell.value
+    if (type(cur) is not np.ndarray or type(g) is not np.ndarray or old._base is not None
+            or old._inference or cur.shape != g.shape or cur.dtype != g.dtype
+            or not cur.flags.writeable or handler_for(()) is not None):
+        return False
+    with np.errstate(all="ignore"):
+        np.add(cur, g, out=cur)
+    old._vc.n += 1
+    return True
 
 
 # --- tensor hooks and retain_grad ---------------------------------------------------
