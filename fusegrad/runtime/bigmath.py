@@ -6,12 +6,15 @@ result) takes about 1.4 ns in a compiled loop. For arrays of at least
 ``THRESHOLD`` elements the eager Tensor computes these two functions (forward,
 and the ``cos``/``sin`` their VJPs read) with small Numba kernels, compiled
 once and cached on disk (``bigmath_kernels``); below it, and for every other
-function (where NumPy is as fast), NumPy computes. Measured: docs/eager_speed.md.
+function (where NumPy is as fast), NumPy computes; also with
+``FUSEGRAD_DISABLE_JIT`` (``config.DISABLE_JIT``). Measured: docs/eager_speed.md.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from .. import config
 
 #: Elements from which a kernel is used (below it NumPy's per-call cost is lower).
 THRESHOLD = 4096
@@ -34,7 +37,7 @@ def _kernel(name: str, dtype: np.dtype):
 
 def call(name: str, x: np.ndarray) -> np.ndarray:
     """``np.<name>(x)`` for ``name`` in sin/cos, by a kernel when ``x`` is large."""
-    if x.size < THRESHOLD or x.dtype not in _DTYPES:
+    if x.size < THRESHOLD or x.dtype not in _DTYPES or config.DISABLE_JIT:
         return _NUMPY[name](x)
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)

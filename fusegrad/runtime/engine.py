@@ -38,6 +38,8 @@ _CREATE_GRAPH_WARNING = (
 def _tensors(x, what: str) -> tuple:
     if isinstance(x, TB.TensorBase):
         return (x,)
+    if type(x) is tuple and all(isinstance(t, TB.TensorBase) for t in x):
+        return x
     if isinstance(x, Sequence) and all(isinstance(t, TB.TensorBase) for t in x):
         return tuple(x)
     raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")

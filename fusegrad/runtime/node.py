@@ -17,6 +17,7 @@ import numpy as np
 
 from ..ir.bind import handler_for
 from . import tensor_base as TB
+from .grad_mode import no_grad
 
 #: Creation order: the engine runs ready nodes latest-first (PyTorch's sequence numbers).
 _sequence = itertools.count()
@@ -159,8 +160,6 @@ def _fresh(data):
 
 def accumulate_grad(t, g, create_graph: bool) -> None:
     """``t.grad += g``: in place normally, out of place (differentiably) with ``create_graph``."""
-    from .grad_mode import no_grad
-
     with GRAD_LOCK:
         old = t._grad
         if isinstance(g, TB.TensorBase):
