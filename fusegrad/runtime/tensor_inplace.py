@@ -20,6 +20,7 @@ from .grad_mode import _mode
 from .names import NAMES
 from .record import run_inplace, write
 from .tensor_math import _type_name, arg, cast
+from .views import inplace_on_view
 
 
 def _check(target) -> None:
@@ -62,10 +63,7 @@ def inplace(key: str, target, fn, *args, any_cast: bool = False):
 
     if _mode.grad and (target._rg or any(isinstance(a, TB.TensorBase) and a._rg for a in args)):
         if target._base is not None:
-            raise RuntimeError(
-                "in-place operations on views (results of indexing, view, reshape, t, ...) of "
-                "tensors that require grad are not supported by fusegrad yet; write to the base "
-                "tensor (x[idx] = v), or use an out-of-place operation")
+            return inplace_on_view(NAMES.get(key, key), target, compute, *args)
         return run_inplace(NAMES.get(key, key), target, compute, *args)
     write(target, compute(target, *args)._data)
     return target
