@@ -21,6 +21,7 @@ import numpy as np
 from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
+from ..runtime import replay
 from ..runtime.record import operation
 from ..runtime.tensor_base import TensorBase
 
@@ -105,9 +106,18 @@ def log_softmax(x, axis=-1):
 # --- linear map and losses (PyTorch's torch.nn.functional) -----------------------------
 
 
-def _named(name: str, fn, *args):
-    """``fn(*args)``; with a Tensor argument, one autograd node called ``name``."""
+_NOT_STRUCTURAL = object()
+
+
+def _named(name: str, fn, *args, structure=_NOT_STRUCTURAL):
+    """``fn(*args)``; with a Tensor argument, one autograd node called ``name``.
+
+    ``structure``, if given, is everything besides the arguments' types that decides
+    which ops ``fn`` binds: the operation is then replayed without the dispatch
+    (``runtime.replay``)."""
     if any(isinstance(a, TensorBase) for a in args):
+        if structure is not _NOT_STRUCTURAL:
+            return replay.run(name, structure, fn, *args)
         return operation(name, fn, *args)
     return fn(*args)
 
@@ -126,7 +136,7 @@ def linear(input, weight, bias=None):
 
     name = ("AddmmBackward0" if bias is not None else "MmBackward0") if len(xs) == 2 else (
         "ViewBackward0")
-    return _named(name, f, input, weight, *(() if bias is None else (bias,)))
+    return _named(name, f, input, weight, *(() if bias is None else (bias,)), structure="linear")
 
 
 _REDUCTIONS = ("mean", "sum", "none")

@@ -24,12 +24,12 @@ from numpy import ndarray
 
 from ..ir.bind import handler_for
 from ..ir.optable import OPS
-from ..passes.autodiff.vjp_rules import unbroadcast
 from . import bigmath
 from . import dtypes as D
 from .grad_mode import _mode
 from .names import NAMES
 from .node import _sequence, accumulator, node_class
+from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
 from .record import _state
 from .recorded import Entry, OpNode, rule_needs
 from .saved import SavedTensor
@@ -52,74 +52,6 @@ _OUT_SLOTS = (0,)
 _NO_REPLAY: list = []
 _FLOATS = frozenset("f")
 _PY_SCALARS = (float, int)
-
-
-# --- NumPy transcriptions of the VJP rules ---------------------------------------------
-# ``f(g, out, args, plan) -> cotangents``: ``args`` holds the operands the rule reads
-# (None where no needed cotangent depends on them); ``plan.mask`` says which cotangents
-# to make, ``plan.in_types`` the operands' ``(shape, dtype)``.
-
-
-def _add_vjp(g, out, args, plan):
-    return g if plan.mask[0] else None, g if plan.mask[1] else None
-
-
-def _sub_vjp(g, out, args, plan):
-    return g if plan.mask[0] else None, np.negative(g) if plan.mask[1] else None
-
-
-def _mul_vjp(g, out, args, plan):
-    x, y = args
-    return g * y if plan.mask[0] else None, g * x if plan.mask[1] else None
-
-
-def _div_vjp(g, out, args, plan):
-    gx = g / args[1]
-    return gx if plan.mask[0] else None, -gx * out if plan.mask[1] else None
-
-
-def _pow_vjp(g, out, args, plan):  # the exponent needs no gradient (checked by the plan)
-    x, y = args
-    y_zero = y == 0
-    y_safe = np.where(y_zero, 1, y).astype(x.dtype)
-    return g * np.where(y_zero, 0, y_safe * x ** (y_safe - 1)).astype(x.dtype), None
-
-
-def _reduce_sum_vjp(g, out, args, plan):
-    shape = plan.in_types[0][0]
-    axes = plan.entry_kw["axes"]
-    if g.ndim:
-        g = g.reshape(tuple(1 if i in axes else d for i, d in enumerate(shape)))
-    if _prod(shape) <= 4096:  # small: fill an array (cheaper than making a broadcast view)
-        ct = np.empty(shape, g.dtype)
-        ct[...] = g
-        return (ct,)
-    return (np.broadcast_to(g, shape),)
-
-
-def _prod(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
-
-
-NUMPY_VJPS = {
-    "add": _add_vjp,
-    "sub": _sub_vjp,
-    "mul": _mul_vjp,
-    "div": _div_vjp,
-    "pow": _pow_vjp,
-    "neg": lambda g, out, args, plan: (np.negative(g),),
-    "exp": lambda g, out, args, plan: (g * out,),
-    "log": lambda g, out, args, plan: (g / args[0],),
-    "sin": lambda g, out, args, plan: (g * bigmath.call("cos", args[0]),),
-    "cos": lambda g, out, args, plan: (-g * bigmath.call("sin", args[0]),),
-    "tanh": lambda g, out, args, plan: (g * (1 - out * out),),
-    "sqrt": lambda g, out, args, plan: (g * 0.5 / out,),
-    "reduce_sum": _reduce_sum_vjp,
-    "logistic": lambda g, out, args, plan: (g * out * (1 - out),),
-}
 
 
 # --- nodes ------------------------------------------------------------------------------
@@ -150,7 +82,9 @@ class FastNode(OpNode):
         out = saved[0].data(name) if plan.needs_out else None
         args = [s if type(s) is not int else (saved[s].data(name) if s in saved else None)
                 for s in self._slots]
-        cts = vjp(g, out, args, plan)
+        cts = vjp(g, out, args, plan.mask, plan.in_types, plan.entry_kw)
+        if cts is None:
+            return OpNode.apply(self, grads, create_graph)
         res = [None] * self._nin
         for k, ct, (shape, dtype) in zip(plan.targets, cts, plan.in_types):
             if ct is None or k < 0:
@@ -158,7 +92,7 @@ class FastNode(OpNode):
             if type(ct) is not np.ndarray:
                 ct = np.asarray(ct)
             if ct.shape != shape:
-                ct = unbroadcast(ct, shape)
+                ct = numpy_unbroadcast(ct, shape)
             if ct.dtype != dtype:
                 ct = ct.astype(dtype)
             res[k] = ct if res[k] is None else res[k] + ct
@@ -229,8 +163,6 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
     p.avals = {0: p.out_type, **{s: ty for s, ty in zip(slots, in_types) if s is not None}}
     p.needed = tuple(sorted({s for s, n in zip(slots, needs_in) if n and s is not None}))
     p.vjp = NUMPY_VJPS.get(irop)
-    if irop == "pow" and p.mask[1]:
-        p.vjp = None
     return p
 
 

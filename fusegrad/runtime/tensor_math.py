@@ -17,7 +17,7 @@ import numpy as np
 from ..ir import ops
 from ..ir.types import dtype_name
 from . import dtypes as D
-from . import fast
+from . import fast, replay
 from . import tensor_base as TB
 from .names import NAMES
 from .record import operation
@@ -28,6 +28,13 @@ _PY_NAMES = {"f": "Float", "i": "Long", "b": "Bool"}
 def op(key: str, fn, *args, view: bool = False):
     """Run ``fn(*args)`` as the user-facing operation ``key`` (one node named ``NAMES[key]``)."""
     return operation(NAMES[key], fn, *args, view=view)
+
+
+def composite(key: str, structure, fn, *args):
+    """``fn(*args)`` as the operation ``key``, where the ops ``fn`` binds depend only on
+    ``structure`` and the Tensor arguments' types: replayed without the dispatch
+    (``replay``)."""
+    return replay.run(NAMES[key], structure, fn, *args)
 
 
 def arg(x):
@@ -358,7 +365,7 @@ class TensorMath:
 
     def relu(self):
         """max(x, 0) with relu'(0) = 0."""
-        return op("relu", lambda: ops.select(self > 0, self, 0))
+        return composite("relu", None, _relu, self)
 
     def erf(self):
         return unary("erf", "erf", self)
@@ -424,6 +431,10 @@ class TensorMath:
 
     def lerp(self, end, weight):
         return op("lerp", lambda: self + arg(weight) * (arg(end) - self))
+
+
+def _relu(x):
+    return ops.select(x > 0, x, 0)
 
 
 def _scaled(other, alpha):

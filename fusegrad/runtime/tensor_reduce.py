@@ -15,7 +15,17 @@ from ..ir import array as A
 from ..ir import ops
 from . import fast
 from . import tensor_base as TB
-from .tensor_math import _dims, _np_dtype, _safe_root, _truth, _type_name, cast, op, to_float
+from .tensor_math import (
+    _dims,
+    _np_dtype,
+    _safe_root,
+    _truth,
+    _type_name,
+    cast,
+    composite,
+    op,
+    to_float,
+)
 
 max_result = collections.namedtuple("max", ["values", "indices"])
 min_result = collections.namedtuple("min", ["values", "indices"])
@@ -42,7 +52,8 @@ class TensorReduce:
                                "a floating point or complex dtype. Got: "
                                f"{_type_name(x._data.dtype)}")
         dims = _dims(dim)
-        return op("mean" if dims is None else "mean_dim", lambda: A.mean(x, dims, keepdim))
+        return composite("mean" if dims is None else "mean_dim", (dims, keepdim),
+                         lambda t: A.mean(t, dims, keepdim), x)
 
     def prod(self, dim=None, keepdim=False, *, dtype=None):
         dims = _dims(dim)
