@@ -8,6 +8,8 @@
   under ``create_graph`` (which runs the generic rules).
 * Autograd semantics on fast nodes: version counters, freed graphs,
   saved-tensor hooks, tensor hooks, grad mode, traced data.
+* Composite operations replayed from their first recording (``linear``,
+  ``relu``, ``mean``) equal the generic path on every call.
 * Large sin/cos through the math-library kernels (compiled): within
   ``mathlib.ULP_BOUND`` ulp of NumPy on ordinary and rare inputs, and the
   eager W1 gradient equals the functional one.
@@ -21,7 +23,7 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad.codegen import mathlib
-from fusegrad.runtime import bigmath, fast
+from fusegrad.runtime import bigmath, fast, record, replay
 from tests.helpers import assert_close
 
 RNG = np.random.default_rng(7)
@@ -226,3 +228,73 @@ def test_large_eager_w1_gradient_equals_functional_gradient():
     functional = fg.grad(lambda v: fnp.sum(fnp.sin(v) * fnp.exp(-0.5 * v * v)
                                            + fnp.tanh(v) * v))(a)
     assert_close(x.grad.numpy(), functional, "exact64")
+
+
+# --- composite operations replayed from their first recording ---------------------------
+
+COMPOSITES = [
+    ("linear", lambda x, w, b: fg.nn.functional.linear(x, w, b)),
+    ("linear_nobias", lambda x, w, b: fg.nn.functional.linear(x, w)),
+    ("relu", lambda x, w, b: (x @ w.t()).relu()),
+    ("mean", lambda x, w, b: x.mean()),
+    ("mean_dim", lambda x, w, b: x.mean(1, keepdim=True)),
+    ("mm", lambda x, w, b: x @ w.t().contiguous()),
+    ("mse", lambda x, w, b: fg.nn.functional.mse_loss(x @ w.t(), (x @ w.t()).detach() + 1)),
+]
+
+
+def _composite_run(fn, arrays, rgs):
+    ts = [fg.tensor(a, requires_grad=r) for a, r in zip(arrays, rgs)]
+    outs = []
+    for _ in range(3):  # the first call records, the next ones replay
+        out = fn(*ts)
+        wrt = [t for t in ts if t.requires_grad]
+        g = fg.autograd.grad(out.sum(), wrt, allow_unused=True) if out.requires_grad else ()
+        outs.append((out, g))
+    return outs
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("case", COMPOSITES, ids=lambda c: c[0])
+def test_replayed_composites_equal_the_generic_path(case, dtype, monkeypatch):
+    _, fn = case
+    arrays = [RNG.standard_normal(s).astype(dtype) for s in ((5, 3), (4, 3), (4,))]
+    for rgs in ((True, True, True), (False, True, False), (False, False, False)):
+        got = _composite_run(fn, arrays, rgs)
+        with monkeypatch.context() as m:
+            _generic(m)
+            m.setattr(replay, "run", lambda name, key, f, *args: record.operation(name, f, *args))
+            (ref, ref_g), = _composite_run(fn, arrays, rgs)[:1]
+        for out, g in got:
+            np.testing.assert_array_equal(out.detach().numpy(), ref.detach().numpy())
+            assert out.dtype == ref.dtype and out.requires_grad == ref.requires_grad
+            assert _describe(out.grad_fn) == _describe(ref.grad_fn)
+            if out.grad_fn is not None:
+                assert sorted(out.grad_fn._saved) == sorted(ref.grad_fn._saved)
+            for a, r in zip(g, ref_g, strict=True):
+                assert (a is None) == (r is None)
+                if a is not None:
+                    kind = "exact64" if dtype == np.float64 else "f32"
+                    assert_close(a.numpy(), r.numpy(), kind)
+
+
+def test_replay_keeps_autograd_semantics():
+    x = fg.tensor(RNG.standard_normal((3, 2)), requires_grad=True)
+    for _ in range(2):
+        y = x.relu()
+        assert type(y.grad_fn).__name__ == "ReluBackward0"
+    w = fg.tensor(RNG.standard_normal((4, 2)), requires_grad=True)
+    for _ in range(2):
+        y = fg.nn.functional.linear(x, w)  # saves x and w: an in-place change is caught
+    with fg.no_grad():
+        w.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    captured = fg.tensor(RNG.standard_normal((3, 2)), requires_grad=True)
+    for _ in range(2):  # a function that captures a Tensor is never replayed
+        z = replay.run("MulBackward0", "captured", lambda t: t * captured, x)
+        (gc,) = fg.autograd.grad(z.sum(), captured)
+        assert_close(gc.numpy(), x.detach().numpy(), "exact64")
+    (gx,) = fg.autograd.grad((x * x).mean(), x, create_graph=True)
+    assert gx.requires_grad  # create_graph runs the generic rules on Tensors
+    assert_close(gx.detach().numpy(), x.detach().numpy() / 3, "exact64")
