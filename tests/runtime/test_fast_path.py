@@ -10,6 +10,7 @@
   saved-tensor hooks, tensor hooks, grad mode, traced data.
 * Composite operations replayed from their first recording (``linear``,
   ``relu``, ``mean``) equal the generic path on every call.
+* In-place arithmetic without the dispatch equals the general path.
 * Large sin/cos through the math-library kernels (compiled): within
   ``mathlib.ULP_BOUND`` ulp of NumPy on ordinary and rare inputs, and the
   eager W1 gradient equals the functional one.
@@ -23,7 +24,7 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad.codegen import mathlib
-from fusegrad.runtime import bigmath, fast, record, replay
+from fusegrad.runtime import bigmath, fast, record, replay, tensor_inplace
 from tests.helpers import assert_close
 
 RNG = np.random.default_rng(7)
@@ -298,3 +299,39 @@ def test_replay_keeps_autograd_semantics():
     (gx,) = fg.autograd.grad((x * x).mean(), x, create_graph=True)
     assert gx.requires_grad  # create_graph runs the generic rules on Tensors
     assert_close(gx.detach().numpy(), x.detach().numpy() / 3, "exact64")
+
+
+def _inplace_results(dtype):
+    out = []
+    for name, kw in (("add_", {}), ("add_", {"alpha": -0.1}), ("sub_", {"alpha": 3}),
+                     ("mul_", {}), ("div_", {})):
+        for other in (RNG.standard_normal(3), RNG.standard_normal(()), 2.5, 3):
+            t = fg.tensor(RNG.standard_normal((2, 3)).astype(dtype))
+            o = fg.tensor(np.asarray(other, dtype)) if isinstance(other, np.ndarray) else other
+            view = t[1]
+            getattr(view, name)(o, **kw)
+            out.append((t.numpy().copy(), t._version))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_inplace_arithmetic_equals_the_generic_path(dtype, monkeypatch):
+    state = RNG.bit_generator.state
+    got = _inplace_results(dtype)
+    with monkeypatch.context() as m:
+        m.setattr(tensor_inplace, "_arith_in_place", lambda *args: False)
+        RNG.bit_generator.state = state
+        ref = _inplace_results(dtype)
+    for (a, va), (r, vr) in zip(got, ref, strict=True):
+        np.testing.assert_array_equal(a, r)
+        assert va == vr == 1
+    x = fg.tensor(RNG.standard_normal(3), requires_grad=True)
+    assert not tensor_inplace._arith_in_place(np.add, x, 1.0, 1)  # records: general path
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        x.add_(1.0)
+    with fg.no_grad():
+        assert tensor_inplace._arith_in_place(np.add, x, 1.0, 1)
+    with fg.inference_mode():
+        i = fg.ones(2)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor"):
+        i.mul_(2.0)
