@@ -171,7 +171,7 @@ def mse_loss(input, target, reduction: str = "mean"):
         d = x - y
         return _reduce(d * d, reduction)
 
-    return _named("MseLossBackward0", f, input, target)
+    return _named("MseLossBackward0", f, input, target, structure=("mse", reduction))
 
 
 def _class_dim(fn: str, shape) -> int:
