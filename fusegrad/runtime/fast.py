@@ -48,6 +48,26 @@ try:
         _fp_ignore = _fp.get()
 except ImportError:  # pragma: no cover - other NumPy versions
     _fp = None
+
+
+class quiet_fp:
+    """``with quiet_fp():`` - NumPy's floating-point errors ignored, as ``np.errstate(
+    all="ignore")`` but through the context variable directly."""
+
+    __slots__ = ("token",)
+
+    def __enter__(self):
+        self.token = _fp.set(_fp_ignore) if _fp is not None else np.errstate(all="ignore")
+        if _fp is None:
+            self.token.__enter__()
+
+    def __exit__(self, *exc):
+        if _fp is None:
+            self.token.__exit__(*exc)
+        else:
+            _fp.reset(self.token)
+
+
 _OUT_SLOTS = (0,)
 _NO_REPLAY: list = []
 _FLOATS = frozenset("f")

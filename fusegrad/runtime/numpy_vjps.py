@@ -89,7 +89,8 @@ def _select(g, out, args, mask, types, kwargs):
 
 
 def _transpose(g, out, args, mask, types, kwargs):
-    return (np.transpose(g, tuple(int(i) for i in np.argsort(kwargs["perm"]))),)
+    perm = kwargs["perm"]
+    return (np.transpose(g, tuple(sorted(range(len(perm)), key=perm.__getitem__))),)
 
 
 def _reshape(g, out, args, mask, types, kwargs):

@@ -163,7 +163,10 @@ class OpNode(Node):
             else:
                 args.append(s)
                 types.append((s.shape, s.dtype))
-        return f(g, out, args, e.mask, types, e.kwargs)
+        res = f(g, out, args, e.mask, types, e.kwargs)
+        if res is None:
+            return None
+        return tuple(np.asarray(c) if isinstance(c, np.generic) else c for c in res)
 
     def _generic_rule(self, e: Entry, cts: dict, env: dict, create_graph: bool):
         def arg(s, needed):

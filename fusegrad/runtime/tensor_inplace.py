@@ -17,6 +17,7 @@ from ..ir.bind import handler_for
 from ..ir.indexing import IndexUpdateRef
 from . import dtypes as D
 from . import tensor_base as TB
+from .fast import quiet_fp
 from .grad_mode import _mode
 from .names import NAMES
 from .record import run_inplace, write
@@ -91,7 +92,7 @@ def _arith_in_place(ufunc, target, other, alpha) -> bool:
     if handler_for(()) is not None:
         return False
     _check(target)
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         ufunc(cur, o if alpha == 1 else o * alpha, out=cur)
     target._vc.n += 1
     return True
