@@ -238,7 +238,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
             return A.sum(loss) / A.sum(wi)
         return A.sum(loss) if reduction == "sum" else loss
 
-    return _named("NllLossBackward0", f, input, target, *(() if weight is None else (weight,)))
+    return _named("NllLossBackward0", f, input, target, *(() if weight is None else (weight,)),
+                  structure=("nll", ignore_index, reduction))
 
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100,
@@ -254,7 +255,8 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     cdim = _class_dim("cross_entropy", shape)
     if np.dtype(A.dtype(target)).kind == "f" and tshape == shape:
         return _soft_cross_entropy(input, target, weight, cdim, reduction)
-    logp = _named("LogSoftmaxBackward0", lambda x: log_softmax(x, cdim), input)
+    logp = _named("LogSoftmaxBackward0", lambda x: log_softmax(x, cdim), input,
+                  structure=("log_softmax", cdim))
     return nll_loss(logp, target, weight, ignore_index, reduction)
 
 
@@ -268,4 +270,5 @@ def _soft_cross_entropy(input, target, weight, cdim: int, reduction: str):
         return _reduce(-A.sum(prod, cdim), reduction)
 
     name = {"mean": "DivBackward0", "sum": "SumBackward0", "none": "NegBackward0"}[reduction]
-    return _named(name, f, input, target, *(() if weight is None else (weight,)))
+    return _named(name, f, input, target, *(() if weight is None else (weight,)),
+                  structure=("soft_cross_entropy", cdim, reduction))
