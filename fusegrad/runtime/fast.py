@@ -10,11 +10,10 @@ values the VJP rule reads. The op then runs the ufunc and builds the same
 ``OpNode`` directly. Anything else (tracers, an open trace, a recording scope,
 views, mixed dtypes, integer math) takes the generic path unchanged.
 
-The nodes built here are ordinary ``OpNode`` subclasses with the same entries,
-saved tensors and names; ``FastNode.apply`` runs a NumPy transcription of the
-op's VJP rule (``NUMPY_VJPS``) when backward is not recorded (no
-``create_graph``) and no trace is open, else the generic rule. The
-transcriptions are checked against ``VJP_RULES`` in the tests.
+The nodes built here are ``OpNode`` subclasses (``FastNode``) with the same
+entry, saved tensors and names; ``FastNode.apply`` runs the op's NumPy VJP
+(``numpy_vjps``) when backward is not recorded (no ``create_graph``) and no
+trace is open, else the generic rule. See docs/eager_speed.md.
 """
 
 from __future__ import annotations
@@ -78,7 +77,7 @@ _PY_SCALARS = (float, int)
 
 
 class FastNode(OpNode):
-    """An ``OpNode`` of one IR op whose backward has a NumPy transcription."""
+    """The ``OpNode`` of one IR op recorded by the fast path (its entry is made on demand)."""
 
     __slots__ = ("_plan", "_slots")
 
