@@ -21,6 +21,7 @@ import numpy as np
 from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
+from ..runtime import replay
 from ..runtime.record import operation
 from ..runtime.tensor_base import TensorBase
 
@@ -105,9 +106,18 @@ def log_softmax(x, axis=-1):
 # --- linear map and losses (PyTorch's torch.nn.functional) -----------------------------
 
 
-def _named(name: str, fn, *args):
-    """``fn(*args)``; with a Tensor argument, one autograd node called ``name``."""
+_NOT_STRUCTURAL = object()
+
+
+def _named(name: str, fn, *args, structure=_NOT_STRUCTURAL):
+    """``fn(*args)``; with a Tensor argument, one autograd node called ``name``.
+
+    ``structure``, if given, is everything besides the arguments' types that decides
+    which ops ``fn`` binds: the operation is then replayed without the dispatch
+    (``runtime.replay``)."""
     if any(isinstance(a, TensorBase) for a in args):
+        if structure is not _NOT_STRUCTURAL:
+            return replay.run(name, structure, fn, *args)
         return operation(name, fn, *args)
     return fn(*args)
 
@@ -126,7 +136,7 @@ def linear(input, weight, bias=None):
 
     name = ("AddmmBackward0" if bias is not None else "MmBackward0") if len(xs) == 2 else (
         "ViewBackward0")
-    return _named(name, f, input, weight, *(() if bias is None else (bias,)))
+    return _named(name, f, input, weight, *(() if bias is None else (bias,)), structure="linear")
 
 
 _REDUCTIONS = ("mean", "sum", "none")
@@ -161,7 +171,7 @@ def mse_loss(input, target, reduction: str = "mean"):
         d = x - y
         return _reduce(d * d, reduction)
 
-    return _named("MseLossBackward0", f, input, target)
+    return _named("MseLossBackward0", f, input, target, structure=("mse", reduction))
 
 
 def _class_dim(fn: str, shape) -> int:
@@ -228,7 +238,8 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
             return A.sum(loss) / A.sum(wi)
         return A.sum(loss) if reduction == "sum" else loss
 
-    return _named("NllLossBackward0", f, input, target, *(() if weight is None else (weight,)))
+    return _named("NllLossBackward0", f, input, target, *(() if weight is None else (weight,)),
+                  structure=("nll", ignore_index, reduction))
 
 
 def cross_entropy(input, target, weight=None, ignore_index: int = -100,
@@ -244,7 +255,8 @@ def cross_entropy(input, target, weight=None, ignore_index: int = -100,
     cdim = _class_dim("cross_entropy", shape)
     if np.dtype(A.dtype(target)).kind == "f" and tshape == shape:
         return _soft_cross_entropy(input, target, weight, cdim, reduction)
-    logp = _named("LogSoftmaxBackward0", lambda x: log_softmax(x, cdim), input)
+    logp = _named("LogSoftmaxBackward0", lambda x: log_softmax(x, cdim), input,
+                  structure=("log_softmax", cdim))
     return nll_loss(logp, target, weight, ignore_index, reduction)
 
 
@@ -258,4 +270,5 @@ def _soft_cross_entropy(input, target, weight, cdim: int, reduction: str):
         return _reduce(-A.sum(prod, cdim), reduction)
 
     name = {"mean": "DivBackward0", "sum": "SumBackward0", "none": "NegBackward0"}[reduction]
-    return _named(name, f, input, target, *(() if weight is None else (weight,)))
+    return _named(name, f, input, target, *(() if weight is None else (weight,)),
+                  structure=("soft_cross_entropy", cdim, reduction))

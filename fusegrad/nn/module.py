@@ -357,14 +357,15 @@ class Module:
         As in PyTorch: with ``strict=True`` missing and unexpected keys are a
         ``RuntimeError`` listing them; a value that is not a Tensor or whose
         shape differs is an error in either mode; values are cast to the
-        parameter's dtype. Returns ``(missing_keys, unexpected_keys)``. Unlike
-        PyTorch, nothing is copied when there is an error (no half-loaded model).
+        parameter's dtype. With ``assign=True`` the state dict's tensors
+        themselves become the parameters and buffers (keeping their dtype and
+        memory; a plain Tensor is wrapped in a ``Parameter`` with the old
+        parameter's ``requires_grad``). Returns ``(missing_keys,
+        unexpected_keys)``. Unlike PyTorch, nothing is loaded when there is an
+        error (no half-loaded model).
         """
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        if assign:
-            raise NotImplementedError("load_state_dict(assign=True) is not supported by "
-                                      "fusegrad; load into the existing parameters instead")
         missing, unexpected, errors, copies = [], [], [], []
         for mod_prefix, m in self.named_modules(remove_duplicate=False):
             dot = mod_prefix + ("." if mod_prefix else "")
@@ -384,7 +385,7 @@ class Module:
                                   f"{value.shape} from checkpoint, the shape in current model "
                                   f"is {target.shape}.")
                 else:
-                    copies.append((target, value))
+                    copies.append((m, k, target, value))
             for key in state_dict:
                 if not isinstance(key, str) or not key.startswith(dot):
                     continue
@@ -402,8 +403,11 @@ class Module:
             raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(
                 type(self).__name__, "\n\t".join(errors)))
         with no_grad():
-            for target, value in copies:
-                target.copy_(value)
+            for m, k, target, value in copies:
+                if assign:
+                    setattr(m, k, _assigned(target, value))
+                else:
+                    target.copy_(value)
         return _IncompatibleKeys(missing, unexpected)
 
     # --- printing -----------------------------------------------------------------------
@@ -441,3 +445,12 @@ def clear_grad(p, set_to_none: bool) -> None:
     else:
         p.grad.requires_grad_(False)
     p.grad.zero_()
+
+
+def _assigned(target, value):
+    """What ``load_state_dict(assign=True)`` stores in place of ``target``."""
+    if not isinstance(target, Parameter):
+        return value
+    if isinstance(value, Parameter):
+        return value.requires_grad_(target.requires_grad)
+    return Parameter(value, requires_grad=target.requires_grad)

@@ -22,6 +22,7 @@ import numpy as np
 from ..ir import ops
 from ..ir.bind import aval, handler_for
 from . import tensor_base as TB
+from .fast import FastNode
 from .grad_mode import _mode
 from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
 
@@ -37,6 +38,8 @@ _CREATE_GRAPH_WARNING = (
 def _tensors(x, what: str) -> tuple:
     if isinstance(x, TB.TensorBase):
         return (x,)
+    if type(x) is tuple and all(isinstance(t, TB.TensorBase) for t in x):
+        return x
     if isinstance(x, Sequence) and all(isinstance(t, TB.TensorBase) for t in x):
         return tuple(x)
     raise TypeError(f"{what} must be a Tensor or a sequence of Tensors, got {type(x).__name__}")
@@ -64,6 +67,11 @@ def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
                            "give one per output (None for a one-element output)")
     grads = []
     for i, (out, g) in enumerate(zip(outputs, grad_outputs)):
+        data = out._cell.value
+        if (g is None and not create_graph and out._rg and type(data) is np.ndarray
+                and data.size == 1 and handler_for(()) is None):
+            grads.append(np.ones(data.shape, data.dtype))  # what _ones computes, faster
+            continue
         if not out._rg:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have "
                                "a grad_fn")
@@ -84,19 +92,24 @@ def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
     return grads
 
 
-def _discover(roots):
-    """Incoming-edge counts of every node reachable from ``roots``, and each node's users."""
+def _discover(roots, with_users: bool):
+    """Incoming-edge counts of every node reachable from ``roots``, and (if asked) each
+    node's users."""
     deps: dict = {}
     users: dict = {}
-    stack = [n for n in roots]
+    stack = list(roots)
     seen = set(stack)
     while stack:
         n = stack.pop()
         for m, _ in n._next:
             if m is None:
                 continue
-            deps[m] = deps.get(m, 0) + 1
-            users.setdefault(m, []).append(n)
+            if m in deps:
+                deps[m] += 1
+            else:
+                deps[m] = 1
+            if with_users:
+                users.setdefault(m, []).append(n)
             if m not in seen:
                 seen.add(m)
                 stack.append(m)
@@ -116,7 +129,14 @@ def _needed(users: dict, targets) -> set:
 
 
 def _add(buf: dict, nr: int, g) -> None:
-    buf[nr] = g if buf.get(nr) is None else ops.add(buf[nr], g)
+    old = buf.get(nr)
+    if old is None:
+        buf[nr] = g
+    elif (type(old) is np.ndarray and type(g) is np.ndarray and old.dtype == g.dtype
+          and handler_for(()) is None):
+        buf[nr] = np.add(old, g)  # what ops.add computes, without the dispatch
+    else:
+        buf[nr] = ops.add(old, g)
 
 
 def _as_tensor(g):
@@ -138,41 +158,67 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
             buffers[node] = {}
             root_nodes.append(node)
         _add(buffers[node], nr, g)
-    deps, users = _discover(root_nodes)
+    deps, users = _discover(root_nodes, capture is not None)
     needed = None if capture is None else _needed(users, [n for n, _ in capture if n])
     captured = {}
     order = itertools.count()
-    heap = [(-n.priority, next(order), n) for n in root_nodes if deps.get(n, 0) == 0]
+    heap = [(-n._seq, next(order), n) for n in root_nodes if deps.get(n, 0) == 0]
     heapq.heapify(heap)
+    pop, push = heapq.heappop, heapq.heappush
     prev = _mode.grad
     _mode.grad = create_graph
     errstate = np.errstate(all="ignore")  # inf and nan flow as in PyTorch, without warnings
     errstate.__enter__()
     try:
         while heap:
-            node = heapq.heappop(heap)[2]
-            buf = buffers.pop(node, {})
-            _pre(node, buf, create_graph, unwrap)
+            node = pop(heap)[2]
+            buf = buffers.pop(node, None)
+            if buf is None:
+                buf = {}
+            is_acc = isinstance(node, AccumulateGrad)
+            if (node._tensor_hooks or node._retain) if not is_acc else node.variable._hooks:
+                _pre(node, buf, create_graph, unwrap)
             if capture is not None:
                 for i, (cn, cnr) in enumerate(capture):
                     if cn is node and buf.get(cnr) is not None:
                         captured[i] = buf[cnr]
-            runs = (needed is None or node in needed) and any(
-                g is not None for g in buf.values())
-            if isinstance(node, AccumulateGrad) and not accumulate:
+            runs = needed is None or node in needed
+            if runs:
                 runs = False
-            outs = _run(node, buf, create_graph, unwrap) if runs else ()
+                for g in buf.values():
+                    if g is not None:
+                        runs = True
+                        break
+            if not runs or (is_acc and not accumulate):
+                outs = ()
+            elif node._pre_hooks or node._post_hooks:
+                outs = _run(node, buf, create_graph, unwrap)
+            elif is_acc:
+                g = buf.get(0)
+                if g is not None:
+                    accumulate_grad(node.variable, g, create_graph)
+                outs = ()
+            elif len(buf) == 1 and 0 in buf and _SINGLE[type(node)]:
+                outs = node.apply([buf[0]], create_graph)
+            else:
+                outs = _run(node, buf, create_graph, unwrap)
             if not retain_graph:
                 node.release()
+            nouts = len(outs)
             for i, (m, nr) in enumerate(node._next):
                 if m is None:
                     continue
-                g = outs[i] if i < len(outs) else None
+                g = outs[i] if i < nouts else None
                 if g is not None:
-                    _add(buffers.setdefault(m, {}), nr, g)
-                deps[m] -= 1
-                if deps[m] == 0:
-                    heapq.heappush(heap, (-m.priority, next(order), m))
+                    b = buffers.get(m)
+                    if b is None:
+                        buffers[m] = {nr: g}
+                    else:
+                        _add(b, nr, g)
+                d = deps[m] - 1
+                deps[m] = d
+                if d == 0:
+                    push(heap, (-m._seq, next(order), m))
     finally:
         errstate.__exit__(None, None, None)
         _mode.grad = prev
@@ -192,6 +238,18 @@ def _pre(node, buf: dict, create_graph: bool, unwrap) -> None:
     if node._retain:
         for nr in list(node._retain):
             retain(node, nr, buf.get(nr), create_graph)
+
+
+class _SingleOutput(dict):
+    """Node classes known to have one output (their grads list is ``[buf[0]]``)."""
+
+    def __missing__(self, cls) -> bool:
+        ok = issubclass(cls, FastNode)
+        self[cls] = ok
+        return ok
+
+
+_SINGLE = _SingleOutput()
 
 
 def _run(node, buf: dict, create_graph: bool, unwrap) -> list:

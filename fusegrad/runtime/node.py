@@ -13,7 +13,11 @@ import itertools
 import threading
 import weakref
 
+import numpy as np
+
+from ..ir.bind import handler_for
 from . import tensor_base as TB
+from .grad_mode import no_grad
 
 #: Creation order: the engine runs ready nodes latest-first (PyTorch's sequence numbers).
 _sequence = itertools.count()
@@ -121,11 +125,8 @@ class AccumulateGrad(Node):
 
     def __init__(self, variable):
         super().__init__(())
+        self._seq = ACCUMULATE_PRIORITY  # the engine orders nodes by ``_seq``
         self.variable = variable
-
-    @property
-    def priority(self) -> float:
-        return ACCUMULATE_PRIORITY
 
     def apply(self, grads: list, create_graph: bool) -> list:
         g = grads[0]
@@ -159,8 +160,6 @@ def _fresh(data):
 
 def accumulate_grad(t, g, create_graph: bool) -> None:
     """``t.grad += g``: in place normally, out of place (differentiably) with ``create_graph``."""
-    from .grad_mode import no_grad
-
     with GRAD_LOCK:
         old = t._grad
         if isinstance(g, TB.TensorBase):
@@ -174,9 +173,23 @@ def accumulate_grad(t, g, create_graph: bool) -> None:
             return
         if old is None:
             t._grad = TB.make(_fresh(g))
-        else:
+        elif not _add_into(old, g):
             with no_grad():
                 old.add_(TB.make(g))
+
+
+def _add_into(old, g) -> bool:
+    """``old.add_(g)`` for concrete data of one shape and dtype, without the dispatch;
+    False when the general ``add_`` is needed."""
+    cur = old._cell.value
+    if (type(cur) is not np.ndarray or type(g) is not np.ndarray or old._base is not None
+            or old._inference or cur.shape != g.shape or cur.dtype != g.dtype
+            or not cur.flags.writeable or handler_for(()) is not None):
+        return False
+    with np.errstate(all="ignore"):
+        np.add(cur, g, out=cur)
+    old._vc.n += 1
+    return True
 
 
 # --- tensor hooks and retain_grad ---------------------------------------------------

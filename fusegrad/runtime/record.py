@@ -24,6 +24,7 @@ from .names import OP_NAMES
 from .node import edge_of, move_tensor_state, node_class
 from .recorded import Entry, OpNode, _is_slot, _kw_key, rule_needs
 from .saved import SavedTensor
+from .views import current
 
 
 class _State(threading.local):
@@ -59,7 +60,8 @@ class Scope:
             k = self.input_ids[id(x)] = len(self.inputs)
             self.inputs.append(x)
             if x._rg:
-                _check_view_current(x)
+                if x._base is not None:
+                    current(x)
                 self.grad = True
         return -1 - k
 
@@ -72,14 +74,6 @@ class Scope:
             self.values.append(r)
         kwargs = dict(attrs, regions=regions) if regions else attrs
         self.entries.append(Entry(opdef, kwargs, slots, tuple(outs)))
-
-
-def _check_view_current(x) -> None:
-    if x._base is not None and x._vc.n != x._base_version:
-        raise RuntimeError(
-            "a view of a tensor that was modified in place is used in a computation that "
-            "requires grad; fusegrad does not replay views yet: take the view again after the "
-            "in-place operation (e.g. w.t() after updating w)")
 
 
 def tensor_bind(opdef, operands, attrs, regions):

@@ -21,13 +21,14 @@ import functools
 import numpy as np
 
 from ..ir import array as A
-from ..ir.bind import bind
+from ..ir.bind import bind, handler_for
 from ..ir.types import TensorType
 from ..passes.autodiff.vjp_rules import VJP_RULES, unbroadcast
 from ..passes.simplify import dce
 from ..tracer import Trace
 from . import tensor_base as TB
 from .node import Node
+from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
 
 
 class Entry:
@@ -142,6 +143,32 @@ class OpNode(Node):
         return [cts.get(-1 - k) for k in range(self._nin)]
 
     def _run_rule(self, e: Entry, cts: dict, env: dict, create_graph: bool):
+        if not create_graph and len(e.outs) == 1:
+            f = NUMPY_VJPS.get(e.opdef.name)
+            if f is not None and type(cts[e.outs[0]]) is np.ndarray and handler_for(()) is None:
+                res = self._numpy_rule(f, e, cts[e.outs[0]], env)
+                if res is not None:
+                    return res
+        return self._generic_rule(e, cts, env, create_graph)
+
+    def _numpy_rule(self, f, e: Entry, g, env: dict):
+        """The rule's NumPy transcription (``numpy_vjps``), or None if it does not apply."""
+        out = self._value(e.outs[0], env, False) if e.needs_out[0] else None
+        args = []
+        types = []
+        for s, n in zip(e.slots, e.needs_in):
+            if _is_slot(s):
+                args.append(self._value(s, env, False) if n else None)
+                types.append(self._avals[s])
+            else:
+                args.append(s)
+                types.append((s.shape, s.dtype))
+        res = f(g, out, args, e.mask, types, e.kwargs)
+        if res is None:
+            return None
+        return tuple(np.asarray(c) if isinstance(c, np.generic) else c for c in res)
+
+    def _generic_rule(self, e: Entry, cts: dict, env: dict, create_graph: bool):
         def arg(s, needed):
             if not _is_slot(s):
                 return s
@@ -162,7 +189,8 @@ class OpNode(Node):
     def _add(self, cts: dict, slot: int, ct) -> None:
         shape, dtype = self._avals[slot]
         if tuple(ct.shape) != shape:
-            ct = unbroadcast(ct, shape)
+            ct = numpy_unbroadcast(ct, shape) if type(ct) is np.ndarray and handler_for(
+                ()) is None else unbroadcast(ct, shape)
         if ct.dtype != dtype:
             ct = A.astype(ct, dtype)
         cts[slot] = cts[slot] + ct if slot in cts else ct

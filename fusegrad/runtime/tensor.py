@@ -21,6 +21,7 @@ from ..ir import ops
 from ..ir.types import dtype_name
 from . import dtypes as D
 from . import tensor_base as TB
+from .engine import backward
 from .names import NAMES
 from .record import operation
 from .tensor_inplace import TensorInplace
@@ -169,6 +170,7 @@ def _size(size) -> tuple[int, ...]:
 
 
 TB._CLASS.append(Tensor)
+TB._BACKWARD.append(backward)
 
 
 def _legacy(name: str, dt):

@@ -51,6 +51,8 @@ class Size(tuple):
 
 #: The concrete class ``make`` builds (set by ``tensor.py``, which defines it).
 _CLASS: list[type] = []
+#: ``engine.backward`` (set by ``tensor.py``; ``engine`` imports this module).
+_BACKWARD: list = []
 
 
 def make(data, requires_grad: bool = False, grad_fn=None, output_nr: int = 0):
@@ -286,9 +288,7 @@ class TensorBase:
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the leaves' ``.grad`` (see
         ``fusegrad.autograd.backward``)."""
-        from .engine import backward
-
-        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph,
+        _BACKWARD[0]((self,), None if gradient is None else (gradient,), retain_graph, create_graph,
                  inputs=inputs)
 
     # --- Python conversions (need concrete data) -------------------------------------

@@ -13,13 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import ops
+from ..ir.bind import handler_for
 from ..ir.indexing import IndexUpdateRef
 from . import dtypes as D
 from . import tensor_base as TB
+from .fast import quiet_fp
 from .grad_mode import _mode
 from .names import NAMES
 from .record import run_inplace, write
 from .tensor_math import _type_name, arg, cast
+from .views import inplace_on_view
 
 
 def _check(target) -> None:
@@ -62,13 +65,37 @@ def inplace(key: str, target, fn, *args, any_cast: bool = False):
 
     if _mode.grad and (target._rg or any(isinstance(a, TB.TensorBase) and a._rg for a in args)):
         if target._base is not None:
-            raise RuntimeError(
-                "in-place operations on views (results of indexing, view, reshape, t, ...) of "
-                "tensors that require grad are not supported by fusegrad yet; write to the base "
-                "tensor (x[idx] = v), or use an out-of-place operation")
+            return inplace_on_view(NAMES.get(key, key), target, compute, *args)
         return run_inplace(NAMES.get(key, key), target, compute, *args)
     write(target, compute(target, *args)._data)
     return target
+
+
+def _arith_in_place(ufunc, target, other, alpha) -> bool:
+    """``target = ufunc(target, other * alpha)`` in the target's memory when nothing records
+    and both are concrete arrays of one float dtype (what the general path computes,
+    without the dispatch); False when the general path is needed."""
+    if _mode.grad and (target._rg or (isinstance(other, TB.TensorBase) and other._rg)):
+        return False
+    cur = target._cell.value
+    if type(cur) is not np.ndarray or cur.dtype.kind != "f" or not cur.flags.writeable:
+        return False
+    if isinstance(other, TB.TensorBase):
+        o = other._cell.value
+        if type(o) is not np.ndarray or o.dtype != cur.dtype or (o.shape != cur.shape
+                                                                 and o.ndim):
+            return False
+    elif type(other) in (float, int):
+        o = other
+    else:
+        return False
+    if handler_for(()) is not None:
+        return False
+    _check(target)
+    with quiet_fp():
+        ufunc(cur, o if alpha == 1 else o * alpha, out=cur)
+    target._vc.n += 1
+    return True
 
 
 def _set_all(old, value):
@@ -88,15 +115,23 @@ class TensorInplace:
     __slots__ = ()
 
     def add_(self, other, *, alpha=1):
+        if _arith_in_place(np.add, self, other, alpha):
+            return self
         return inplace("add", self, lambda old, o: old.add(o, alpha=alpha), arg(other))
 
     def sub_(self, other, *, alpha=1):
+        if _arith_in_place(np.subtract, self, other, alpha):
+            return self
         return inplace("sub", self, lambda old, o: old.sub(o, alpha=alpha), arg(other))
 
     def mul_(self, other):
+        if _arith_in_place(np.multiply, self, other, 1):
+            return self
         return inplace("mul", self, lambda old, o: old.mul(o), arg(other))
 
     def div_(self, other, *, rounding_mode=None):
+        if rounding_mode is None and _arith_in_place(np.true_divide, self, other, 1):
+            return self
         return inplace("div", self, lambda old, o: old.div(o, rounding_mode=rounding_mode),
                        arg(other))
 

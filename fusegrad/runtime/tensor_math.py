@@ -17,6 +17,7 @@ import numpy as np
 from ..ir import ops
 from ..ir.types import dtype_name
 from . import dtypes as D
+from . import fast, replay
 from . import tensor_base as TB
 from .names import NAMES
 from .record import operation
@@ -27,6 +28,13 @@ _PY_NAMES = {"f": "Float", "i": "Long", "b": "Bool"}
 def op(key: str, fn, *args, view: bool = False):
     """Run ``fn(*args)`` as the user-facing operation ``key`` (one node named ``NAMES[key]``)."""
     return operation(NAMES[key], fn, *args, view=view)
+
+
+def composite(key: str, structure, fn, *args):
+    """``fn(*args)`` as the operation ``key``, where the ops ``fn`` binds depend only on
+    ``structure`` and the Tensor arguments' types: replayed without the dispatch
+    (``replay``)."""
+    return replay.run(NAMES[key], structure, fn, *args)
 
 
 def arg(x):
@@ -57,11 +65,22 @@ def to_float(x):
 
 
 def binary(key: str, irop: str, a, b):
+    out = fast.run(key, irop, [a, b])
+    if out is not None:
+        return out
     a, b = arg(a), arg(b)
     dt = D.result_type(a, b)
     if irop == "div" and not dt.is_floating_point:
         dt = D.get_default_dtype()
     return op(key, lambda: getattr(ops, irop)(cast(a, dt), cast(b, dt)))
+
+
+def unary(key: str, irop: str, x):
+    """The float math operation ``key``: IR op ``irop`` on ``x`` (integers become floats)."""
+    out = fast.run(key, irop, [x])
+    if out is not None:
+        return out
+    return op(key, lambda: getattr(ops, irop)(to_float(x)))
 
 
 def compare(irop: str, a, b):
@@ -181,7 +200,8 @@ class TensorMath:
             raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                                "If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
-        return op("neg", ops.neg, self)
+        out = fast.run("neg", "neg", [self])
+        return out if out is not None else op("neg", ops.neg, self)
 
     neg = negative = __neg__
 
@@ -278,16 +298,16 @@ class TensorMath:
     # --- elementwise math -------------------------------------------------------------
 
     def exp(self):
-        return op("exp", lambda: ops.exp(to_float(self)))
+        return unary("exp", "exp", self)
 
     def expm1(self):
-        return op("expm1", lambda: ops.expm1(to_float(self)))
+        return unary("expm1", "expm1", self)
 
     def log(self):
-        return op("log", lambda: ops.log(to_float(self)))
+        return unary("log", "log", self)
 
     def log1p(self):
-        return op("log1p", lambda: ops.log1p(to_float(self)))
+        return unary("log1p", "log1p", self)
 
     def log2(self):
         return op("log2", lambda: ops.log(to_float(self)) / math.log(2.0))
@@ -296,59 +316,59 @@ class TensorMath:
         return op("log10", lambda: ops.log(to_float(self)) / math.log(10.0))
 
     def sqrt(self):
-        return op("sqrt", lambda: ops.sqrt(to_float(self)))
+        return unary("sqrt", "sqrt", self)
 
     def rsqrt(self):
         return op("rsqrt", lambda: ops.div(1.0, ops.sqrt(to_float(self))))
 
     def sin(self):
-        return op("sin", lambda: ops.sin(to_float(self)))
+        return unary("sin", "sin", self)
 
     def cos(self):
-        return op("cos", lambda: ops.cos(to_float(self)))
+        return unary("cos", "cos", self)
 
     def tan(self):
-        return op("tan", lambda: ops.tan(to_float(self)))
+        return unary("tan", "tan", self)
 
     def asin(self):
-        return op("asin", lambda: ops.arcsin(to_float(self)))
+        return unary("asin", "arcsin", self)
 
     def acos(self):
-        return op("acos", lambda: ops.arccos(to_float(self)))
+        return unary("acos", "arccos", self)
 
     def atan(self):
-        return op("atan", lambda: ops.arctan(to_float(self)))
+        return unary("atan", "arctan", self)
 
     def sinh(self):
-        return op("sinh", lambda: ops.sinh(to_float(self)))
+        return unary("sinh", "sinh", self)
 
     def cosh(self):
-        return op("cosh", lambda: ops.cosh(to_float(self)))
+        return unary("cosh", "cosh", self)
 
     def tanh(self):
-        return op("tanh", lambda: ops.tanh(to_float(self)))
+        return unary("tanh", "tanh", self)
 
     def asinh(self):
-        return op("asinh", lambda: ops.arcsinh(to_float(self)))
+        return unary("asinh", "arcsinh", self)
 
     def acosh(self):
-        return op("acosh", lambda: ops.arccosh(to_float(self)))
+        return unary("acosh", "arccosh", self)
 
     def atanh(self):
-        return op("atanh", lambda: ops.arctanh(to_float(self)))
+        return unary("atanh", "arctanh", self)
 
     arcsin, arccos, arctan = asin, acos, atan
     arcsinh, arccosh, arctanh = asinh, acosh, atanh
 
     def sigmoid(self):
-        return op("sigmoid", lambda: ops.logistic(to_float(self)))
+        return unary("sigmoid", "logistic", self)
 
     def relu(self):
         """max(x, 0) with relu'(0) = 0."""
-        return op("relu", lambda: ops.select(self > 0, self, 0))
+        return composite("relu", None, _relu, self)
 
     def erf(self):
-        return op("erf", lambda: ops.erf(to_float(self)))
+        return unary("erf", "erf", self)
 
     def reciprocal(self):
         return op("reciprocal", lambda: ops.div(1.0, to_float(self)))
@@ -411,6 +431,10 @@ class TensorMath:
 
     def lerp(self, end, weight):
         return op("lerp", lambda: self + arg(weight) * (arg(end) - self))
+
+
+def _relu(x):
+    return ops.select(x > 0, x, 0)
 
 
 def _scaled(other, alpha):

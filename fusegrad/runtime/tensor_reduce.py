@@ -13,8 +13,19 @@ import math
 
 from ..ir import array as A
 from ..ir import ops
+from . import fast
 from . import tensor_base as TB
-from .tensor_math import _dims, _np_dtype, _safe_root, _truth, _type_name, cast, op, to_float
+from .tensor_math import (
+    _dims,
+    _np_dtype,
+    _safe_root,
+    _truth,
+    _type_name,
+    cast,
+    composite,
+    op,
+    to_float,
+)
 
 max_result = collections.namedtuple("max", ["values", "indices"])
 min_result = collections.namedtuple("min", ["values", "indices"])
@@ -27,6 +38,10 @@ class TensorReduce:
 
     def sum(self, dim=None, keepdim=False, *, dtype=None):
         dims = _dims(dim)
+        if dims is None and dtype is None and not keepdim and self.ndim:
+            out = fast.run("sum", "reduce_sum", [self], {"axes": tuple(range(self.ndim))})
+            if out is not None:
+                return out
         return op("sum" if dims is None else "sum_dim",
                   lambda: A.sum(self, dims, _np_dtype(dtype), keepdim))
 
@@ -37,7 +52,8 @@ class TensorReduce:
                                "a floating point or complex dtype. Got: "
                                f"{_type_name(x._data.dtype)}")
         dims = _dims(dim)
-        return op("mean" if dims is None else "mean_dim", lambda: A.mean(x, dims, keepdim))
+        return composite("mean" if dims is None else "mean_dim", (dims, keepdim),
+                         lambda t: A.mean(t, dims, keepdim), x)
 
     def prod(self, dim=None, keepdim=False, *, dtype=None):
         dims = _dims(dim)

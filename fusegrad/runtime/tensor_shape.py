@@ -17,6 +17,7 @@ import numpy as np
 from ..ir import array as A
 from ..ir import ops
 from ..ir.indexing import getitem as _ir_getitem
+from . import fast
 from . import tensor_base as TB
 from .tensor_math import arg, op
 
@@ -296,6 +297,10 @@ class TensorShape:
                                f"{self.ndim}D and {other.ndim}D")
         key = {(1, 1): "dot", (2, 1): "mv", (2, 2): "mm", (1, 2): "vecmat"}.get(
             (self.ndim, other.ndim), "unsafe_view")
+        if key == "mm":
+            out = fast.run("mm", "matmul", [self, other])
+            if out is not None:
+                return out
         return op(key, A.matmul, self, other)
 
     def mm(self, mat2):

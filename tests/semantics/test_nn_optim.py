@@ -175,6 +175,27 @@ def test_load_state_dict_round_trip_through_fg_save():
     assert dst.head.weight.dtype == fg.float32
 
 
+def test_load_state_dict_assign_uses_the_given_tensors():
+    fg.manual_seed(0)
+    net = Net()
+    net.body[0].weight.requires_grad_(False)
+    sd = {k: v.double() for k, v in Net().state_dict().items()}
+    sd["head.weight"] = nn.Parameter(sd["head.weight"])
+    assert repr(net.load_state_dict(sd, assign=True)) == "<All keys matched successfully>"
+    assert net.head.weight is sd["head.weight"]  # a Parameter is taken as it is
+    w = net.body[0].weight
+    assert isinstance(w, nn.Parameter) and w.dtype == fg.float64  # no cast with assign
+    assert not w.requires_grad  # the old parameter's flag
+    assert np.shares_memory(w.detach().numpy(), sd["body.0.weight"].numpy())
+    assert net.running is sd["running"]  # buffers too
+    assert [n for n, _ in net.named_parameters()] == [n for n, _ in Net().named_parameters()]
+    out = net(fg.randn(2, 3, dtype=fg.float64)).sum()
+    out.backward()
+    assert net.head.weight.grad is not None and w.grad is None
+    with pytest.raises(RuntimeError, match=r"size mismatch for head\.weight"):
+        net.load_state_dict({**sd, "head.weight": fg.ones(7)}, assign=True)
+
+
 def _snapshot(module):
     return {k: v.numpy().copy() for k, v in module.state_dict().items()}
 

@@ -1,0 +1,294 @@
+"""The eager fast path: common operations on concrete float arrays, without the dispatch.
+
+``x * 2.0``, ``x.sin()``, ``x.sum()`` on Tensors whose data are NumPy arrays of
+one floating dtype cost ten Python layers on the generic path (``operation``,
+``bind``, promotion, ``tensor_bind``, the scope, ``finish``). Here a *plan*,
+cached by everything the generic path would decide (op, dtypes, shapes, which
+inputs require grad, grad mode, identical operands), says what the generic
+path would have built: the NumPy function, the node class, the slots, which
+values the VJP rule reads. The op then runs the ufunc and builds the same
+``OpNode`` directly. Anything else (tracers, an open trace, a recording scope,
+views, mixed dtypes, integer math) takes the generic path unchanged.
+
+The nodes built here are ``OpNode`` subclasses (``FastNode``) with the same
+entry, saved tensors and names; ``FastNode.apply`` runs the op's NumPy VJP
+(``numpy_vjps``) when backward is not recorded (no ``create_graph``) and no
+trace is open, else the generic rule. See docs/eager_speed.md.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy import ndarray
+
+from ..ir.bind import handler_for
+from ..ir.optable import OPS
+from . import bigmath
+from . import dtypes as D
+from .grad_mode import _mode
+from .names import NAMES
+from .node import _sequence, accumulator, node_class
+from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
+from .record import _state
+from .recorded import Entry, OpNode, rule_needs
+from .saved import SavedTensor
+from .tensor_base import _CLASS, TensorBase, _Cell, _Version
+
+_new = object.__new__
+
+
+# Ops compute with NumPy's floating-point errors ignored (inf and nan flow as in PyTorch).
+# ``np.errstate(all="ignore")`` costs ~2 us per use; NumPy 2 keeps the error mode in a
+# context variable, which costs ~0.3 us to set and reset directly.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar as _fp
+
+    with np.errstate(all="ignore"):
+        _fp_ignore = _fp.get()
+except ImportError:  # pragma: no cover - other NumPy versions
+    _fp = None
+
+
+class quiet_fp:
+    """``with quiet_fp():`` - NumPy's floating-point errors ignored, as ``np.errstate(
+    all="ignore")`` but through the context variable directly."""
+
+    __slots__ = ("token",)
+
+    def __enter__(self):
+        self.token = _fp.set(_fp_ignore) if _fp is not None else np.errstate(all="ignore")
+        if _fp is None:
+            self.token.__enter__()
+
+    def __exit__(self, *exc):
+        if _fp is None:
+            self.token.__exit__(*exc)
+        else:
+            _fp.reset(self.token)
+
+
+_OUT_SLOTS = (0,)
+_NO_REPLAY: list = []
+_FLOATS = frozenset("f")
+_PY_SCALARS = (float, int)
+
+
+# --- nodes ------------------------------------------------------------------------------
+
+
+class FastNode(OpNode):
+    """The ``OpNode`` of one IR op recorded by the fast path (its entry is made on demand)."""
+
+    __slots__ = ("_plan", "_slots")
+
+    @property
+    def _entries(self) -> list:
+        """The node's one entry (made when the generic backward needs it)."""
+        p = self._plan
+        e = Entry(p.opdef, p.entry_kw, self._slots, _OUT_SLOTS)
+        e.mask, e.needs_out, e.needs_in = p.mask, (p.needs_out,), p.needs_in
+        return [e]
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        plan = self._plan
+        vjp = plan.vjp
+        g = grads[0]
+        if (create_graph or vjp is None or type(g) is not np.ndarray
+                or handler_for(()) is not None):
+            return OpNode.apply(self, grads, create_graph)
+        saved = self._saved
+        name = type(self).__name__
+        out = saved[0].data(name) if plan.needs_out else None
+        args = [s if type(s) is not int else (saved[s].data(name) if s in saved else None)
+                for s in self._slots]
+        cts = vjp(g, out, args, plan.mask, plan.in_types, plan.entry_kw)
+        if cts is None:
+            return OpNode.apply(self, grads, create_graph)
+        res = [None] * self._nin
+        for k, ct, (shape, dtype) in zip(plan.targets, cts, plan.in_types):
+            if ct is None or k < 0:
+                continue
+            if type(ct) is not np.ndarray:
+                ct = np.asarray(ct)
+            if ct.shape != shape:
+                ct = numpy_unbroadcast(ct, shape)
+            if ct.dtype != dtype:
+                ct = ct.astype(dtype)
+            res[k] = ct if res[k] is None else res[k] + ct
+        return res
+
+
+def _sum_impl(x, *, axes):
+    return np.add.reduce(x, axis=axes)  # np.sum's own ufunc call, without its wrappers
+
+
+#: Faster equivalents of op-table NumPy references (same ufunc, fewer Python layers).
+_IMPLS = {"reduce_sum": _sum_impl}
+
+
+class _Plan:
+    """What the generic path decides for one kind of call (see the module docstring)."""
+
+    __slots__ = ("avals", "big", "cls", "const", "dtype", "entry_kw", "fn", "in_types",
+                 "input_pos", "mask", "needed", "needs_in", "needs_out", "opdef", "out_type",
+                 "record", "slots", "targets", "vjp")
+
+
+_PLANS: dict = {}
+
+
+def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
+    """The plan of ``irop`` on ``operands`` (Tensors and Python scalars), or None."""
+    tensors = [x for x in operands if isinstance(x, TensorBase)]
+    dt = D.result_type(*operands)
+    npdt = np.dtype(dt)
+    if npdt.kind not in _FLOATS or any(t._cell.value.dtype != npdt for t in tensors):
+        return None
+    opdef = OPS[irop]
+    p = _Plan()
+    p.opdef, p.dtype, p.fn, p.entry_kw = opdef, npdt, _IMPLS.get(irop, opdef.impl), kwargs
+    inputs: list = []
+    slots = []
+    for x in operands:
+        if isinstance(x, TensorBase):
+            k = next((i for i, t in enumerate(inputs) if t is x), None)
+            if k is None:
+                k = len(inputs)
+                inputs.append(x)
+            slots.append(-1 - k)
+        else:
+            slots.append(None)  # a constant: filled per call
+    p.slots = tuple(slots)
+    p.const = None in p.slots
+    p.input_pos = tuple(next(i for i, x in enumerate(operands) if x is t) for t in inputs)
+    p.big = irop in bigmath.FUNCTIONS
+    arrays = [x._cell.value if isinstance(x, TensorBase) else np.asarray(x, npdt)
+              for x in operands]
+    in_types = tuple((a.shape, a.dtype) for a in arrays)
+    (out_t,) = opdef.rule(tuple(_tt(a) for a in arrays), **kwargs)
+    p.out_type = (tuple(out_t.shape), np.dtype(out_t.dtype))
+    p.record = record
+    p.cls = node_class(NAMES.get(key, key), FastNode)
+    p.mask = tuple(s is not None and inputs[-1 - s]._rg for s in slots)
+    p.in_types = in_types
+    p.targets = tuple(-1 - s if s is not None else -1 for s in slots)
+    if not record:
+        p.vjp = None
+        return p
+    needs_out, needs_in = rule_needs(irop, tuple(sorted(kwargs.items())), in_types,
+                                     (p.out_type,), p.mask)
+    p.needs_out = needs_out[0]
+    p.needs_in = needs_in
+    p.avals = {0: p.out_type, **{s: ty for s, ty in zip(slots, in_types) if s is not None}}
+    p.needed = tuple(sorted({s for s, n in zip(slots, needs_in) if n and s is not None}))
+    p.vjp = NUMPY_VJPS.get(irop)
+    return p
+
+
+def _tt(a):
+    from ..ir.types import TensorType
+
+    return TensorType(a.shape, a.dtype)
+
+
+def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
+    """``irop`` on ``operands`` as the operation ``key``, or None for the generic path.
+
+    Python scalars go to the ufunc as they are: NumPy converts them to the array's
+    dtype (weak scalars), as the generic path's promotion does.
+    """
+    if _state.scope is not None:
+        return None
+    sig = [key, irop]
+    arrays = []
+    rg = False
+    for x in operands:
+        if isinstance(x, TensorBase):
+            d = x._cell.value
+            if type(d) is not ndarray or x._base is not None:
+                return None
+            sig += (d.dtype, d.shape, x._rg)
+            arrays.append(d)
+            rg = rg or x._rg
+        elif type(x) in _PY_SCALARS:
+            sig.append(type(x))
+            arrays.append(x)
+        else:
+            return None
+    if handler_for(()) is not None:
+        return None
+    record = rg and _mode.grad
+    sig.append(record)
+    if len(operands) == 2 and operands[0] is operands[1]:
+        sig.append("same")
+    if kwargs:
+        sig.append(tuple(kwargs.items()))
+    sig = tuple(sig)
+    plan = _PLANS.get(sig, _PLANS)
+    if plan is _PLANS:
+        plan = _make_plan(key, irop, kwargs or {}, operands, record)
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        _PLANS[sig] = plan
+    if plan is None:
+        return None
+    if _fp is None:
+        with np.errstate(all="ignore"):
+            out = _compute(plan, arrays, kwargs)
+    else:
+        token = _fp.set(_fp_ignore)
+        try:
+            out = _compute(plan, arrays, kwargs)
+        finally:
+            _fp.reset(token)
+    dt = plan.dtype
+    if type(out) is not ndarray or out.dtype != dt:
+        out = np.asarray(out, dtype=dt)
+    t = _new(_CLASS[0])
+    t._init(_Cell(out), _Version(), False, None, 0)
+    if record:
+        _record(plan, operands, t)
+    return t
+
+
+def _compute(plan: _Plan, arrays: list, kwargs):
+    if plan.big:
+        return bigmath.apply(plan.opdef.name, plan.fn, arrays)
+    if kwargs:
+        return plan.fn(*arrays, **kwargs)
+    return plan.fn(*arrays)
+
+
+def _record(plan: _Plan, operands: list, t) -> None:
+    """Give ``t`` the node the generic path would have made for this call."""
+    node = _new(plan.cls)
+    slots = plan.slots
+    if plan.const:
+        dt = plan.dtype
+        slots = tuple(np.asarray(x, dt) if s is None else s for x, s in zip(operands, slots))
+    inputs = [operands[i] for i in plan.input_pos]
+    next_edges = []
+    for x in inputs:
+        if not x._rg:
+            next_edges.append((None, 0))
+        elif x._grad_fn is not None:
+            next_edges.append((x._grad_fn, x._out_nr))
+        else:
+            next_edges.append((accumulator(x), 0))
+    node._next = tuple(next_edges)
+    node._seq = next(_sequence)
+    node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
+    node._nin = len(inputs)
+    node._out_slots = _OUT_SLOTS
+    node._avals = plan.avals
+    node._replay = _NO_REPLAY
+    node._plan = plan
+    node._slots = slots
+    saved = {}
+    for s in plan.needed:
+        saved[s] = SavedTensor.of_input(inputs[-1 - s])
+    if plan.needs_out:
+        saved[0] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
+    node._saved = saved
+    t._grad_fn = node
+    t._rg = True

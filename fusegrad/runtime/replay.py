@@ -1,0 +1,180 @@
+"""Composite operations replayed from their first recording (``F.linear``, ``relu``, ``mean``).
+
+An operation made of several IR ops (``x @ w.T + b``) costs one ``bind`` per
+op on the generic path. When the ops an operation binds depend only on the
+types of its Tensor arguments (never on their values or on anything else the
+function captures), the caller may run it through ``run``: the first call
+for a given (operation, key, argument types, requires_grad flags, grad mode)
+goes through ``record.operation`` and its recording is kept; later calls
+evaluate the recorded ops' NumPy references directly on the new arrays and
+build the same ``OpNode`` (same live entries, types, saved values and
+replay), skipping promotion, dispatch and analysis. Anything unusual
+(tracers, an open trace or scope, views as arguments, results that alias an
+argument) takes the generic path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy import ndarray
+
+from ..ir.bind import handler_for
+from . import record
+from .fast import _fp, _fp_ignore
+from .grad_mode import _mode
+from .node import accumulator
+from .saved import SavedTensor
+from .tensor_base import _CLASS, TensorBase, _Cell, _Version
+
+_new = object.__new__
+
+
+class _Plan:
+    __slots__ = (
+        "avals",
+        "cls",
+        "input_pos",
+        "live",
+        "needed",
+        "nvalues",
+        "out_slot",
+        "out_slots",
+        "program",
+        "record",
+        "replay",
+    )
+
+
+_PLANS: dict = {}
+
+
+def run(name: str, key, fn, *args):
+    """``record.operation(name, fn, *args)``, replayed when seen before (see the module
+    docstring); ``key`` names everything besides the arguments' types that decides which
+    ops ``fn`` binds."""
+    if record._state.scope is not None:
+        return fn(*args)
+    sig = [name, key]
+    rg = False
+    for x in args:
+        if not isinstance(x, TensorBase):
+            return record.operation(name, fn, *args)
+        d = x._cell.value
+        if type(d) is not ndarray or x._base is not None:
+            return record.operation(name, fn, *args)
+        sig += (d.dtype, d.shape, x._rg)
+        rg = rg or x._rg
+    if handler_for(()) is not None:
+        return record.operation(name, fn, *args)
+    recording = rg and _mode.grad
+    sig.append(recording)
+    if len(args) > 1:
+        sig.append(tuple(next(i for i, y in enumerate(args) if y is x) for x in args))
+    sig = tuple(sig)
+    plan = _PLANS.get(sig, _PLANS)
+    if plan is _PLANS:
+        out, plan = _first(name, fn, args, recording)
+        if len(_PLANS) >= 4096:
+            _PLANS.clear()
+        _PLANS[sig] = plan
+        return out
+    if plan is None:
+        return record.operation(name, fn, *args)
+    return _replay(plan, args)
+
+
+def _first(name: str, fn, args, recording: bool):
+    """Run the operation generically, and make its plan (None if it cannot be replayed)."""
+    scope = record.Scope(name)
+    record._state.scope = scope
+    try:
+        out = record._own(scope, fn(*args))
+    finally:
+        record._state.scope = None
+    record._isolate(scope, [out], False)
+    record.finish(scope, [out])
+    return out, _make_plan(scope, out, args, recording)
+
+
+def _make_plan(scope, out, args, recording: bool):
+    if not isinstance(out, TensorBase) or out._base is not None:
+        return None
+    pos = []
+    for x in scope.inputs:
+        k = next((i for i, a in enumerate(args) if a is x), None)
+        if k is None:
+            return None  # a Tensor the function captured: not replayable
+        pos.append(k)
+    program = []
+    for e in scope.entries:
+        if "regions" in e.kwargs:
+            return None
+        dts = tuple(scope.values[o]._cell.value.dtype for o in e.outs)
+        program.append((e.opdef.impl, e.kwargs, e.slots, e.outs, dts))
+    p = _Plan()
+    p.input_pos = tuple(pos)
+    p.program = program
+    p.nvalues = len(scope.values)
+    p.out_slot = scope.produced[id(out)]
+    node = out._grad_fn
+    p.record = recording and node is not None
+    if recording and not p.record:
+        return None
+    if p.record:
+        if type(node).__mro__[1] is not record.OpNode:
+            return None
+        p.cls = type(node)
+        p.live, p.out_slots, p.avals = node._entries, node._out_slots, node._avals
+        p.replay = node._replay
+        p.needed = tuple(node._saved)
+        if p.out_slots != (p.out_slot,):
+            return None
+    return p
+
+
+def _replay(plan: _Plan, args):
+    inputs = [args[k] for k in plan.input_pos]
+    data = [x._cell.value for x in inputs]
+    vals = [None] * plan.nvalues
+    token = _fp.set(_fp_ignore) if _fp is not None else None
+    try:
+        for impl, kwargs, slots, outs, dts in plan.program:
+            a = [s if type(s) is not int else (data[-1 - s] if s < 0 else vals[s])
+                 for s in slots]
+            r = impl(*a, **kwargs)
+            if len(outs) == 1:
+                dt = dts[0]
+                vals[outs[0]] = r if type(r) is ndarray and r.dtype == dt else np.asarray(r, dt)
+            else:
+                for o, ri, dt in zip(outs, r, dts):
+                    vals[o] = np.asarray(ri, dt)
+    finally:
+        if token is not None:
+            _fp.reset(token)
+    res = vals[plan.out_slot]
+    if res.base is not None and any(np.may_share_memory(res, d) for d in data):
+        res = res.copy()
+    t = _new(_CLASS[0])
+    t._init(_Cell(res), _Version(), False, None, 0)
+    if plan.record:
+        _node(plan, inputs, vals, t)
+    return t
+
+
+def _node(plan: _Plan, inputs: list, vals: list, t) -> None:
+    edges = tuple((None, 0) if not x._rg else (x._grad_fn, x._out_nr) if x._grad_fn is not None
+                  else (accumulator(x), 0) for x in inputs)
+    saved = {}
+    for s in plan.needed:
+        if s < 0:
+            saved[s] = SavedTensor.of_input(inputs[-1 - s])
+        elif s == plan.out_slot:
+            saved[s] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
+        else:
+            v = vals[s]
+            vc = None
+            if v.base is not None:
+                vc = next((x._vc for x in inputs if np.may_share_memory(v, x._cell.value)), None)
+            saved[s] = SavedTensor("internal", v, vc=vc)
+    t._grad_fn = plan.cls(edges, plan.live, plan.out_slots, plan.avals, saved, plan.replay)
+    t._rg = True
