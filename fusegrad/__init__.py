@@ -27,6 +27,7 @@ from .api import (
     value_and_grad,
     vjp,
 )
+from .control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .passes.autodiff import NotDifferentiableError
 from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
@@ -36,6 +37,12 @@ from .serialization import SerializationError, load, save
 __version__ = "0.1.0"
 
 __all__ = [
+    "ControlFlowError",
+    "checkpoint",
+    "cond",
+    "fori_loop",
+    "scan",
+    "while_loop",
     "Function",
     "FusegradError",
     "GradError",

@@ -129,17 +129,61 @@ def _leaked(t: Tracer) -> TracerError:
     )
 
 
-def _concrete_error(t: Tracer, construct: str) -> TracerError:
+#: Python construct -> the traced operation that replaces it.
+_INSTEAD = {
+    "if": "an `if`/`else` on a traced predicate is fg.cond(pred, true_fn, false_fn, "
+          "*operands); to select between two values use fnp.where(cond, a, b)",
+    "while": "a `while` loop on a traced condition is fg.while_loop(cond_fn, body_fn, "
+             "init); a loop with a traced trip count is fg.fori_loop(lower, upper, body_fn, "
+             "init)",
+    "bool": "an `if`/`else` on a traced predicate is fg.cond(pred, true_fn, false_fn, "
+            "*operands); a `while` loop on a traced condition is fg.while_loop(cond_fn, "
+            "body_fn, init); to select between two values use fnp.where(cond, a, b)",
+    "int": "a loop over a traced bound is fg.fori_loop(lower, upper, body_fn, init) or "
+           "fg.scan(f, init, xs); a traced branch index is fg.cond",
+    "index": "a loop over a traced bound is fg.fori_loop(lower, upper, body_fn, init) "
+             "(range() needs Python ints); to index with a traced value use x[i] on the "
+             "traced array itself or fnp.take",
+    "value": "keep the computation traced: fg.cond / fg.while_loop / fg.fori_loop / "
+             "fg.scan replace Python control flow on traced values",
+}
+
+
+def _bool_construct(loc: str | None) -> tuple[str, str]:
+    """Which Python construct asked for the truth of a traced value, from its source line."""
+    import linecache
+
+    fname, _, line = (loc or "").rpartition(":")
+    text = linecache.getline(fname, int(line)).strip() if line.isdigit() else ""
+    for prefix, construct, kind in (
+        ("while ", "a `while` loop condition", "while"),
+        ("elif ", "an `elif` condition", "if"),
+        ("if ", "an `if` condition", "if"),
+        ("assert ", "an `assert`", "if"),
+    ):
+        if text.startswith(prefix):
+            return construct, kind
+    if " if " in text and " else " in text:
+        return "a conditional expression (`a if c else b`)", "if"
+    return "bool() (or `and`/`or`/`not`)", "bool"
+
+
+def _concrete_error(t: Tracer, construct: str, kind: str = "value") -> TracerError:
     loc = user_location()
+    if kind == "bool":
+        construct, kind = _bool_construct(loc)
     where = f" at {loc}" if loc else ""
     return TracerError(
         f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
-        "Python control flow on traced values cannot be recorded: use "
-        "fnp.where(cond, a, b) to select between values. Traced branches and loops "
-        "(fg.cond, fg.while_loop, fg.fori_loop) are not available in this version yet; "
-        "until then decide the control flow outside the transformed function, or pass the "
+        f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]}. "
+        "Or decide the control flow outside the transformed function, or pass the "
         "deciding argument as static: fg.jit(f, static_argnums=...)."
     )
+
+
+def tracing() -> bool:
+    """Whether a trace is open on this thread (ops on tracers are being recorded)."""
+    return bool(_state.stack)
 
 
 class Tracer(ArrayMethods):
@@ -167,16 +211,17 @@ class Tracer(ArrayMethods):
         return f"Tracer<{self.value.type}, level {self._trace.level}>"
 
     def __bool__(self):
-        raise _concrete_error(self, "`if`/`while`/bool() on a traced value")
+        raise _concrete_error(self, "bool()", "bool")
 
     def __float__(self):
         raise _concrete_error(self, "float()")
 
     def __int__(self):
-        raise _concrete_error(self, "int()")
+        raise _concrete_error(self, "int()", "int")
 
     def __index__(self):
-        raise _concrete_error(self, "using a traced value as a Python index")
+        raise _concrete_error(self, "using a traced value as a Python index (range(), "
+                              "list indexing)", "index")
 
     def __complex__(self):
         raise _concrete_error(self, "complex()")
