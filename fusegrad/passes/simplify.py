@@ -248,7 +248,15 @@ def _one_sweep(fn: Function) -> Function:
 
 
 def simplify(fn: Function, max_sweeps: int = 20) -> Function:
-    """Apply CSE, folding and ``REWRITES`` until nothing changes (or ``max_sweeps``)."""
+    """Apply CSE, folding and ``REWRITES`` until nothing changes (or ``max_sweeps``).
+
+    Regions (closed Functions) are simplified on their own first; CSE never merges
+    region ops, and never looks into one region from another.
+    """
+    if any(op.regions for op in fn.ops):
+        fn = fn.replace(ops=tuple(
+            op.replace(regions=tuple(simplify(r, max_sweeps) for r in op.regions))
+            if op.regions else op for op in fn.ops))
     for _ in range(max_sweeps):
         new = _one_sweep(fn)
         if _signature(new) == _signature(fn):
