@@ -131,22 +131,20 @@ def _leaked(t: Tracer) -> TracerError:
 
 #: Python construct -> the traced operation that replaces it.
 _INSTEAD = {
-    "if": "an `if`/`else` on a traced predicate is fg.cond(pred, true_fn, false_fn, "
-          "*operands); to select between two values use fnp.where(cond, a, b)",
-    "while": "a `while` loop on a traced condition is fg.while_loop(cond_fn, body_fn, "
-             "init); a loop with a traced trip count is fg.fori_loop(lower, upper, body_fn, "
-             "init)",
-    "bool": "an `if`/`else` on a traced predicate is fg.cond(pred, true_fn, false_fn, "
-            "*operands); a `while` loop on a traced condition is fg.while_loop(cond_fn, "
-            "body_fn, init); to select between two values use fnp.where(cond, a, b)",
-    "int": "a loop over a traced bound is fg.fori_loop(lower, upper, body_fn, init) or "
-           "fg.scan(f, init, xs); a traced branch index is fg.cond",
-    "index": "a loop over a traced bound is fg.fori_loop(lower, upper, body_fn, init) "
-             "(range() needs Python ints); to index with a traced value use x[i] on the "
-             "traced array itself or fnp.take",
-    "value": "keep the computation traced: fg.cond / fg.while_loop / fg.fori_loop / "
-             "fg.scan replace Python control flow on traced values",
+    "if": "write the `if`/`else` as fg.cond(pred, true_fn, false_fn, *operands)",
+    "while": "write the loop as fg.while_loop(cond_fn, body_fn, init), or as "
+             "fg.fori_loop(lower, upper, body_fn, init) if it counts",
+    "bool": "write an `if`/`else` as fg.cond(pred, true_fn, false_fn, *operands) and a "
+            "`while` loop as fg.while_loop(cond_fn, body_fn, init)",
+    "int": "loop over a traced bound with fg.fori_loop(lower, upper, body_fn, init) or "
+           "fg.scan(f, init, xs)",
+    "index": "loop over a traced bound with fg.fori_loop(lower, upper, body_fn, init); "
+             "index a traced array with x[i] or fnp.take",
+    "value": "keep the computation traced",
 }
+_ALL = ("(fg.cond for if/else on a traced predicate, fg.while_loop for while, "
+        "fg.fori_loop / fg.scan for loops over traced bounds, fnp.where(cond, a, b) to "
+        "select between values)")
 
 
 def _bool_construct(loc: str | None) -> tuple[str, str]:
@@ -175,7 +173,8 @@ def _concrete_error(t: Tracer, construct: str, kind: str = "value") -> TracerErr
     where = f" at {loc}" if loc else ""
     return TracerError(
         f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
-        f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]}. "
+        f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]} "
+        f"{_ALL}. "
         "Or decide the control flow outside the transformed function, or pass the "
         "deciding argument as static: fg.jit(f, static_argnums=...)."
     )
