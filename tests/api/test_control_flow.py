@@ -160,7 +160,7 @@ def test_fori_loop_with_traced_bounds():
         assert [op.name for op in ir.ops if op.regions] == ["while_loop"]
         assert_close(fg.jit(f)(X, lo, hi), unrolled(X, lo, hi), "exact64")
         assert_close(fg.grad(f)(X, np.int64(lo), np.int64(hi)),
-                     fg.grad(lambda x: unrolled(x, lo, hi))(X), "exact64")
+                     fg.grad(lambda x, lo=lo, hi=hi: unrolled(x, lo, hi))(X), "exact64")
 
 
 def test_static_fori_loop_is_one_scan():
