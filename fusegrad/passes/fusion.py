@@ -158,10 +158,10 @@ def _space(op: Op):
 def fuse(fn: Function) -> Function:
     """``fn`` with each group of loop ops replaced by one ``fused`` op."""
     fn = prepare(fn)
-    if any(op.regions for op in fn.ops):  # control-flow regions are fused on their own
-        fn = fn.replace(ops=tuple(
-            op.replace(regions=tuple(fuse(r) for r in op.regions)) if op.regions else op
-            for op in fn.ops))
+    if any(op.regions and op.name != "fused" for op in fn.ops):
+        fn = fn.replace(ops=tuple(  # control-flow regions are fused on their own
+            op.replace(regions=tuple(fuse(r) for r in op.regions))
+            if op.regions and op.name != "fused" else op for op in fn.ops))
     member = _partition(fn)
     if not member:
         return fn
