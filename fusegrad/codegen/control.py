@@ -1,10 +1,11 @@
 """Lowering of control-flow ops to native branches and loops inside the generated code.
 
-Each region becomes its own ``@numba.njit`` function in the module (``region<k>``,
-taking the sizes table ``d`` and the region's parameters, returning a tuple);
-the op becomes a Python ``if``/``while``/``for`` statement in the enclosing
-function that calls it. Nothing is unrolled: trip counts are read at run time
-(``scan`` lengths from ``d``, ``while_loop`` conditions computed each iteration).
+The op becomes a Python ``if``/``while``/``for`` statement of the generated
+function, with its regions' statements written inline in the branch or loop
+body (their locals prefixed by the op's tag, so nothing collides): one Numba
+function per compiled Function, however deep the nesting. Nothing is unrolled:
+trip counts are read at run time (``scan`` lengths from the sizes table ``d``,
+``while_loop`` conditions computed on every iteration).
 
 ``while_grad`` keeps its stack of carries in arrays that double in capacity
 when full, starting at ``STACK0`` entries; the number of entries pushed is the
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from ..ir import Op
 from ..ir.control_ops import floats
-from .emit import _Writer, literal, np_dtype
+from .emit import _Writer, inline, literal, np_dtype
 
 #: control ops lowered here (``checkpoint`` is inlined by passes.fusion.prepare)
 LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad"})
@@ -23,97 +24,122 @@ LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad"})
 #: initial capacity of while_grad's carry stacks
 STACK0 = 16
 
-
-def _call(fn: str, args) -> str:
-    return f"{fn}({', '.join(['d', *args])})"
+_IN = "    "  # one level of indentation
 
 
-def _targets(names) -> str:
-    return ", ".join(names) + ("," if len(names) == 1 else "") if names else "_"
+def _indent(lines: list[str], levels: int = 1) -> list[str]:
+    return [_IN * levels + line for line in lines]
 
 
-def lines(w: _Writer, op: Op, names: dict, region, tag: str) -> list[str]:
-    """Statements (indented for a function body) computing ``op``; ``region(fn)`` returns
-    the name of the njit function generated for region ``fn``."""
-    args = [names[v] for v in op.operands]
-    outs = [names[r] for r in op.results]
-    return _LOWER[op.name](w, op, args, outs, [region(r) for r in op.regions], tag)
+def _assign(targets, values, levels: int) -> list[str]:
+    """``a, b = x, y`` (values read before any target is written)."""
+    if not targets:
+        return []
+    comma = "," if len(targets) == 1 else ""
+    return [_IN * levels + f"    {', '.join(targets)}{comma} = {', '.join(values)}{comma}"]
 
 
-def _cond(w, op, args, outs, fns, tag):
-    lhs = _targets(outs)
-    return [f"    if {args[0]}:",
-            f"        {lhs} = {_call(fns[0], args[1:])}",
-            "    else:",
-            f"        {lhs} = {_call(fns[1], args[1:])}"]
+class _Ctx:
+    """One op being lowered: its writer, tag, and whether kernels flag rare inputs."""
+
+    def __init__(self, w: _Writer, op: Op, tag: str, exact: bool):
+        self.w, self.op, self.tag, self.exact = w, op, tag, exact
+        self.rare = False
+
+    def region(self, k: int, args, levels: int) -> tuple[list[str], list[str]]:
+        """Region ``k`` inline at ``levels`` extra indentation: (lines, result names)."""
+        lines, outs, rare = inline(self.w, self.op.regions[k], list(args),
+                                   f"{self.tag}r{k}_", self.exact)
+        self.rare |= rare
+        return _indent(lines, levels), outs
+
+
+def lines(w: _Writer, op: Op, names: dict, tag: str, exact: bool) -> tuple[list[str], bool]:
+    """Statements (indented for a function body) computing ``op``, and whether they flag
+    rare inputs into ``rare_any``."""
+    ctx = _Ctx(w, op, tag, exact)
+    out = _LOWER[op.name](ctx, [names[v] for v in op.operands], [names[r] for r in op.results])
+    return out, ctx.rare
+
+
+def _cond(ctx, args, outs):
+    branches = []
+    for k in (0, 1):
+        body, res = ctx.region(k, args[1:], 1)
+        branches.append(body + _assign(outs, res, 1) or ["        pass"])
+    return [f"    if {args[0]}:", *branches[0], "    else:", *branches[1]]
 
 
 def _carry(tag: str, n: int) -> list[str]:
     return [f"{tag}c{k}" for k in range(n)]
 
 
-def _while_loop(w, op, args, outs, fns, tag):
-    nc = op.attrs["num_carry"]
-    c, consts = _carry(tag, nc), args[nc:]
-    out = [f"    {ck} = {a}" for ck, a in zip(c, args)]
-    out += [f"    while {_call(fns[0], [*c, *consts])}[0]:",
-            f"        {_targets(c)} = {_call(fns[1], [*c, *consts])}"]
-    return out + [f"    {o} = {ck}" for o, ck in zip(outs, c)]
+def _loop_head(ctx, c, consts) -> list[str]:
+    """``while True:`` and the cond region, leaving the loop when it is false."""
+    cond_lines, (cond_res,) = ctx.region(0, [*c, *consts], 1)
+    return ["    while True:", *cond_lines, f"        if not {cond_res}:", "            break"]
 
 
-def _scan(w, op, args, outs, fns, tag):
+def _while_loop(ctx, args, outs):
+    nc = ctx.op.attrs["num_carry"]
+    c, consts = _carry(ctx.tag, nc), args[nc:]
+    body_lines, body_res = ctx.region(1, [*c, *consts], 1)
+    return [*_assign(c, args[:nc], 0), *_loop_head(ctx, c, consts), *body_lines,
+            *_assign(c, body_res, 1), *_assign(outs, c, 0)]
+
+
+def _scan(ctx, args, outs):
+    op, tag = ctx.op, ctx.tag
     nc, nx = op.attrs["num_carry"], op.attrs["num_xs"]
-    length = op.attrs["length"]
     c = _carry(tag, nc)
     xs, consts = args[nc:nc + nx], args[nc + nx:]
     ys = [f"{tag}y{k}" for k in range(len(outs) - nc)]
-    step = [f"{tag}r{k}" for k in range(len(ys))]
     n, t = f"{tag}n", f"{tag}t"
-    out = [f"    {n} = {w.size(length)}"]
-    out += [f"    {ck} = {a}" for ck, a in zip(c, args)]
+    out = [f"    {n} = {ctx.w.size(op.attrs['length'])}", *_assign(c, args[:nc], 0)]
     for y, r in zip(ys, op.results[nc:]):
-        out.append(f"    {y} = np.empty({w.shape(r.type.shape)}, {np_dtype(r.type)})")
+        out.append(f"    {y} = np.empty({ctx.w.shape(r.type.shape)}, {np_dtype(r.type)})")
     index = f"{n} - 1 - {tag}it" if op.attrs["reverse"] else f"{tag}it"
-    out += [f"    for {tag}it in range({n}):",
-            f"        {t} = {index}",
-            f"        {_targets([*c, *step])} = "
-            f"{_call(fns[0], [*c, *(f'{x}[{t}]' for x in xs), *consts])}"]
-    out += [f"        {y}[{t}] = {r}" for y, r in zip(ys, step)]
-    return out + [f"    {o} = {v}" for o, v in zip(outs, [*c, *ys])]
+    body_lines, res = ctx.region(0, [*c, *(f"{x}[{t}]" for x in xs), *consts], 1)
+    out += [f"    for {tag}it in range({n}):", f"        {t} = {index}", *body_lines,
+            *_assign(c, res[:nc], 1)]
+    out += [f"        {y}[{t}] = {r}" for y, r in zip(ys, res[nc:])]
+    return out + _assign(outs, [*c, *ys], 0)
 
 
-def _while_grad(w, op, args, outs, fns, tag):
+def _while_grad(ctx, args, outs):
+    op, tag, w = ctx.op, ctx.tag, ctx.w
     nc = op.attrs["num_carry"]
     cond = op.regions[0]
     n_primal = len(cond.params)
     c, consts, cts = _carry(tag, nc), args[nc:n_primal], args[n_primal:]
-    ctypes = [p.type for p in cond.params[:nc]]
     k_float = floats(p.type for p in cond.params[nc:])
     stacks = [f"{tag}s{k}" for k in range(nc)]
     g = [f"{tag}g{k}" for k in range(len(cts))]
     acc = [f"{tag}a{k}" for k in range(len(k_float))]
-    step = [f"{tag}b{k}" for k in range(len(k_float))]
     n = f"{tag}n"
-    out = [f"    {ck} = {a}" for ck, a in zip(c, args)] + [f"    {n} = 0"]
-    for s, t in zip(stacks, ctypes):
-        dims = "".join(f", {w.size(d)}" for d in t.shape)
-        out.append(f"    {s} = np.empty(({STACK0}{dims}), {np_dtype(t)})")
-    out.append(f"    while {_call(fns[0], [*c, *consts])}[0]:  # forward: push each carry")
+    out = [*_assign(c, args[:nc], 0), f"    {n} = 0"]
+    for s, p in zip(stacks, cond.params[:nc]):
+        dims = "".join(f", {w.size(d)}" for d in p.type.shape)
+        out.append(f"    {s} = np.empty(({STACK0}{dims}), {np_dtype(p.type)})")
+    body_lines, body_res = ctx.region(1, [*c, *consts], 1)
+    out += ["    # forward: run the loop, pushing the carry entering each iteration",
+            *_loop_head(ctx, c, consts)]
     if stacks:
         out.append(f"        if {n} == {stacks[0]}.shape[0]:")
         out += [f"            {s} = np.concatenate(({s}, np.empty_like({s})))" for s in stacks]
     out += [f"        {s}[{n}] = {ck}" for s, ck in zip(stacks, c)]
-    out += [f"        {n} += 1",
-            f"        {_targets(c)} = {_call(fns[1], [*c, *consts])}"]
-    out += [f"    {gk} = {a}" for gk, a in zip(g, cts)]
+    out += [f"        {n} += 1", *body_lines, *_assign(c, body_res, 1)]
+    out += _assign(g, cts, 0)
     for a, t in zip(acc, k_float):
         zero = literal(0, t)
         out.append(f"    {a} = " + (f"np.full({w.shape(t.shape)}, {zero})" if t.shape else zero))
-    out += [f"    for {tag}j in range({n} - 1, -1, -1):  # backward: pop them",
-            f"        {_targets([*g, *step])} = "
-            f"{_call(fns[2], [*(f'{s}[{tag}j]' for s in stacks), *consts, *g])}"]
-    out += [f"        {a} = {a} + {b}" for a, b in zip(acc, step)]
-    return out + [f"    {o} = {v}" for o, v in zip(outs, [*g, *acc])]
+    j = f"{tag}j"
+    adj_lines, adj_res = ctx.region(2, [*(f"{s}[{j}]" for s in stacks), *consts, *g], 1)
+    out += ["    # backward: pop the carries, running the body's VJP",
+            f"    for {j} in range({n} - 1, -1, -1):", *adj_lines,
+            *_assign(g + acc, adj_res[:len(g)] + [f"{a} + {b}" for a, b in
+                                                  zip(acc, adj_res[len(g):])], 1)]
+    return out + _assign(outs, [*g, *acc], 0)
 
 
 _LOWER = {"cond": _cond, "while_loop": _while_loop, "scan": _scan, "while_grad": _while_grad}

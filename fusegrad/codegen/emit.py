@@ -173,9 +173,9 @@ class _Kernel:
     partial ones into an array indexed by the kept axes.
     """
 
-    def __init__(self, w: _Writer, op: Op, index: int):
+    def __init__(self, w: _Writer, op: Op, index: int, prefix: str = ""):
         self.w, self.op, self.body = w, op, op.regions[0]
-        self.tag = f"k{index}_"
+        self.tag = f"{prefix}k{index}_"
         self.space = next(
             bop.operands[0].type.shape if bop.name.startswith("reduce_")
             else bop.results[0].type.shape
@@ -385,29 +385,17 @@ def generate(fn: Function) -> tuple[str, list[int]]:
     split over threads. If a kernel uses a function whose vector path misses rare
     inputs (huge trig arguments), both return one more value, a flag, and
     ``entry_exact`` (exact functions everywhere, compiled only if ever needed)
-    recomputes the call when it is set. Regions of control-flow ops become functions
-    ``region<k>`` of their own (see ``codegen.control``), always exact.
+    recomputes the call when it is set. Regions of control-flow ops are written
+    inline, inside native branches and loops (see ``codegen.control``).
     """
     w = _Writer()
-    regions: dict[int, str] = {}
-    texts: list[str] = []
-
-    def region(rfn: Function) -> str:
-        if id(rfn) not in regions:
-            regions[id(rfn)] = name = f"region{len(regions)}"
-            slot = len(texts)
-            texts.append("")
-            code, _ = _body(w, rfn, True, region)
-            texts[slot] = _njit(name, rfn, code)
-        return regions[id(rfn)]
-
-    fast, rare = _body(w, fn, False, region)
+    fast, rare = _entry_body(w, fn, exact=False)
     parts = [_njit("entry", fn, fast)]
     if any(op.name == "fused" for op in fn.ops):
         parts.append(_njit("entry_parallel", fn, fast, parallel=True))
     if rare:
-        parts.append(_njit("entry_exact", fn, _body(w, fn, True, region)[0]))
-    return HEADER.format(name=fn.name) + "\n\n\n".join(texts + parts) + "\n", w.dims
+        parts.append(_njit("entry_exact", fn, _entry_body(w, fn, exact=True)[0]))
+    return HEADER.format(name=fn.name) + "\n\n\n".join(parts) + "\n", w.dims
 
 
 def _njit(name: str, fn: Function, code: list[str], parallel: bool = False) -> str:
@@ -418,30 +406,50 @@ def _njit(name: str, fn: Function, code: list[str], parallel: bool = False) -> s
                       f"def {name}({params}):", *code])
 
 
-def _body(w: _Writer, fn: Function, exact: bool, region) -> tuple[list[str], bool]:
-    """The statements of one generated function computing ``fn``, and whether it flags
-    rare inputs (returned as one more result)."""
+def _entry_body(w: _Writer, fn: Function, exact: bool) -> tuple[list[str], bool]:
+    """The statements of an entry function, and whether it flags rare inputs (returned
+    as one more result)."""
+    lines, rare = _statements(w, fn, exact, "")
+    out = [_py_names(fn)[r] for r in fn.results] + (["rare_any"] if rare else [])
+    return [*(["    rare_any = False"] if rare else []), *lines,
+            f"    return ({', '.join(out)}{',' if len(out) == 1 else ''})"], rare
+
+
+def inline(w: _Writer, fn: Function, args: list[str], prefix: str,
+           exact: bool) -> tuple[list[str], list[str], bool]:
+    """``fn`` (a region) written inline: statements binding its parameters to the
+    expressions ``args`` and computing it, with every local name starting with
+    ``prefix``; the names of its results; whether it flags rare inputs."""
+    names = _py_names(fn, prefix)
+    binds = [f"    {names[p]} = {a}" for p, a in zip(fn.params, args)]
+    lines, rare = _statements(w, fn, exact, prefix)
+    return binds + lines, [names[r] for r in fn.results], rare
+
+
+def _statements(w: _Writer, fn: Function, exact: bool, prefix: str) -> tuple[list[str], bool]:
     from . import control
 
-    names = _py_names(fn)
+    names = _py_names(fn, prefix)
     irnames = value_names(fn)
-    kernel_list = [_Kernel(w, op, i) for i, op in enumerate(o for o in fn.ops
-                                                            if o.name == "fused")]
-    rare = not exact and any(k.has_rare() for k in kernel_list)
-    kernels = iter(kernel_list)
-    lines = ["    rare_any = False"] if rare else []
+    kernels = iter([_Kernel(w, op, i, prefix) for i, op in enumerate(o for o in fn.ops
+                                                                     if o.name == "fused")])
+    rare = False
+    lines = []
     for i, op in enumerate(fn.ops):
         if op.name == "fused":
-            lines += next(kernels).lines(names, irnames, exact)
+            k = next(kernels)
+            lines += k.lines(names, irnames, exact)
+            rare |= not exact and k.has_rare()
         elif op.name in control.LOWERED:
             lines.append(f"    # {op.name}:" + _comment(op, irnames)[3:])
-            lines += control.lines(w, op, names, region, f"L{i}_")
+            sub, sub_rare = control.lines(w, op, names, f"{prefix}L{i}_", exact)
+            lines += sub
+            rare |= sub_rare
         else:
             stmt = _driver_lines(w, op, names)
             stmt[0] += _comment(op, irnames)
             lines += stmt
-    out = [names[r] for r in fn.results] + (["rare_any"] if rare else [])
-    return [*lines, f"    return ({', '.join(out)}{',' if len(out) == 1 else ''})"], rare
+    return lines, rare
 
 
 def _driver_lines(w: _Writer, op: Op, names) -> list[str]:

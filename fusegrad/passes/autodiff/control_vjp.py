@@ -7,7 +7,8 @@ is plain IR that can be differentiated once more:
 - ``cond``: a ``cond`` on the same predicate whose branches are the VJPs of the
   two branches.
 - ``scan``: a forward ``scan`` that stacks the carry entering every step (the
-  residuals: carries x length), then a ``scan`` in the opposite direction whose
+  residuals: carries x length; ``simplify`` merges it with the primal scan, whose
+  results are its first ones), then a ``scan`` in the opposite direction whose
   step is the VJP of the body, carrying the carry's cotangent and the sum of the
   consts' cotangents. Both are scans, so second derivatives follow.
 - ``while_loop``: one ``while_grad`` op, which runs the loop again pushing each
@@ -98,11 +99,12 @@ def scan_vjp(g, out, *operands, length, num_carry, num_xs, reverse, regions):
         return (None,) * len(operands)
     xs, consts = operands[nc:nc + nx], operands[nc + nx:]
 
-    def store(*a):
-        return (*evaluate(body, *a)[:nc], *a[:nc])
+    def store(*a):  # the body, also returning its carry: simplify merges it with the primal
+        return (*evaluate(body, *a), *a[:nc])
 
     fwd = _tuple(ops.scan(*operands, regions=(_closed(store, in_t, "step_store"),),
-                          length=length, num_carry=nc, num_xs=nx, reverse=reverse), 2 * nc)
+                          length=length, num_carry=nc, num_xs=nx, reverse=reverse),
+                 len(out_t) + nc)
     adj = _adjoint(body, fc + fx + fk, fc + fy, "step_vjp")
     nfc, nfx, nfk, nfy = len(fc), len(fx), len(fk), len(fy)
 
@@ -118,7 +120,7 @@ def scan_vjp(g, out, *operands, length, num_carry, num_xs, reverse, regions):
               *(out_t[i] for i in fy), *in_t[nc + nx:]]
     res = _tuple(ops.scan(
         *(_ct(gs[i], in_t[i]) for i in fc), *(zeros(in_t[i].shape, in_t[i].dtype) for i in fk),
-        *fwd[nc:], *xs, *(gs[i] for i in fy), *consts,
+        *fwd[len(out_t):], *xs, *(gs[i] for i in fy), *consts,
         regions=(_closed(back, back_t, "step_vjp"),), length=length, num_carry=nfc + nfk,
         num_xs=nc + nx + nfy, reverse=not reverse), nfc + nfk + nfx)
     return tuple(_scatter(len(operands), fc + fk + fx, res))
