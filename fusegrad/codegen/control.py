@@ -14,9 +14,10 @@ trip count its backward loop runs.
 
 from __future__ import annotations
 
-from ..ir import Op
+from ..ir import Function, Op
 from ..ir.control_ops import floats
-from .emit import _Writer, inline, literal, np_dtype
+from ..ir.printer import value_names
+from .emit import _comment, _driver_lines, _Kernel, _py_names, _Writer, literal, np_dtype
 
 #: control ops lowered here (``checkpoint`` is inlined by passes.fusion.prepare)
 LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad"})
@@ -25,6 +26,43 @@ LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad"})
 STACK0 = 16
 
 _IN = "    "  # one level of indentation
+
+
+def inline(w: _Writer, fn: Function, args: list[str], prefix: str,
+           exact: bool) -> tuple[list[str], list[str], bool]:
+    """``fn`` (a region) written inline: statements binding its parameters to the
+    expressions ``args`` and computing it, with every local name starting with
+    ``prefix``; the names of its results; whether it flags rare inputs."""
+    names = _py_names(fn, prefix)
+    binds = [f"    {names[p]} = {a}" for p, a in zip(fn.params, args)]
+    lines, rare = statements(w, fn, exact, prefix)
+    return binds + lines, [names[r] for r in fn.results], rare
+
+
+def statements(w: _Writer, fn: Function, exact: bool, prefix: str) -> tuple[list[str], bool]:
+    """The statements computing ``fn`` (kernels, whole-array ops, control flow with its
+    regions inline), locals prefixed by ``prefix``; and whether they flag rare inputs."""
+    names = _py_names(fn, prefix)
+    irnames = value_names(fn)
+    kernels = iter([_Kernel(w, op, i, prefix) for i, op in enumerate(o for o in fn.ops
+                                                                     if o.name == "fused")])
+    rare = False
+    lines = []
+    for i, op in enumerate(fn.ops):
+        if op.name == "fused":
+            k = next(kernels)
+            lines += k.lines(names, irnames, exact)
+            rare |= not exact and k.has_rare()
+        elif op.name in LOWERED:
+            lines.append(f"    # {op.name}:" + _comment(op, irnames)[3:])
+            sub, sub_rare = lower(w, op, names, f"{prefix}L{i}_", exact)
+            lines += sub
+            rare |= sub_rare
+        else:
+            stmt = _driver_lines(w, op, names)
+            stmt[0] += _comment(op, irnames)
+            lines += stmt
+    return lines, rare
 
 
 def _indent(lines: list[str], levels: int = 1) -> list[str]:
@@ -54,7 +92,7 @@ class _Ctx:
         return _indent(lines, levels), outs
 
 
-def lines(w: _Writer, op: Op, names: dict, tag: str, exact: bool) -> tuple[list[str], bool]:
+def lower(w: _Writer, op: Op, names: dict, tag: str, exact: bool) -> tuple[list[str], bool]:
     """Statements (indented for a function body) computing ``op``, and whether they flag
     rare inputs into ``rare_any``."""
     ctx = _Ctx(w, op, tag, exact)

@@ -409,47 +409,12 @@ def _njit(name: str, fn: Function, code: list[str], parallel: bool = False) -> s
 def _entry_body(w: _Writer, fn: Function, exact: bool) -> tuple[list[str], bool]:
     """The statements of an entry function, and whether it flags rare inputs (returned
     as one more result)."""
-    lines, rare = _statements(w, fn, exact, "")
+    from .control import statements
+
+    lines, rare = statements(w, fn, exact, "")
     out = [_py_names(fn)[r] for r in fn.results] + (["rare_any"] if rare else [])
     return [*(["    rare_any = False"] if rare else []), *lines,
             f"    return ({', '.join(out)}{',' if len(out) == 1 else ''})"], rare
-
-
-def inline(w: _Writer, fn: Function, args: list[str], prefix: str,
-           exact: bool) -> tuple[list[str], list[str], bool]:
-    """``fn`` (a region) written inline: statements binding its parameters to the
-    expressions ``args`` and computing it, with every local name starting with
-    ``prefix``; the names of its results; whether it flags rare inputs."""
-    names = _py_names(fn, prefix)
-    binds = [f"    {names[p]} = {a}" for p, a in zip(fn.params, args)]
-    lines, rare = _statements(w, fn, exact, prefix)
-    return binds + lines, [names[r] for r in fn.results], rare
-
-
-def _statements(w: _Writer, fn: Function, exact: bool, prefix: str) -> tuple[list[str], bool]:
-    from . import control
-
-    names = _py_names(fn, prefix)
-    irnames = value_names(fn)
-    kernels = iter([_Kernel(w, op, i, prefix) for i, op in enumerate(o for o in fn.ops
-                                                                     if o.name == "fused")])
-    rare = False
-    lines = []
-    for i, op in enumerate(fn.ops):
-        if op.name == "fused":
-            k = next(kernels)
-            lines += k.lines(names, irnames, exact)
-            rare |= not exact and k.has_rare()
-        elif op.name in control.LOWERED:
-            lines.append(f"    # {op.name}:" + _comment(op, irnames)[3:])
-            sub, sub_rare = control.lines(w, op, names, f"{prefix}L{i}_", exact)
-            lines += sub
-            rare |= sub_rare
-        else:
-            stmt = _driver_lines(w, op, names)
-            stmt[0] += _comment(op, irnames)
-            lines += stmt
-    return lines, rare
 
 
 def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
