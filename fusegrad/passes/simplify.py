@@ -242,9 +242,23 @@ def _one_sweep(fn: Function) -> Function:
                     subst[op.results[0]] = new
                     continue
             rw.cse[key] = op.results
+        elif op.name == "cond" and rw.const_value(operands[0]) is not None:
+            branch = op.regions[0 if rw.const_value(operands[0]) else 1]
+            subst.update(zip(op.results, _inline(rw, branch, operands[1:])))
+            continue
         rw._append(op)
     results = tuple(subst.get(r, r) for r in fn.results)
     return dce(fn.replace(ops=tuple(rw.ops), results=results))
+
+
+def _inline(rw: _Rewriter, region: Function, operands) -> list[Value]:
+    """``region``'s ops applied to ``operands`` (with fresh results); its result values."""
+    env = dict(zip(region.params, operands))
+    for op in region.ops:
+        results = tuple(Value(r.type, r.hint) for r in op.results)
+        rw._append(op.replace(operands=tuple(env[v] for v in op.operands), results=results))
+        env.update(zip(op.results, results))
+    return [env[r] for r in region.results]
 
 
 def merge_scans(fn: Function) -> Function:
@@ -305,7 +319,8 @@ def simplify(fn: Function, max_sweeps: int = 20) -> Function:
     """Apply CSE, folding and ``REWRITES`` until nothing changes (or ``max_sweeps``).
 
     Regions (closed Functions) are simplified on their own first; CSE never merges
-    region ops, and never looks into one region from another.
+    region ops, and never looks into one region from another. A ``cond`` on a constant
+    predicate is replaced by the branch it takes.
     """
     if any(op.regions for op in fn.ops):
         fn = fn.replace(ops=tuple(

@@ -267,6 +267,19 @@ def test_cse_does_not_reach_into_regions():
     assert [op.name for op in cond.regions[0].ops] == ["sin"]
 
 
+def test_cond_on_a_constant_predicate_becomes_its_branch():
+    def f(x):
+        a = fg.cond(True, lambda v: fnp.sin(v), lambda v: -v, x)
+        return a + fg.cond(np.int64(0), lambda v: v * 2.0, lambda v: fnp.exp(v), a)
+
+    fn = fg.make_ir(f)(X)
+    assert [op.name for op in fn.ops].count("cond") == 2
+    simple = simplify(fn)
+    verify(simple)
+    assert [op.name for op in simple.ops] == ["sin", "exp", "add"]
+    assert_close(run(simple, X)[0], np.sin(X) + np.exp(np.sin(X)), "exact64")
+
+
 def test_fusion_fuses_region_bodies_on_their_own():
     fn = simplify(vjp_pass(fg.make_ir(scan_f)(X, XS), [0]))
     fused = fuse(fn)
