@@ -20,7 +20,7 @@ from ..ir.printer import value_names
 from .emit import _comment, _driver_lines, _Kernel, _py_names, _Writer, literal, np_dtype
 
 #: control ops lowered here (``checkpoint`` is inlined by passes.fusion.prepare)
-LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad"})
+LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad", "while_grad_vjp"})
 
 #: initial capacity of while_grad's carry stacks
 STACK0 = 16
@@ -180,4 +180,71 @@ def _while_grad(ctx, args, outs):
     return out + _assign(outs, [*g, *acc], 0)
 
 
-_LOWER = {"cond": _cond, "while_loop": _while_loop, "scan": _scan, "while_grad": _while_grad}
+def _zeros(w, name: str, t) -> str:
+    zero = literal(0, t)
+    return f"    {name} = " + (f"np.full({w.shape(t.shape)}, {zero})" if t.shape else zero)
+
+
+def _stack(w, name: str, n: str, t) -> str:
+    dims = "".join(f", {w.size(d)}" for d in t.shape)
+    return f"    {name} = np.empty(({n}{dims}), {np_dtype(t)})"
+
+
+def _while_grad_vjp(ctx, args, outs):
+    """The primal loop pushing carries, the adjoint loop pushing its cotangents, then the
+    adjoint's VJP in forward order and the body's VJP backwards."""
+    op, tag, w = ctx.op, ctx.tag, ctx.w
+    nc = op.attrs["num_carry"]
+    cond = op.regions[0]
+    n_primal = len(cond.params)
+    c, consts = _carry(tag, nc), args[nc:n_primal]
+    fc = floats(p.type for p in cond.params[:nc])
+    fk = floats(p.type for p in cond.params[nc:])
+    nfc, nfk = len(fc), len(fk)
+    g_in = args[n_primal:n_primal + nfc]
+    u_g, u_acc = args[n_primal + nfc:n_primal + 2 * nfc], args[n_primal + 2 * nfc:]
+    stacks = [f"{tag}s{k}" for k in range(nc)]
+    gstack = [f"{tag}h{k}" for k in range(nfc)]
+    ustack = [f"{tag}u{k}" for k in range(nfc)]
+    g = [f"{tag}g{k}" for k in range(nfc)]
+    ug = [f"{tag}q{k}" for k in range(nfc)]
+    vc = [f"{tag}v{k}" for k in range(nfc)]
+    acc = [f"{tag}a{k}" for k in range(nfk)]
+    n, j = f"{tag}n", f"{tag}j"
+    out = [*_assign(c, args[:nc], 0), f"    {n} = 0"]
+    out += [_stack(w, s, str(STACK0), p.type) for s, p in zip(stacks, cond.params[:nc])]
+    body_lines, body_res = ctx.region(1, [*c, *consts], 1)
+    out += ["    # the loop, pushing the carry entering each iteration",
+            *_loop_head(ctx, c, consts)]
+    if stacks:
+        out.append(f"        if {n} == {stacks[0]}.shape[0]:")
+        out += [f"            {s} = np.concatenate(({s}, np.empty_like({s})))" for s in stacks]
+    out += [f"        {s}[{n}] = {ck}" for s, ck in zip(stacks, c)]
+    out += [f"        {n} += 1", *body_lines, *_assign(c, body_res, 1)]
+    saved = [f"{s}[{j}]" for s in stacks]
+    adj_lines, adj_res = ctx.region(2, [*saved, *consts, *g], 1)
+    out += [*_assign(g, g_in, 0), *(_stack(w, h, n, t) for h, t in zip(gstack, fc)),
+            "    # the adjoint loop, pushing the cotangent each step receives",
+            f"    for {j} in range({n} - 1, -1, -1):",
+            *(f"        {h}[{j}] = {gk}" for h, gk in zip(gstack, g)), *adj_lines,
+            *_assign(g, adj_res[:nfc], 1)]
+    av_lines, av_res = ctx.region(3, [*saved, *consts, *(f"{h}[{j}]" for h in gstack), *ug,
+                                      *u_acc], 1)
+    out += [*_assign(ug, u_g, 0), *(_zeros(w, a, t) for a, t in zip(acc, fk)),
+            *(_stack(w, u, n, t) for u, t in zip(ustack, fc)),
+            "    # the adjoint loop reversed (forward order), through the adjoint's VJP",
+            f"    for {j} in range({n}):", *av_lines,
+            *(f"        {u}[{j}] = {r}" for u, r in zip(ustack, av_res[:nfc])),
+            *_assign(acc + ug, [f"{a} + {r}" for a, r in zip(acc, av_res[nfc:nfc + nfk])]
+                     + av_res[nfc + nfk:], 1)]
+    bv_lines, bv_res = ctx.region(4, [*saved, *consts, *vc], 1)
+    out += [*(_zeros(w, v, t) for v, t in zip(vc, fc)),
+            "    # the loop reversed, through the body's VJP",
+            f"    for {j} in range({n} - 1, -1, -1):", *bv_lines,
+            *_assign(vc + acc, [f"{u}[{j}] + {r}" for u, r in zip(ustack, bv_res[:nfc])]
+                     + [f"{a} + {r}" for a, r in zip(acc, bv_res[nfc:])], 1)]
+    return out + _assign(outs, [*vc, *acc, *ug], 0)
+
+
+_LOWER = {"cond": _cond, "while_loop": _while_loop, "scan": _scan, "while_grad": _while_grad,
+          "while_grad_vjp": _while_grad_vjp}

@@ -25,6 +25,8 @@ Operand and region layouts (the attrs say how the operand list splits):
   per iteration, backwards. ``cts`` / ``ct_next`` / ``ct_carry`` cover the
   floating-point carries, ``ct_consts`` the floating-point consts (in
   order); its results are ``(ct_carry, ct_consts)`` summed over iterations.
+- ``while_grad_vjp`` (the VJP of ``while_grad``, so second derivatives through
+  ``while_loop``): see its ``doc``.
 - ``checkpoint(*args)``, region ``(body,)``: ``body(*args)``; its VJP
   recomputes ``body`` in the backward pass instead of keeping its values.
 """
@@ -38,7 +40,7 @@ from .optable import _def
 from .shapes import fmt
 from .types import TensorType, is_float
 
-CONTROL_OPS = ("cond", "while_loop", "scan", "while_grad", "checkpoint")
+CONTROL_OPS = ("cond", "while_loop", "scan", "while_grad", "while_grad_vjp", "checkpoint")
 
 
 def run_region(fn, *args) -> tuple:
@@ -239,3 +241,65 @@ def checkpoint_impl(*args, regions):
 _def("checkpoint", None, checkpoint_rule, checkpoint_impl, "region",
      doc="checkpoint(*args): region body(*args); the same values, but its VJP recomputes "
          "body in the backward pass instead of keeping body's intermediate values")
+
+
+# --- while_grad_vjp: the adjoint of while_grad (second derivatives of while_loop) ---------
+
+
+def while_grad_vjp_rule(types, *, num_carry, regions):
+    cond, body, adjoint, adjoint_vjp, body_vjp = _regions(
+        "while_grad_vjp", regions, 5, "cond, body, adjoint, adjoint_vjp, body_vjp")
+    n = len(cond.params)
+    primal = tuple(types[:n])
+    fc, fk = floats(primal[:num_carry]), floats(primal[num_carry:])
+    while_grad_rule(types[:n + len(fc)], num_carry=num_carry, regions=(cond, body, adjoint))
+    _expect("while_grad_vjp", "the cotangent operands' types", types[n + len(fc):], fc + fk)
+    _expect("while_grad_vjp", "the adjoint_vjp region's parameter types",
+            adjoint_vjp.in_types, primal + fc + fc + fk)
+    _expect("while_grad_vjp", "the adjoint_vjp region's result types",
+            adjoint_vjp.out_types, fc + fk + fc)
+    _expect("while_grad_vjp", "the body_vjp region's parameter types", body_vjp.in_types,
+            primal + fc)
+    _expect("while_grad_vjp", "the body_vjp region's result types", body_vjp.out_types,
+            fc + fk)
+    return fc + fk + fc
+
+
+def while_grad_vjp_impl(*args, num_carry, regions):
+    cond, body, adjoint, adjoint_vjp, body_vjp = regions
+    n = len(cond.params)
+    nfc = len(floats(cond.in_types[:num_carry]))
+    carry, consts = args[:num_carry], args[num_carry:n]
+    g, u_g, u_acc = args[n:n + nfc], args[n + nfc:n + 2 * nfc], args[n + 2 * nfc:]
+    carries = []  # c_i: the carry entering iteration i
+    while run_region(cond, *carry, *consts)[0]:
+        carries.append(carry)
+        carry = run_region(body, *carry, *consts)
+    gs = [None] * len(carries)  # gs[i]: the cotangent g_{i+1} the adjoint received at step i
+    for i in reversed(range(len(carries))):
+        gs[i] = g
+        g = run_region(adjoint, *carries[i], *consts, *g)[:nfc]
+    acc_k = [np.zeros(t.shape, t.dtype) for t in u_acc]
+    ucs = []
+    for i in range(len(carries)):  # the backward loop reversed: forward order
+        out = run_region(adjoint_vjp, *carries[i], *consts, *gs[i], *u_g, *u_acc)
+        ucs.append(out[:nfc])
+        acc_k = [a + b for a, b in zip(acc_k, out[nfc:len(out) - nfc])]
+        u_g = out[len(out) - nfc:]
+    vc = [np.zeros(np.shape(x), np.asarray(x).dtype) for x in u_g]
+    for i in reversed(range(len(carries))):  # the forward loop reversed
+        out = run_region(body_vjp, *carries[i], *consts, *vc)
+        vc = [a + b for a, b in zip(ucs[i], out[:nfc])]
+        acc_k = [a + b for a, b in zip(acc_k, out[nfc:])]
+    return _one((*vc, *acc_k, *u_g))
+
+
+_def("while_grad_vjp", None, while_grad_vjp_rule, while_grad_vjp_impl, "region",
+     attrs=("num_carry",),
+     doc="the VJP of while_grad: operands (carry, consts, cts as while_grad's, then the "
+         "cotangents u_g, u_acc of while_grad's results); regions (cond, body, adjoint, "
+         "adjoint_vjp, body_vjp) with adjoint_vjp(carry, consts, g, u_g, u_acc) -> (u_carry, "
+         "u_consts, u_g_next) and body_vjp(carry, consts, v) -> (v_carry, v_consts); runs the "
+         "loop storing carries, the adjoint loop storing its cotangents, then adjoint_vjp in "
+         "forward order and body_vjp backwards; results: cotangents of the float carries, "
+         "float consts and cts")

@@ -77,6 +77,19 @@ def test_data_dependent_while_loop_gradient_under_jit():
         assert_close(g, t.grad.numpy(), "exact64")
 
 
+def test_hessian_through_a_while_loop():
+    def f(x):
+        c, _ = fg.while_loop(lambda c: fnp.sum(c[0] * c[0]) < 50.0,
+                             lambda c: (fnp.sin(c[0]) * x + c[0] * 1.5, c[1] + 1), (x, 0))
+        return fnp.sum(c * c)
+
+    fn = simplify(vjp(simplify(vjp(trace_pytree(f, (X,)).function)), [0]))
+    assert "while_grad_vjp" in str(fn)
+    args = [X, np.float64(1.0), np.float64(0.7), np.array([0.5, -1.0, 2.0])]
+    for a, b in zip(executable(fn)(*args), run(fn, *args)):
+        assert_close(a, b, "exact64")
+
+
 def test_loops_are_not_unrolled():
     def f(x, n):
         return fg.fori_loop(0, n, lambda i, c: fnp.sin(c) + x, x).sum()

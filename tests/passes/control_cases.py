@@ -2,7 +2,7 @@
 
 ``control_cases(Case, inputs, normal, const)`` returns the cases (each traces to
 exactly its op, regions given as Functions); ``NO_VJP_OF`` names the ops whose
-VJP raises (the derivative of ``while_loop`` is first-order only) and
+VJP raises (``while_loop`` is differentiable twice: its VJP's VJP has no VJP) and
 ``FIRST_ORDER_ONLY`` those differentiable once but not twice.
 """
 
@@ -15,8 +15,8 @@ from fusegrad.passes.autodiff import vjp
 from fusegrad.passes.simplify import dce
 from fusegrad.tracer import trace
 
-NO_VJP_OF = frozenset({"while_grad"})
-FIRST_ORDER_ONLY = frozenset({"while_loop"})
+NO_VJP_OF = frozenset({"while_grad_vjp"})
+FIRST_ORDER_ONLY = frozenset({"while_grad"})
 
 F3 = TensorType((3,), np.float64)
 I0 = TensorType((), np.int64)
@@ -42,11 +42,16 @@ def _step(c, x, k):
             bind("reduce_sum", bind("mul", c, x), axes=(0,)))
 
 
+def _cts_only(g, n_primal: int):
+    return dce(g.replace(results=g.results[n_primal:]))
+
+
 def control_cases(Case, inputs, normal, const):
     true_fn, false_fn = trace(_true, F3, F3), trace(_false, F3, F3)
     cond, body = _while_regions()
-    adjoint = vjp(body, wrt=(0, 2), seeds=(0,))
-    adjoint = dce(adjoint.replace(results=adjoint.results[2:]))
+    adjoint = _cts_only(vjp(body, wrt=(0, 2), seeds=(0,)), 2)
+    adjoint_vjp = _cts_only(vjp(adjoint, wrt=(0, 2, 3), seeds=(0, 1)), 2)
+    body_vjp = _cts_only(vjp(body, wrt=(0, 2), seeds=(0,)), 2)
     step = trace(_step, F3, F3, F3)
     ckpt = trace(lambda x, y: (bind("mul", bind("sin", x), y), bind("exp", x)), F3, F3)
     return [
@@ -58,6 +63,9 @@ def control_cases(Case, inputs, normal, const):
              {"num_carry": 2}, "counter", (cond, body)),
         Case("while_grad", inputs(normal(3), const(np.int64(0)), normal(3), normal(3)),
              {"num_carry": 2}, "counter", (cond, body, adjoint)),
+        Case("while_grad_vjp", inputs(normal(3), const(np.int64(0)), normal(3), normal(3),
+                                      normal(3), normal(3)),
+             {"num_carry": 2}, "counter", (cond, body, adjoint, adjoint_vjp, body_vjp)),
         Case("scan", inputs(normal(3), normal(4, 3), normal(3)),
              {"length": 4, "num_carry": 1, "num_xs": 1, "reverse": True}, "reverse",
              (step,)),

@@ -320,10 +320,11 @@ def _xfail_if(ops, reason):
     return [pytest.param(c, id=c.id, marks=mark) if c.op in ops else c for c in GRAD_CASES]
 
 
-FIRST_ORDER_CASES = _xfail_if(NO_VJP_OF, "while_grad (the VJP of while_loop) has no VJP")
+FIRST_ORDER_CASES = _xfail_if(NO_VJP_OF, "while_grad_vjp (the VJP of while_loop's VJP) has "
+                              "no VJP")
 SECOND_ORDER_CASES = _xfail_if(
-    NO_VJP_OF | FIRST_ORDER_ONLY, "reverse over reverse through a loop with a traced trip "
-    "count is not supported")
+    NO_VJP_OF | FIRST_ORDER_ONLY, "a third reverse-mode derivative through a loop with a "
+    "traced trip count is not supported")
 
 
 # --- non-differentiable ops: sum(float(w(*xs)) * xs[0]) has gradient (w, 0, ...) -----

@@ -13,9 +13,10 @@ is plain IR that can be differentiated once more:
   consts' cotangents. Both are scans, so second derivatives follow.
 - ``while_loop``: one ``while_grad`` op, which runs the loop again pushing each
   carry on a stack (the trip count is the stack's height), then runs the body's
-  VJP once per stored carry, backwards. ``while_grad`` has no VJP of its own:
-  a second reverse-mode derivative through a loop with a traced trip count raises
-  ``NotDifferentiableError`` (use ``fori_loop`` with Python int bounds or ``scan``).
+  VJP once per stored carry, backwards. Its own VJP is one ``while_grad_vjp`` op
+  (second derivatives); a third reverse-mode derivative through a loop with a
+  traced trip count raises ``NotDifferentiableError`` (use ``fori_loop`` with
+  Python int bounds or ``scan``, differentiable to any order).
 - ``checkpoint``: the VJP of the body, recomputing the body's forward values in the
   backward pass.
 
@@ -144,11 +145,33 @@ def while_loop_vjp(g, out, *operands, num_carry, regions):
 
 @rule("while_grad")
 def while_grad_vjp(g, out, *operands, num_carry, regions):
+    """Reverse over reverse: one ``while_grad_vjp`` op (the adjoint loop run in forward
+    order through its own VJP, then the forward loop backwards through the body's)."""
+    cf, bf, af = regions
+    types = cf.in_types
+    fc = _float_idx(types[:num_carry])
+    fk = _float_idx(types[num_carry:], num_carry)
+    nfc, nfk, n = len(fc), len(fk), len(types)
+    gs = _gs(g, nfc + nfk)
+    if all(x is None for x in gs):
+        return (None,) * len(operands)
+    # adjoint(c, k, g) -> (g_in, b): its VJP w.r.t. float c, float k and g, seeded by both
+    adj_vjp = _adjoint(af, fc + fk + list(range(n, n + nfc)), list(range(nfc + nfk)),
+                       "adjoint_vjp")
+    body_vjp = _adjoint(bf, fc + fk, fc, "body_vjp")
+    res_t = af.out_types
+    res = _tuple(ops.while_grad_vjp(
+        *operands, *(_ct(x, t) for x, t in zip(gs, res_t)),
+        regions=(cf, bf, af, adj_vjp, body_vjp), num_carry=num_carry), 2 * nfc + nfk)
+    return tuple(_scatter(len(operands), fc + fk + list(range(n, n + nfc)), res))
+
+
+@rule("while_grad_vjp")
+def while_grad_vjp_vjp(g, out, *operands, num_carry, regions):
     raise NotDifferentiableError(
-        "a second reverse-mode derivative through fg.while_loop (or fg.fori_loop with traced "
-        "bounds) is not supported: its first derivative replays a loop of data-dependent "
-        "length. Use fg.fori_loop with Python int bounds or fg.scan, which are "
-        "differentiable to any order"
+        "a third reverse-mode derivative through fg.while_loop (or fg.fori_loop with traced "
+        "bounds) is not supported. Use fg.fori_loop with Python int bounds or fg.scan, which "
+        "are differentiable to any order"
     )
 
 
