@@ -26,6 +26,7 @@ from .api import (
     value_and_grad,
     vjp,
 )
+from .control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .forward import hessian, hvp, jacfwd, jvp
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .passes.autodiff import NotDifferentiableError
@@ -37,6 +38,12 @@ from .vmap import BatchingError, vmap
 __version__ = "0.1.0"
 
 __all__ = [
+    "ControlFlowError",
+    "checkpoint",
+    "cond",
+    "fori_loop",
+    "scan",
+    "while_loop",
     "Function",
     "FusegradError",
     "GradError",

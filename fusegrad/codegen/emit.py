@@ -101,7 +101,7 @@ def _py_names(fn: Function, prefix: str = "") -> dict[Value, str]:
 
 
 #: attributes whose values are sizes, read from ``d`` at run time (not in the text)
-_SIZE_ATTRS = ("shape", "starts", "stops", "n")
+_SIZE_ATTRS = ("shape", "starts", "stops", "n", "length")
 
 
 def _generic_dims(m: re.Match) -> str:
@@ -173,9 +173,9 @@ class _Kernel:
     partial ones into an array indexed by the kept axes.
     """
 
-    def __init__(self, w: _Writer, op: Op, index: int):
+    def __init__(self, w: _Writer, op: Op, index: int, prefix: str = ""):
         self.w, self.op, self.body = w, op, op.regions[0]
-        self.tag = f"k{index}_"
+        self.tag = f"{prefix}k{index}_"
         self.space = next(
             bop.operands[0].type.shape if bop.name.startswith("reduce_")
             else bop.results[0].type.shape
@@ -385,41 +385,36 @@ def generate(fn: Function) -> tuple[str, list[int]]:
     split over threads. If a kernel uses a function whose vector path misses rare
     inputs (huge trig arguments), both return one more value, a flag, and
     ``entry_exact`` (exact functions everywhere, compiled only if ever needed)
-    recomputes the call when it is set.
+    recomputes the call when it is set. Regions of control-flow ops are written
+    inline, inside native branches and loops (see ``codegen.control``).
     """
     w = _Writer()
-    names = _py_names(fn)
-    irnames = value_names(fn)
-    kernels = [_Kernel(w, op, i) for i, op in enumerate(o for o in fn.ops if o.name == "fused")]
-    rare = any(k.has_rare() for k in kernels)
-    results = [names[r] for r in fn.results]
-    params = ", ".join(["d", *(names[p] for p in fn.params)])
-
-    def body(exact: bool) -> list[str]:
-        lines = ["    rare_any = False"] if rare and not exact else []
-        it = iter(kernels)
-        for op in fn.ops:
-            if op.name == "fused":
-                lines += next(it).lines(names, irnames, exact)
-            else:
-                stmt = _driver_lines(w, op, names)
-                stmt[0] += _comment(op, irnames)
-                lines += stmt
-        out = results + (["rare_any"] if rare and not exact else [])
-        return [*lines, f"    return ({', '.join(out)}{',' if len(out) == 1 else ''})"]
-
-    def function(name: str, code: list[str], parallel: bool = False) -> str:
-        flags = ", parallel=True" if parallel else ""
-        return "\n".join([f"@numba.njit(error_model=\"numpy\", cache=True{flags})",
-                          f"def {name}({params}):", *code])
-
-    fast = body(exact=False)
-    parts = [function("entry", fast)]
-    if kernels:
-        parts.append(function("entry_parallel", fast, parallel=True))
+    fast, rare = _entry_body(w, fn, exact=False)
+    parts = [_njit("entry", fn, fast)]
+    if any(op.name == "fused" for op in fn.ops):
+        parts.append(_njit("entry_parallel", fn, fast, parallel=True))
     if rare:
-        parts.append(function("entry_exact", body(exact=True)))
+        parts.append(_njit("entry_exact", fn, _entry_body(w, fn, exact=True)[0]))
     return HEADER.format(name=fn.name) + "\n\n\n".join(parts) + "\n", w.dims
+
+
+def _njit(name: str, fn: Function, code: list[str], parallel: bool = False) -> str:
+    names = _py_names(fn)
+    params = ", ".join(["d", *(names[p] for p in fn.params)])
+    flags = ", parallel=True" if parallel else ""
+    return "\n".join([f"@numba.njit(error_model=\"numpy\", cache=True{flags})",
+                      f"def {name}({params}):", *code])
+
+
+def _entry_body(w: _Writer, fn: Function, exact: bool) -> tuple[list[str], bool]:
+    """The statements of an entry function, and whether it flags rare inputs (returned
+    as one more result)."""
+    from .control import statements
+
+    lines, rare = statements(w, fn, exact, "")
+    out = [_py_names(fn)[r] for r in fn.results] + (["rare_any"] if rare else [])
+    return [*(["    rare_any = False"] if rare else []), *lines,
+            f"    return ({', '.join(out)}{',' if len(out) == 1 else ''})"], rare
 
 
 def _driver_lines(w: _Writer, op: Op, names) -> list[str]:

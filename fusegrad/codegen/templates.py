@@ -50,9 +50,11 @@ ARRAY_OPS = frozenset({
     "reshape", "transpose", "slice", "update_slice", "concatenate", "take", "index_add",
     "index_set", "matmul", "cumsum", "argmax", "argmin", "iota", "fused", "constant",
     "convert", "reduce_sum", "reduce_max", "reduce_min",
+    "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
 })  # fmt: skip
 
 #: ops that never reach the code generator, and why
 NOT_LOWERED = {
     "custom_vjp_call": "inlined by passes.fusion.prepare (its forward region)",
+    "checkpoint": "inlined by passes.fusion.prepare (only its VJP differs from its body)",
 }

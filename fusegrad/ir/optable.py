@@ -317,3 +317,6 @@ def get(name: str) -> OpDef:
         return OPS[name]
     except KeyError:
         raise KeyError(f"unknown op {name!r}") from None
+
+
+from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)

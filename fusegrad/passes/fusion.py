@@ -14,7 +14,10 @@ region ops, each one loop nest for the code generator:
   none of its operands depends on that group through an op outside it.
 
 ``prepare`` first removes what only matters to differentiation: it inlines
-``custom_vjp_call`` (its forward region) and drops ``stop_gradient``.
+``custom_vjp_call`` (its forward region) and ``checkpoint`` and drops
+``stop_gradient``. Control-flow ops (``cond``, ``while_loop``, ``scan``,
+``while_grad``) are boundaries; each of their regions is fused on its own and
+becomes a function of the generated module.
 """
 
 from __future__ import annotations
@@ -30,9 +33,14 @@ LOOP_OPS = frozenset(
 REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min"})
 
 
+#: region ops prepare replaces by their first region's ops
+INLINED = ("custom_vjp_call", "checkpoint")
+
+
 def prepare(fn: Function) -> Function:
-    """Inline ``custom_vjp_call`` forward regions, drop ``stop_gradient``."""
-    if not any(op.name in ("custom_vjp_call", "stop_gradient") for op in fn.ops):
+    """Inline ``custom_vjp_call`` and ``checkpoint`` regions, drop ``stop_gradient``; the
+    same inside the regions of control-flow ops."""
+    if not any(op.name in (*INLINED, "stop_gradient") or op.regions for op in fn.ops):
         return fn
     subst: dict[Value, Value] = {}
     ops: list[Op] = []
@@ -40,13 +48,18 @@ def prepare(fn: Function) -> Function:
         operands = tuple(subst.get(v, v) for v in op.operands)
         if op.name == "stop_gradient":
             subst[op.results[0]] = operands[0]
-        elif op.name == "custom_vjp_call":
+        elif op.name in INLINED:
             body = prepare(op.regions[0])
             inner = dict(zip(body.params, operands[: len(body.params)]))
-            for bop in body.ops:
-                ops.append(bop.replace(operands=tuple(inner.get(v, v) for v in bop.operands)))
-            subst.update(zip(op.results, (inner.get(r, r) for r in body.results)))
+            for bop in body.ops:  # fresh results: one region may be inlined more than once
+                results = tuple(Value(r.type, r.hint) for r in bop.results)
+                ops.append(bop.replace(operands=tuple(inner[v] for v in bop.operands),
+                                       results=results))
+                inner.update(zip(bop.results, results))
+            subst.update(zip(op.results, (inner[r] for r in body.results)))
         else:
+            if op.regions:
+                op = op.replace(regions=tuple(prepare(r) for r in op.regions))
             ops.append(op.replace(operands=operands) if operands != op.operands else op)
     return fn.replace(ops=tuple(ops), results=tuple(subst.get(r, r) for r in fn.results))
 
@@ -145,6 +158,10 @@ def _space(op: Op):
 def fuse(fn: Function) -> Function:
     """``fn`` with each group of loop ops replaced by one ``fused`` op."""
     fn = prepare(fn)
+    if any(op.regions and op.name != "fused" for op in fn.ops):
+        fn = fn.replace(ops=tuple(  # control-flow regions are fused on their own
+            op.replace(regions=tuple(fuse(r) for r in op.regions))
+            if op.regions and op.name != "fused" else op for op in fn.ops))
     member = _partition(fn)
     if not member:
         return fn

@@ -242,15 +242,92 @@ def _one_sweep(fn: Function) -> Function:
                     subst[op.results[0]] = new
                     continue
             rw.cse[key] = op.results
+        elif op.name == "cond" and rw.const_value(operands[0]) is not None:
+            branch = op.regions[0 if rw.const_value(operands[0]) else 1]
+            subst.update(zip(op.results, _inline(rw, branch, operands[1:])))
+            continue
         rw._append(op)
     results = tuple(subst.get(r, r) for r in fn.results)
     return dce(fn.replace(ops=tuple(rw.ops), results=results))
 
 
+def _inline(rw: _Rewriter, region: Function, operands) -> list[Value]:
+    """``region``'s ops applied to ``operands`` (with fresh results); its result values."""
+    env = dict(zip(region.params, operands))
+    for op in region.ops:
+        results = tuple(Value(r.type, r.hint) for r in op.results)
+        rw._append(op.replace(operands=tuple(env[v] for v in op.operands), results=results))
+        env.update(zip(op.results, results))
+    return [env[r] for r in region.results]
+
+
+def merge_scans(fn: Function) -> Function:
+    """A ``scan`` whose results are the first results of a later ``scan`` over the same
+    operands (reverse mode adds such a scan to stack the carries) is that later scan,
+    moved up to its place: the loop runs once."""
+    scans = [op for op in fn.ops if op.name == "scan"]
+    replace: dict[Op, Op] = {}
+    for i, a in enumerate(scans):
+        for b in scans[i + 1:]:
+            if (b not in replace.values() and a.operands == b.operands and a.attrs == b.attrs
+                    and len(b.results) > len(a.results)
+                    and _extends(b.regions[0], a.regions[0])):
+                replace[a] = b
+                break
+    if not replace:
+        return fn
+    moved = set(replace.values())
+    subst: dict[Value, Value] = {}
+    ops = []
+    for op in fn.ops:
+        if op in moved:
+            continue
+        if op in replace:
+            subst.update(zip(op.results, replace[op].results))
+            op = replace[op]
+        operands = tuple(subst.get(v, v) for v in op.operands)
+        ops.append(op.replace(operands=operands) if operands != op.operands else op)
+    return fn.replace(ops=tuple(ops), results=tuple(subst.get(r, r) for r in fn.results))
+
+
+def _extends(big: Function, small: Function) -> bool:
+    """``big`` computes ``small``'s results as its first ones (same parameters, the
+    same ops up to value names)."""
+    if big.in_types != small.in_types:
+        return False
+    table: dict = {}
+    first = _canonical(big, table)[:len(small.results)]
+    return first == _canonical(small, table)
+
+
+def _canonical(fn: Function, table: dict) -> tuple:
+    """A name-free key per result of ``fn``; ``table`` numbers op signatures."""
+    from ..ir.printer import print_function
+
+    key: dict[Value, tuple] = {p: ("param", i) for i, p in enumerate(fn.params)}
+    for op in fn.ops:
+        sig = (op.name, tuple(key[o] for o in op.operands), repr(sorted(op.attrs.items())),
+               tuple(r.type for r in op.results),
+               tuple(print_function(r) for r in op.regions))
+        n = table.setdefault(sig, len(table))
+        for j, r in enumerate(op.results):
+            key[r] = (n, j)
+    return tuple(key[r] for r in fn.results)
+
+
 def simplify(fn: Function, max_sweeps: int = 20) -> Function:
-    """Apply CSE, folding and ``REWRITES`` until nothing changes (or ``max_sweeps``)."""
+    """Apply CSE, folding and ``REWRITES`` until nothing changes (or ``max_sweeps``).
+
+    Regions (closed Functions) are simplified on their own first; CSE never merges
+    region ops, and never looks into one region from another. A ``cond`` on a constant
+    predicate is replaced by the branch it takes.
+    """
+    if any(op.regions for op in fn.ops):
+        fn = fn.replace(ops=tuple(
+            op.replace(regions=tuple(simplify(r, max_sweeps) for r in op.regions))
+            if op.regions else op for op in fn.ops))
     for _ in range(max_sweeps):
-        new = _one_sweep(fn)
+        new = merge_scans(_one_sweep(fn))
         if _signature(new) == _signature(fn):
             return new
         fn = new
@@ -262,4 +339,4 @@ def _signature(fn: Function):
         map(id, fn.results))
 
 
-__all__ = ["REWRITES", "Const", "Rule", "dce", "simplify"]
+__all__ = ["REWRITES", "Const", "Rule", "dce", "merge_scans", "simplify"]

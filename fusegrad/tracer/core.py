@@ -129,17 +129,60 @@ def _leaked(t: Tracer) -> TracerError:
     )
 
 
-def _concrete_error(t: Tracer, construct: str) -> TracerError:
+#: Python construct -> the traced operation that replaces it.
+_INSTEAD = {
+    "if": "write the `if`/`else` as fg.cond(pred, true_fn, false_fn, *operands)",
+    "while": "write the loop as fg.while_loop(cond_fn, body_fn, init), or as "
+             "fg.fori_loop(lower, upper, body_fn, init) if it counts",
+    "bool": "write an `if`/`else` as fg.cond(pred, true_fn, false_fn, *operands) and a "
+            "`while` loop as fg.while_loop(cond_fn, body_fn, init)",
+    "int": "loop over a traced bound with fg.fori_loop(lower, upper, body_fn, init) or "
+           "fg.scan(f, init, xs)",
+    "index": "loop over a traced bound with fg.fori_loop(lower, upper, body_fn, init); "
+             "index a traced array with x[i] or fnp.take",
+    "value": "keep the computation traced",
+}
+_ALL = ("(fg.cond for if/else on a traced predicate, fg.while_loop for while, "
+        "fg.fori_loop / fg.scan for loops over traced bounds, fnp.where(cond, a, b) to "
+        "select between values)")
+
+
+def _bool_construct(loc: str | None) -> tuple[str, str]:
+    """Which Python construct asked for the truth of a traced value, from its source line."""
+    import linecache
+
+    fname, _, line = (loc or "").rpartition(":")
+    text = linecache.getline(fname, int(line)).strip() if line.isdigit() else ""
+    for prefix, construct, kind in (
+        ("while ", "a `while` loop condition", "while"),
+        ("elif ", "an `elif` condition", "if"),
+        ("if ", "an `if` condition", "if"),
+        ("assert ", "an `assert`", "if"),
+    ):
+        if text.startswith(prefix):
+            return construct, kind
+    if " if " in text and " else " in text:
+        return "a conditional expression (`a if c else b`)", "if"
+    return "bool() (or `and`/`or`/`not`)", "bool"
+
+
+def _concrete_error(t: Tracer, construct: str, kind: str = "value") -> TracerError:
     loc = user_location()
+    if kind == "bool":
+        construct, kind = _bool_construct(loc)
     where = f" at {loc}" if loc else ""
     return TracerError(
         f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
-        "Python control flow on traced values cannot be recorded: use "
-        "fnp.where(cond, a, b) to select between values. Traced branches and loops "
-        "(fg.cond, fg.while_loop, fg.fori_loop) are not available in this version yet; "
-        "until then decide the control flow outside the transformed function, or pass the "
+        f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]} "
+        f"{_ALL}. "
+        "Or decide the control flow outside the transformed function, or pass the "
         "deciding argument as static: fg.jit(f, static_argnums=...)."
     )
+
+
+def tracing() -> bool:
+    """Whether a trace is open on this thread (ops on tracers are being recorded)."""
+    return bool(_state.stack)
 
 
 class Tracer(ArrayMethods):
@@ -167,16 +210,17 @@ class Tracer(ArrayMethods):
         return f"Tracer<{self.value.type}, level {self._trace.level}>"
 
     def __bool__(self):
-        raise _concrete_error(self, "`if`/`while`/bool() on a traced value")
+        raise _concrete_error(self, "bool()", "bool")
 
     def __float__(self):
         raise _concrete_error(self, "float()")
 
     def __int__(self):
-        raise _concrete_error(self, "int()")
+        raise _concrete_error(self, "int()", "int")
 
     def __index__(self):
-        raise _concrete_error(self, "using a traced value as a Python index")
+        raise _concrete_error(self, "using a traced value as a Python index (range(), "
+                              "list indexing)", "index")
 
     def __complex__(self):
         raise _concrete_error(self, "complex()")
