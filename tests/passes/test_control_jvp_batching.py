@@ -346,7 +346,8 @@ def test_vmap_grad_through_while_loop_with_per_example_trip_counts():
 def test_vmap_grad_through_fori_loop_with_per_example_bounds():
     got = fg.vmap(fg.grad(loss_fori), (0, 0))(XB * 0.5, NS)
     for k, n in enumerate(NS):
-        assert_close(got[k], fg.grad(lambda x, n=n: _unrolled("fori")(x, n))(XB[k] * 0.5), "exact64")
+        want = fg.grad(lambda x, n=n: _unrolled("fori")(x, n))(XB[k] * 0.5)
+        assert_close(got[k], want, "exact64")
     shared = fg.vmap(fg.grad(loss_fori), (0, None))(XB * 0.5, np.int64(3))
     for k in range(B):
         assert_close(shared[k], fg.grad(lambda x: _unrolled("fori")(x, 3))(XB[k] * 0.5),
