@@ -79,7 +79,11 @@ def _check_arity(fn, target: str, n: int) -> None:
 def _cmd_demo(args) -> int:
     from .demo import run_demo
 
-    return run_demo()
+    try:
+        return run_demo(steps=args.steps, batch_size=args.batch_size, seed=args.seed,
+                        jit=not args.no_jit, out=args.out)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _cmd_bench(args) -> int:
@@ -131,7 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--stage", choices=None, metavar="|".join((*STAGES, "all")),
                    help="which stage to print (default: all with --grad, else traced)")
     d.set_defaults(run=_cmd_dump)
-    demo = sub.add_parser("demo", help="differentiate a built-in example and show each stage")
+    demo = sub.add_parser("demo", help="train an MLP on two spirals with a compiled step")
+    demo.add_argument("--steps", type=int, default=1000, help="training steps (default 1000)")
+    demo.add_argument("--batch-size", type=int, default=128, help="minibatch size (default 128)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of data, init and batches")
+    demo.add_argument("--no-jit", action="store_true",
+                      help="train with the eager fg.nn / fg.optim step instead of fg.jit")
+    demo.add_argument("--out", metavar="PNG",
+                      help="where to write the plot (default ./fusegrad-demo.png, or the "
+                      "temp directory if the current one is not writable)")
     demo.set_defaults(run=_cmd_demo)
     _add_bench(sub)
     return p

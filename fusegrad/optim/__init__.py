@@ -1,4 +1,5 @@
-"""``fusegrad.optim``: eager optimizers with PyTorch's update rules.
+"""``fusegrad.optim``: eager optimizers with PyTorch's update rules (``SGD``, ``Adam``),
+and functional ones for compiled steps (``sgd``, ``momentum``, ``adam``, ``adamw``).
 
 >>> import fusegrad as fg
 >>> w = fg.tensor([1.0, -2.0], requires_grad=True)
@@ -13,4 +14,8 @@ from .adam import Adam
 from .optimizer import Optimizer
 from .sgd import SGD
 
-__all__ = ["SGD", "Adam", "Optimizer"]
+# isort: split
+# after the submodules adam.py and sgd.py, so these names are the functions, not them
+from .functional import adam, adamw, momentum, sgd
+
+__all__ = ["SGD", "Adam", "Optimizer", "adam", "adamw", "momentum", "sgd"]

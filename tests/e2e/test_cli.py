@@ -1,4 +1,4 @@
-"""The ``fusegrad`` command: ``dump`` prints parseable IR per stage, bad input exits 2, ``demo``.
+"""The ``fusegrad`` command: ``dump`` prints parseable IR per stage, bad input exits 2.
 
 Each case runs both as a subprocess (``python -m fusegrad.cli``, what a user
 types) and in-process through ``fusegrad.cli.main`` (fast, and what coverage
@@ -13,7 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import fusegrad
@@ -184,28 +183,3 @@ def test_bad_arguments_subprocess(argv, needle):
     proc = run_cli(*argv)
     assert proc.stdout == ""
     _check_usage_error(proc.returncode, proc.stderr, needle)
-
-
-def test_demo_prints_gradient_and_finite_difference_error(capsys):
-    from fusegrad import demo
-
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    shown = out[out.index("// ----"):out.index("\nloss(w=0")]
-    check_blocks(shown, ("traced", "simplified", "fused"))
-    match = re.search(r"^d loss / d w +=\s*\[([^\]]*)\]$", out, re.MULTILINE)
-    assert match, out
-    printed = np.array(match.group(1).split(), dtype=float)
-    # at w = 0, b = 0 every sigmoid is 1/2: d loss / d w = mean((1/2 - y) x)
-    expected = np.mean((0.5 - demo.Y)[:, None] * demo.X, axis=0)
-    np.testing.assert_allclose(printed, expected, rtol=1e-6)
-    match = re.search(r"^d loss / d b +=\s*(\S+)$", out, re.MULTILINE)
-    assert match, out
-    assert abs(float(match.group(1)) - np.mean(0.5 - demo.Y)) < 1e-6
-    match = re.search(r"^max \|grad - finite difference\| = (\S+)$", out, re.MULTILINE)
-    assert match, out
-    assert float(match.group(1)) < 1e-6
-    match = re.search(r"gradient-descent steps in [\d.]+ s: loss ([\d.]+), accuracy ([\d.]+)%", out)
-    assert match, out
-    assert float(match.group(1)) < np.log(2)
-    assert float(match.group(2)) > 80
