@@ -6,6 +6,11 @@ Numba, llvmlite, NumPy and Python, so any of those changing is a miss, never a
 stale load. Writes are atomic (temporary file + rename); Numba's ``cache=True``
 keeps the machine code next to the file. An unwritable cache directory falls
 back to a private temporary directory with one warning.
+
+One lock per key, across threads (a ``threading.Lock``) and processes (``flock``
+on ``fg_<key>.lock``), is held while a module is written and imported and while
+its first call compiles it, so processes sharing a cold cache compile each module
+once and the others load its machine code.
 """
 
 from __future__ import annotations
@@ -18,6 +23,11 @@ import sys
 import tempfile
 import threading
 import warnings
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: threads still share one compile, processes may not
+    fcntl = None
 
 from .. import config
 
@@ -89,9 +99,28 @@ def _write_atomic(path: str, text: str) -> None:
         raise
 
 
-def _lock(key: str) -> threading.Lock:
+@contextlib.contextmanager
+def key_lock(key: str):
+    """Hold the lock of module ``key``: this process's threads, then other processes.
+
+    Without a lock file (read-only directory, no ``fcntl``) only threads are excluded;
+    processes then may compile the same module twice, which is slower, never wrong.
+    """
     with _locks_guard:
-        return _locks.setdefault(key, threading.Lock())
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        fd = None
+        if fcntl is not None:
+            with contextlib.suppress(OSError):
+                fd = os.open(os.path.join(_directory(), f"fg_{key}.lock"),
+                             os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)  # releases the flock
 
 
 def load(source: str):
@@ -100,7 +129,7 @@ def load(source: str):
     mod = _loaded.get(key)
     if mod is not None:
         return mod
-    with _lock(key):
+    with key_lock(key):
         mod = _loaded.get(key)
         if mod is not None:
             return mod
@@ -118,8 +147,8 @@ def load(source: str):
 
 def _has_text(path: str, source: str) -> bool:
     try:
-        with open(path) as f:
-            return f.read() == source
+        with open(path, "rb") as f:
+            return f.read() == source.encode()
     except OSError:
         return False
 

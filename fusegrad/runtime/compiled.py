@@ -40,7 +40,8 @@ class CodegenError(FusegradError, RuntimeError):
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "rare", "source")
+    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "rare", "source",
+                 "warm")
 
     def __init__(self, fn: Function):
         self.fn = fn
@@ -59,10 +60,17 @@ class Executable:
         self.dims = np.asarray(dims, dtype=np.int64)
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
+        self.warm = False
 
     def _entry(self, conv):
-        """Run the fast entry; if it flags rare inputs, the exact one."""
-        out = self.entry(self.dims, *conv)
+        """Run the fast entry; if it flags rare inputs, the exact one. The first call
+        compiles (or loads the machine code) under the module's lock."""
+        if not self.warm:
+            with cg_compile.key_lock(cg_compile.module_key(self.source)):
+                out = self.entry(self.dims, *conv)
+            self.warm = True
+        else:
+            out = self.entry(self.dims, *conv)
         if self.rare:
             if out[-1]:
                 out = self.module.entry_exact(self.dims, *conv)

@@ -1,0 +1,243 @@
+"""Fault injection into the on-disk module cache (``codegen/compile.py``).
+
+Each case damages a cache in one way, then runs a compiled gradient in a fresh
+process and checks that it gives the correct result, that it warns at most once
+per cause, and, for stale entries, that nothing was loaded from them. The
+function has no transcendental ops so that a cold compile stays short.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.compiled
+
+#: The checkout under test: children import fusegrad from here.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: Run in a fresh process: a compiled gradient, its check, the warnings it raised
+#: (one line of JSON) and how the machine code was obtained (Numba's cache stats).
+CHILD = textwrap.dedent("""
+    import json, os, sys, warnings
+    import numpy as np
+    READ_ONLY = os.environ.get("FG_TEST_READ_ONLY")
+    WRITES = os.O_WRONLY | os.O_RDWR | os.O_CREAT
+
+    def refuse_writes(event, args):  # root ignores permission bits: refuse as EROFS would
+        if not args or not str(args[0]).startswith(READ_ONLY):
+            return
+        if event == "open" and args[2] & WRITES or event in (
+                "os.mkdir", "os.rename", "os.replace", "os.remove", "os.rmdir", "os.chmod"):
+            raise PermissionError(30, "Read-only file system", str(args[0]))
+
+    if READ_ONLY:
+        sys.addaudithook(refuse_writes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import fusegrad as fg, fusegrad.numpy as fnp
+        from fusegrad.codegen import compile as cg
+        x = np.linspace(-1.0, 1.0, 33)
+        g = fg.jit(fg.grad(lambda x: fnp.sum(x * x * x + 2.0 * x)))(x)
+        ok = bool(np.allclose(g, 3.0 * x * x + 2.0, rtol=1e-13, atol=1e-13))
+    stats = [(m.entry.stats.cache_hits.total(), m.entry.stats.cache_misses.total())
+             for m in cg._loaded.values()]
+    print(json.dumps({"ok": ok, "warnings": [str(w.message) for w in caught],
+                      "hits": sum(h for h, _ in stats), "misses": sum(m for _, m in stats),
+                      "dir": cg._directory()}))
+""")
+
+
+def _child(cache_dir, **extra_env: str) -> dict:
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, **extra_env)
+    run = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
+                         env=env, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["ok"], out
+    causes = [w.split(" (")[0] for w in out["warnings"]]
+    assert len(causes) == len(set(causes)), f"a cause warned twice: {out['warnings']}"
+    return out
+
+
+@pytest.fixture(scope="module")
+def warm(tmp_path_factory):
+    """A cache filled by one cold run, copied afresh into each test's directory."""
+    src = tmp_path_factory.mktemp("warm")
+    first = _child(src)
+    assert first["misses"] >= 1 and first["warnings"] == []
+    return src
+
+
+def _copy(src, dst):
+    import shutil
+
+    shutil.copytree(src, dst, dirs_exist_ok=True)
+    return dst
+
+
+def _files(cache, pattern):
+    return sorted(cache.glob(pattern))
+
+
+def test_warm_cache_loads_machine_code_without_compiling(warm, tmp_path):
+    out = _child(_copy(warm, tmp_path))
+    assert out["hits"] >= 1 and out["misses"] == 0 and out["warnings"] == []
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+@pytest.mark.parametrize("what", ["fg_*.py", "__pycache__/*.nbi", "__pycache__/*.nbc"])
+def test_damaged_entries_are_recompiled(warm, tmp_path, what, damage):
+    cache = _copy(warm, tmp_path)
+    files = _files(cache, what)
+    assert files
+    for p in files:
+        data = p.read_bytes()
+        p.write_bytes(data[: len(data) // 3] if damage == "truncate" else os.urandom(len(data)))
+    out = _child(cache)
+    assert len(out["warnings"]) <= 1
+    second = _child(cache)  # the damage was repaired: a clean load
+    assert second["misses"] == 0 and second["warnings"] == []
+
+
+def test_orphaned_numba_data_without_its_module(warm, tmp_path):
+    cache = _copy(warm, tmp_path)
+    for p in _files(cache, "fg_*.py"):
+        p.unlink()
+    out = _child(cache)
+    assert out["warnings"] == [] and out["ok"]
+
+
+def test_module_without_numba_data(warm, tmp_path):
+    cache = _copy(warm, tmp_path)
+    for p in _files(cache, "__pycache__/*"):
+        p.unlink()
+    out = _child(cache)
+    assert out["warnings"] == [] and out["misses"] >= 1 and out["hits"] == 0
+
+
+def _rewrite_index(path, change):
+    """Rewrite Numba's index file ``path`` through ``change(version, stamp, overloads)``."""
+    from numba.core.serialize import dumps
+
+    with open(path, "rb") as f:
+        version = pickle.load(f)
+        stamp, overloads = pickle.loads(f.read())
+    version, stamp, overloads = change(version, stamp, overloads)
+    with open(path, "wb") as f:
+        pickle.dump(version, f, protocol=-1)
+        f.write(dumps((stamp, overloads)))
+
+
+def _other_cpu(version, stamp, overloads):
+    moved = {}
+    for (sig, (triple, cpu, features), code), data in overloads.items():
+        moved[(sig, (triple, cpu, "+fake-feature," + features), code)] = data
+    return version, stamp, moved
+
+
+def _other_numba(version, stamp, overloads):
+    return "0.0.0-other", stamp, overloads
+
+
+@pytest.mark.parametrize("change", [_other_cpu, _other_numba], ids=["cpu", "numba"])
+def test_stale_numba_index_is_a_miss_never_a_load(warm, tmp_path, change):
+    cache = _copy(warm, tmp_path)
+    indexes = _files(cache, "__pycache__/*.nbi")
+    assert indexes
+    for p in indexes:
+        _rewrite_index(p, change)
+    out = _child(cache)
+    assert out["hits"] == 0 and out["misses"] >= 1 and out["warnings"] == []
+
+
+@pytest.mark.parametrize("field", ["fusegrad", "numba", "llvmlite", "numpy"])
+def test_a_version_change_changes_every_module_key(monkeypatch, field):
+    import importlib
+
+    from fusegrad.codegen import compile as cg
+
+    module = importlib.import_module(field)
+    monkeypatch.setattr(cg, "_SALT", None)
+    before = cg.module_key("def entry(): pass\n")
+    monkeypatch.setattr(module, "__version__", module.__version__ + ".post-other")
+    monkeypatch.setattr(cg, "_SALT", None)
+    assert cg.module_key("def entry(): pass\n") != before
+
+
+def test_a_module_written_by_another_version_is_never_imported(warm, tmp_path):
+    # a file with this version's key but other text (another version's generator
+    # wrote it, or it was edited): its text is checked and it is rewritten, not imported
+    cache = _copy(warm, tmp_path)
+    for p in _files(cache, "fg_*.py"):
+        p.write_text(p.read_text().replace("def entry(", "raise SystemExit(3)\ndef entry(", 1))
+    out = _child(cache)
+    assert out["warnings"] == []
+
+
+def test_read_only_cache_directory(warm, tmp_path):
+    cache = _copy(warm, tmp_path / "ro")
+    for p in [cache, *cache.rglob("*")]:
+        p.chmod(0o555 if p.is_dir() else 0o444)
+    try:
+        out = _child(cache, FG_TEST_READ_ONLY=str(cache))
+    finally:
+        for p in [cache, *cache.rglob("*")]:
+            p.chmod(0o755)
+    assert len(out["warnings"]) == 1 and "is not writable" in out["warnings"][0]
+    assert out["dir"] != str(cache)
+
+
+def test_cache_path_under_a_file(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    out = _child(blocker / "cache")
+    assert len(out["warnings"]) == 1 and "is not writable" in out["warnings"][0]
+
+
+def _compile_in_spawned_process(cache_dir, barrier, queue):
+    os.environ["FUSEGRAD_CACHE_DIR"] = cache_dir
+    import warnings
+
+    import numpy as np
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        import fusegrad as fg
+        import fusegrad.numpy as fnp
+        from fusegrad.codegen import compile as cg
+
+        x = np.linspace(-1.0, 1.0, 17)
+        barrier.wait(timeout=120)
+        g = fg.jit(fg.grad(lambda x: fnp.sum(x * x * x + 2.0 * x)))(x)
+        ok = bool(np.allclose(g, 3.0 * x * x + 2.0, rtol=1e-13, atol=1e-13))
+    misses = sum(m.entry.stats.cache_misses.total() for m in cg._loaded.values())
+    queue.put((ok, [str(w.message) for w in caught], misses))
+
+
+PROCESSES = 8
+
+
+def test_eight_spawned_processes_compile_into_one_cold_cache(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    barrier, queue = ctx.Barrier(PROCESSES), ctx.Queue()
+    procs = [ctx.Process(target=_compile_in_spawned_process, args=(str(tmp_path), barrier, queue))
+             for _ in range(PROCESSES)]
+    for p in procs:
+        p.start()
+    results = [queue.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert all(ok for ok, _, _ in results), results
+    assert all(w == [] for _, w, _ in results), results
+    # one process compiles each module; the others load its machine code
+    assert sum(m for _, _, m in results) <= len(_files(tmp_path, "fg_*.py")), results
+    assert _child(tmp_path)["misses"] == 0
