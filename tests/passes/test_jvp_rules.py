@@ -26,6 +26,7 @@ from tests.passes.test_vjp_rules import (
     GRAD_CASES,
     NONDIFF,
     Case,
+    weighted_sum_function,
 )
 
 #: custom_vjp_call has a JVP rule that refuses (as JAX does); tested separately below.
@@ -101,15 +102,7 @@ def test_vjp_of_jvp_matches_finite_differences(case):
 def test_no_tangent_flows_through_non_differentiable_op(name):
     """``sum(w(*xs) * xs[0])`` has tangent ``<w, u_0>``: nothing flows through ``w``."""
     case = NONDIFF[name]
-    args = [np.asarray(a) for a in case.make(np.random.default_rng(0))]
-
-    def f(*xs):
-        w = bind("convert", case.weight(*xs), dtype="f64")
-        prod = bind("mul", w, xs[0])
-        return bind("reduce_sum", prod, axes=tuple(range(len(prod.shape))))
-
-    fn = trace(f, *(TensorType(a.shape, a.dtype) for a in args))
-    assert name in {op.name for op in fn.ops}
+    fn, args = weighted_sum_function(name)
     wrt = float_params(fn)
     u = random_tangents(fn, wrt, args, np.random.default_rng(1))
     (_, tangent) = evaluate(jvp(fn, wrt), *args, *u)

@@ -475,8 +475,8 @@ def test_vjp_of_vjp_matches_finite_differences(case):
     check_grads(case.function(args), args, order=2)
 
 
-@pytest.mark.parametrize("name", sorted(NONDIFF))
-def test_no_gradient_flows_through_non_differentiable_op(name):
+def weighted_sum_function(name):
+    """``sum(w(*xs) * xs[0])`` for the non-differentiable op ``name``, and its inputs."""
     case = NONDIFF[name]
     args = [np.asarray(a) for a in case.make(np.random.default_rng(0))]
 
@@ -487,6 +487,13 @@ def test_no_gradient_flows_through_non_differentiable_op(name):
 
     fn = trace(f, *(TensorType(a.shape, a.dtype) for a in args))
     assert name in {op.name for op in fn.ops}
+    return fn, args
+
+
+@pytest.mark.parametrize("name", sorted(NONDIFF))
+def test_no_gradient_flows_through_non_differentiable_op(name):
+    case = NONDIFF[name]
+    fn, args = weighted_sum_function(name)
     wrt = float_params(fn)
     grads = evaluate(vjp(fn, wrt), *args, np.array(1.0))[1:]
     weight = np.broadcast_to(np.asarray(case.weight(*args), dtype=np.float64), args[0].shape)
