@@ -141,9 +141,16 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-def _run(cache_dir, *extra_env):
-    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(cache_dir))
-    env.update(extra_env)
+#: The checkout under test: children import this one, not whichever fusegrad is installed.
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _env(cache_dir) -> dict:
+    return dict(os.environ, FUSEGRAD_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT)
+
+
+def _run(cache_dir):
+    env = _env(cache_dir)
     return subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
                           env=env, timeout=300)
 
@@ -166,7 +173,7 @@ def test_cache_survives_corruption_and_unwritable_directories(tmp_path):
 
 
 def test_two_processes_compile_the_same_function_at_once(tmp_path):
-    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path))
+    env = _env(tmp_path)
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     for p in procs:
