@@ -29,6 +29,7 @@ from .api import (
 from .control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .forward import hessian, hvp, jacfwd, jvp
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
+from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
 from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .runtime.tensor_api import __all__ as _tensor_all
@@ -51,6 +52,7 @@ __all__ = [
     "ShapeError",
     "TensorType",
     "TracerError",
+    "compile_stats",
     "custom_vjp",
     "dump",
     "elementwise_grad",

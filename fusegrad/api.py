@@ -14,6 +14,7 @@ import functools
 import inspect
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -193,6 +194,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
 
     plans: dict = {}
+    lock = threading.RLock()
 
     def plan_for(args, kwargs):
         nums = _argnums_tuple(argnums, len(args), "grad")
@@ -200,6 +202,11 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         plan = plans.get(key) if key is not None else None
         if plan is not None:
             return plan, nums
+        with lock:  # one trace per signature, whichever thread comes first
+            plan = plans.get(key) if key is not None else None
+            return (plan, nums) if plan is not None else (make_plan(args, kwargs, key, nums), nums)
+
+    def make_plan(args, kwargs, key, nums):
         wrt = _diff_leaves(args, nums, "grad")
         fun = functools.partial(f, **kwargs) if kwargs else f
         traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
@@ -222,7 +229,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                      _reason(plans, key) if key is not None else "new function")
         if key is not None and plan.cacheable:
             plans[key] = plan
-        return plan, nums
+        return plan
 
     fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
 
@@ -617,6 +624,7 @@ class jit:
         self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
                                else tuple(static_argnums))
         self._cache: dict = {}
+        self._lock = threading.RLock()
 
     def _key(self, args, kwargs):
         static = _static_indices(self.static_argnums, len(args), f"jit({self.__name__})")
@@ -638,16 +646,21 @@ class jit:
         key, dyn = self._key(args, kwargs)
         plan = self._cache.get(key)
         if plan is None:
-            fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
-            if kwargs:
-                fun = _keywords_last(fun, len(dyn_args), kwargs)
-            traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
-            plan = _Plan(traced.function, traced, reason=_reason(self._cache, key))
-            if plan.cacheable:
-                self._cache[key] = plan
+            with self._lock:  # one trace per signature, whichever thread comes first
+                plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         _refuse_grad_tensors(self.__name__, plan.traced.free)
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
+
+    def _trace(self, args, kwargs, key, dyn) -> _Plan:
+        fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
+        if kwargs:
+            fun = _keywords_last(fun, len(dyn_args), kwargs)
+        traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
+        plan = _Plan(traced.function, traced, reason=_reason(self._cache, key))
+        if plan.cacheable:
+            self._cache[key] = plan
+        return plan
 
 
 def _refuse_grad_tensors(name: str, tree) -> None:

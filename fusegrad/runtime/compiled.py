@@ -28,6 +28,7 @@ from ..codegen.emit import generate
 from ..ir import Function
 from ..ir.errors import FusegradError
 from ..ir.printer import print_function
+from ..ir.stats import count_compile
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
 from .interpreter import run
@@ -163,23 +164,37 @@ def _internal(fn: Function, err: Exception) -> CodegenError:
 _cache: OrderedDict[int, tuple[Function, Executable]] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 512
+#: id(fn) -> (fn, lock) while ``fn`` is being compiled (``fn`` keeps its id unique).
+_building: dict[int, tuple[Function, threading.Lock]] = {}
 
 
 def executable(fn: Function, reason: str = "new function") -> Executable:
-    """The compiled form of ``fn`` (kept for the most recently used Functions)."""
+    """The compiled form of ``fn`` (kept for the most recently used Functions), built
+    once even when several threads ask for it at the same time."""
     key = id(fn)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and hit[0] is fn:
             _cache.move_to_end(key)
             return hit[1]
-    t0 = time.perf_counter()
-    exe = Executable(fn)
-    if config.LOG_COMPILES:
-        print(f"fusegrad: compiled @{fn.name} ({reason}) in "
-              f"{(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
-    with _cache_lock:
-        _cache[key] = (fn, exe)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        lock = _building.setdefault(key, (fn, threading.Lock()))[1]
+    with lock:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None and hit[0] is fn:
+                return hit[1]
+        try:
+            t0 = time.perf_counter()
+            exe = Executable(fn)
+            count_compile(fn.name)
+            if config.LOG_COMPILES:
+                print(f"fusegrad: compiled @{fn.name} ({reason}) in "
+                      f"{(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
+            with _cache_lock:
+                _cache[key] = (fn, exe)
+                while len(_cache) > _CACHE_SIZE:
+                    _cache.popitem(last=False)
+        finally:
+            with _cache_lock:
+                _building.pop(key, None)
     return exe

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
+from ..ir.stats import count_trace
 from .core import Trace, Tracer
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 
@@ -71,6 +72,7 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
     leaves, in_tree = tree_flatten(tuple(args))
     types = [leaf_type(x) for x in leaves]
     hints = arg_hints(fn, args)
+    count_trace(name or fn_name(fn))
     with Trace(name or fn_name(fn)) as t:
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
         out = fn(*tree_unflatten(in_tree, tracers))
