@@ -31,6 +31,7 @@ from .forward import hessian, hvp, jacfwd, jvp
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
+from .runtime.debug_nans import debug_nans
 from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .runtime.tensor_api import __all__ as _tensor_all
 from .serialization import SerializationError, load, save
@@ -54,6 +55,7 @@ __all__ = [
     "TracerError",
     "compile_stats",
     "custom_vjp",
+    "debug_nans",
     "dump",
     "elementwise_grad",
     "grad",

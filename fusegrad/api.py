@@ -25,12 +25,14 @@ from .codegen.emit import generate
 from .ir import Function, evaluate, ops
 from .ir.bind import aval, is_weak
 from .ir.errors import FusegradError
+from .ir.printer import print_function
 from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
 from .passes.fusion import fuse
 from .passes.simplify import simplify
-from .runtime import Tensor, run
+from .runtime import Tensor
 from .runtime.compiled import executable
+from .runtime.debug_nans import run_checked
 from .runtime.grad_mode import is_grad_enabled
 from .tracer import Tracer, trace_pytree
 from .tracer.core import _state as _trace_state
@@ -60,7 +62,7 @@ def call(fn: Function, *args) -> tuple:
     args = tuple(_leaf(a) if isinstance(a, Tensor) else a for a in args)
     if all(_concrete(a) for a in args) and not _trace_state.stack:
         if config.DISABLE_JIT:
-            return run(fn, *args)
+            return run_checked(fn, *args)
         return executable(fn)(*args)
     return evaluate(fn, *args)
 
@@ -149,7 +151,7 @@ class _Plan:
         if _trace_state.stack or not all(_concrete(a) for a in leaves):
             return evaluate(self.fn, *args)
         if config.DISABLE_JIT:
-            return run(self.fn, *args)
+            return run_checked(self.fn, *args)
         if self.exe is None:
             self.exe = executable(self.fn, self.reason)
         return self.exe(*args)
@@ -536,10 +538,12 @@ def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, obje
 STAGES = ("traced", "grad", "simplified", "fused", "source")
 
 
-def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None) -> None:
+def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None,
+         locs: bool = False) -> None:
     """Print ``f``'s IR for ``args`` after ``stage`` (one of ``STAGES``, or ``all``).
 
-    ``grad=True`` (implied by ``stage="grad"``) differentiates first.
+    ``grad=True`` (implied by ``stage="grad"``) differentiates first; ``locs=True``
+    ends each op with its source location (adjoint ops: the primal op's).
     """
     if stage not in (*STAGES, "all"):
         raise ValueError(f"dump: unknown stage {stage!r}; choose one of {', '.join(STAGES)}, all")
@@ -547,7 +551,8 @@ def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None) 
     for name, secs, fn in stages(f, *args, grad=grad or stage == "grad"):
         if stage in ("all", name):
             print(f"// ---- stage: {name} ({secs * 1e3:.2f} ms) ----", file=file)
-            print(fn, file=file)
+            print(print_function(fn, locs=True) if locs and isinstance(fn, Function) else fn,
+                  file=file)
 
 
 # --- jit ----------------------------------------------------------------------------

@@ -31,6 +31,7 @@ from ..ir.printer import print_function
 from ..ir.stats import count_compile
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
+from . import debug_nans
 from .interpreter import run
 
 
@@ -98,7 +99,10 @@ class Executable:
             if type(e).__module__.startswith("numba"):
                 raise _internal(self.fn, e) from e
             raise
-        return tuple(np.asarray(r, dtype=t) for r, t in zip(out, self.out_dtypes))
+        out = tuple(np.asarray(r, dtype=t) for r, t in zip(out, self.out_dtypes))
+        if config.DEBUG_NANS:
+            debug_nans.check(self.fn, args, out)
+        return out
 
     def _reload(self, err: Exception) -> None:
         parallel = self.entry is getattr(self.module, "entry_parallel", None)
@@ -113,8 +117,11 @@ class Executable:
         except (IndexError, ValueError, ZeroDivisionError):
             run(self.fn, *args)
             raise
-        return [r if type(r) is np.ndarray else np.asarray(r, dtype=t)
-                for r, t in zip(out, self.out_dtypes)]
+        out = [r if type(r) is np.ndarray else np.asarray(r, dtype=t)
+               for r, t in zip(out, self.out_dtypes)]
+        if config.DEBUG_NANS:
+            debug_nans.check(self.fn, args, out)
+        return out
 
 
 def _loop_size(fused: Function) -> int:

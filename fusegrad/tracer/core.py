@@ -19,6 +19,7 @@ import numpy as np
 from ..ir import Builder, TensorType, Value, register_array_type
 from ..ir.bind import register_ambient
 from ..ir.errors import TracerError
+from ..ir.location import override as _loc_override
 from ..ir.methods import ArrayMethods
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -33,7 +34,11 @@ _state = _State()
 
 
 def user_location() -> str | None:
-    """``file:line`` of the innermost stack frame outside fusegrad itself."""
+    """``file:line`` of the innermost stack frame outside fusegrad itself (or the
+    location a pass set with ``ir.location.at``)."""
+    active, loc = _loc_override()
+    if active:
+        return loc
     f = sys._getframe(1)
     while f is not None:
         fname = f.f_code.co_filename
