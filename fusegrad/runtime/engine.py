@@ -79,7 +79,9 @@ def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
                                "a grad_fn")
         if g is None:
             if out.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                raise RuntimeError("grad can be implicitly created only for scalar outputs "
+                                   f"(output {i} has shape {list(out.shape)}); reduce it "
+                                   "(e.g. .sum()) or pass a gradient of that shape")
             data = _ones(out)
             grads.append(TB.make(data) if create_graph else data)
             continue
