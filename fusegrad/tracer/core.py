@@ -145,16 +145,16 @@ def located(err: Exception, fname: str, vals=None, loc: str | None = None) -> Ex
             tb = tb.tb_next
     lines = [str(err)]
     if vals:
-        lines.append("  operands: " + ", ".join(
+        lines.append("operands " + ", ".join(
             f"%{v.hint}: {v.type}" if v.hint else str(v.type) for v in vals))
     where = ""
     if loc:
         path, _, line = loc.rpartition(":")
         code = linecache.getline(path, int(line)).strip() if line.isdigit() else ""
         where = f", at {loc}" + (f": {code}" if code else "")
-    lines.append(f"  while tracing @{fname}{where}")
+    lines.append(f"while tracing @{fname}{where}")
     try:
-        new = type(err)("\n".join(lines))
+        new = type(err)("; ".join(lines))  # one line (the CLI prints it as one)
     except TypeError:  # an error class with another signature: left as it is
         return err
     new.located = True
