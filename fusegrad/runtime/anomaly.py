@@ -1,8 +1,8 @@
 """Anomaly detection for eager autograd, as ``torch.autograd.detect_anomaly``.
 
 While it is on, every recorded operation keeps the user's stack at the time of its
-forward call (``node.metadata["traceback_"]``, the innermost user frame first in
-``node.metadata["location"]``), and:
+forward call (``node.metadata["traceback_"]``, a list of ``traceback.FrameSummary``,
+outermost first; the innermost user frame is ``node.metadata["location"]``), and:
 
 * a backward function that returns NaN raises ``RuntimeError`` naming the node
   (``"Function 'SqrtBackward0' returned nan values in its 0th output."``) and the
@@ -113,8 +113,8 @@ def record(node, outs) -> None:
     the forward results ``outs`` (tensors) hold NaN."""
     frames = _user_frames()
     meta = node.metadata
-    meta["traceback_"] = traceback.format_list(
-        [traceback.FrameSummary(f, ln, name) for f, ln, name in frames])
+    meta["traceback_"] = [traceback.FrameSummary(f, ln, name, lookup_line=False)
+                          for f, ln, name in frames]
     meta["location"] = frames[-1] if frames else None
     if MODE.check_nan:
         for i, t in enumerate(outs):
@@ -157,7 +157,8 @@ def _forward_trace(node) -> str:
     tb = node.__dict__.get("_metadata", {}).get("traceback_")
     if not tb:
         return ""
-    return "\nTraceback of the forward call that created it:\n" + "".join(tb).rstrip()
+    return ("\nTraceback of the forward call that created it:\n"
+            + "".join(traceback.format_list(tb)).rstrip())
 
 
 def check_backward(node, outs) -> None:
