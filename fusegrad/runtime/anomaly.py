@@ -168,13 +168,16 @@ def check_backward(node, outs) -> None:
     for i, g in enumerate(outs):
         data = g._data if isinstance(g, TB.TensorBase) else g
         if _has_nan(data):
-            raise RuntimeError(f"Function '{node.name()}' returned nan values in its "
+            err = RuntimeError(f"Function '{node.name()}' returned nan values in its "
                                f"{_nth(i)} output. Its forward call: {where(node)}"
                                + _forward_trace(node))
+            err.anomaly_reported = True
+            raise err
 
 
 def annotate(node, err: BaseException) -> None:
     """Add the forward location of ``node`` to an exception raised by its backward."""
-    if hasattr(err, "add_note"):
+    if hasattr(err, "add_note") and not getattr(err, "anomaly_reported", False):
+        err.anomaly_reported = True
         err.add_note(f"(anomaly detection) raised by the backward of {node.name()}, whose "
                      f"forward call was {where(node)}" + _forward_trace(node))
