@@ -6,9 +6,8 @@ holds a NaN or an infinity while its operands were finite is reported in a
 ``FloatingPointError``: the op in IR text, whether it belongs to the forward or the
 reverse-mode (adjoint) part, and the user's source line it comes from (adjoint
 ops carry the location of the primal op they differentiate). An argument that is
-already non-finite is reported as such. A control-flow op is reported as a whole
-(with the line that called ``cond``/``scan``/...), the first op inside it is not
-searched for.
+already non-finite is reported as such. For a control-flow op (``cond``, ``scan``,
+``while_loop``...) the first op inside its body that made a NaN/inf is reported too.
 
 The check costs one sum over each floating-point result per call;
 with the mode off it costs one flag test.
@@ -24,6 +23,7 @@ import numpy as np
 from .. import config
 from ..ir import Function
 from ..ir.bind import eval_numpy
+from ..ir.control_ops import WATCH
 from ..ir.optable import OPS
 from ..ir.printer import format_op_header, value_names
 
@@ -78,16 +78,35 @@ def _first_bad(fn: Function, args) -> str:
                     "the function did not produce it")
         env[p] = a
     adjoint = {p for p in fn.params if p.hint == "ct"}
-    for op in fn.ops:
-        out = eval_numpy(OPS[op.name], [env[v] for v in op.operands], op.attrs, op.regions)
-        out = out if len(op.results) > 1 else (out,)
-        env.update(zip(op.results, out))
-        if any(v in adjoint for v in op.operands):
-            adjoint.update(op.results)
-        for r, o in zip(op.results, out):
-            kind = _bad(o)
+    inner: list = []  # the first op inside a control-flow region making a NaN/inf
+
+    def watch(region, rop, outs):
+        if not inner:
+            kind = next((k for o in outs if (k := _bad(o)) is not None), None)
             if kind is not None:
-                return _describe(op, names, kind, r in adjoint)
+                inner.append((region, rop, kind))
+
+    prev, WATCH.fn = WATCH.fn, watch
+    try:
+        for op in fn.ops:
+            inner.clear()
+            out = eval_numpy(OPS[op.name], [env[v] for v in op.operands], op.attrs,
+                             op.regions)
+            out = out if len(op.results) > 1 else (out,)
+            env.update(zip(op.results, out))
+            if any(v in adjoint for v in op.operands):
+                adjoint.update(op.results)
+            for r, o in zip(op.results, out):
+                kind = _bad(o)
+                if kind is not None:
+                    text = _describe(op, names, kind, r in adjoint)
+                    if inner:
+                        region, rop, rkind = inner[0]
+                        text += "\ninside it, " + _describe(rop, value_names(region), rkind,
+                                                            r in adjoint)
+                    return text
+    finally:
+        WATCH.fn = prev
     return ("the NumPy interpreter computes only finite values for these arguments: the "
             "compiled code differs from it here; please report this with the IR "
             "(fg.dump(f, *args, stage='fused'))")

@@ -122,18 +122,23 @@ def test_jvp_tangent_ops_point_at_primal_line(nans_on):
     assert _line(root_loss, "marker: sqrt") in msg
 
 
-def test_control_flow_op_reported_with_its_line(nans_on):
-    def body(i, c):
-        return c * fnp.log(c - 1.0)
+def _loop_body(i, c):
+    return c * fnp.log(c - 1.0)  # marker: body
 
-    def looped(x):
-        return fnp.sum(fg.fori_loop(0, 2, body, x))  # marker: loop
 
+def looped(x):
+    return fnp.sum(fg.fori_loop(0, 2, _loop_body, x))  # marker: loop
+
+
+@pytest.mark.parametrize("transform", ["jit", "grad"])
+def test_control_flow_op_and_the_op_inside_it(nans_on, transform):
+    f = fg.jit(looped) if transform == "jit" else fg.grad(looped)
     with pytest.raises(FloatingPointError) as info:
-        fg.jit(looped)(np.array([3.0, 1.0]))
+        f(np.array([3.0, 1.5 if transform == "grad" else 1.0]))
     msg = str(info.value)
-    assert "fori_loop" in msg or "while" in msg or "scan" in msg
-    assert _line(looped, "marker: loop") in msg
+    outer, _, inner = msg.partition("inside it, ")
+    assert " = scan " in outer and _line(looped, "marker: loop") in outer
+    assert " = log " in inner and _line(_loop_body, "marker: body") in inner
 
 
 def test_env_var_turns_it_on(tmp_path):
