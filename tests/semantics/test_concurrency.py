@@ -8,6 +8,7 @@ Every join has a timeout, so a deadlock fails the test instead of hanging it.
 from __future__ import annotations
 
 import threading
+import time
 import warnings
 
 import numpy as np
@@ -20,6 +21,9 @@ from fusegrad.codegen import compile as cg_compile
 
 THREADS = 8
 TIMEOUT = 120.0
+#: The traced functions sleep while being traced (Python code runs only then), so
+#: that a trace takes long enough for the other threads to arrive during it.
+SLOW_TRACE = 0.05
 
 
 def run_threads(work, n: int = THREADS) -> list:
@@ -66,6 +70,7 @@ def fresh_cache(tmp_path, monkeypatch):
 @pytest.mark.compiled
 def test_jit_same_signature_compiles_once(fresh_cache):
     def conc_jit_same(x, y):
+        time.sleep(SLOW_TRACE)
         return fnp.tanh(x) * y + fnp.exp(-x)
 
     f = fg.jit(conc_jit_same)
@@ -85,6 +90,7 @@ def test_jit_same_signature_compiles_once(fresh_cache):
 @pytest.mark.compiled
 def test_jit_different_signatures_compile_once_each(fresh_cache):
     def conc_jit_shapes(x):
+        time.sleep(SLOW_TRACE)
         return fnp.sin(x) * 2.0 + x
 
     f = fg.jit(conc_jit_shapes)
@@ -101,6 +107,7 @@ def test_jit_different_signatures_compile_once_each(fresh_cache):
 @pytest.mark.compiled
 def test_grad_compiles_once(fresh_cache):
     def conc_grad(w, x):
+        time.sleep(SLOW_TRACE)
         return fnp.sum(fnp.log1p(fnp.exp(x @ w)))
 
     df = fg.grad(conc_grad)
@@ -118,6 +125,7 @@ def test_grad_compiles_once(fresh_cache):
 @pytest.mark.compiled
 def test_vmap_compiles_once(fresh_cache):
     def conc_vmap(x, y):
+        time.sleep(SLOW_TRACE)
         return fnp.sum(x * y) + fnp.max(x)
 
     vf = fg.vmap(conc_vmap, in_axes=(0, None))
@@ -220,3 +228,19 @@ def test_no_grad_is_thread_local():
 
     run_threads(lambda i: (in_no_grad if i == 0 else outside)(i), n=2)
     assert seen == {"inside": (False, False), "after": True, "other": (True, True, True)}
+
+
+def test_compile_stats_reset(monkeypatch):
+    monkeypatch.setattr(config, "DISABLE_JIT", True)
+
+    def conc_stats(x):
+        return x * 3.0
+
+    f = fg.jit(conc_stats)
+    f(np.ones(2))
+    f(np.ones(2))
+    f(np.ones(3))
+    snap = fg.compile_stats(reset=True)
+    assert snap["traces"]["conc_stats"] == 2
+    assert "conc_stats" not in snap["compiles"]  # the interpreter compiles nothing
+    assert fg.compile_stats() == {"traces": {}, "compiles": {}, "modules": 0}
