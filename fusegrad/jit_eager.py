@@ -1,0 +1,520 @@
+"""``fg.jit`` over eager code: modules, optimizers and Tensors in a compiled function.
+
+A PyTorch-style step
+
+.. code-block:: python
+
+    @fg.jit
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+is traced by running the eager engine itself on tracers: every tensor that
+holds state (the parameters and buffers of the modules involved, their
+``.grad``, the optimizers' state tensors, and the Tensor arguments) gets a
+traced value in its storage for the duration of the trace. What the call
+changed (new parameter values, new gradients, new or updated optimizer state,
+tensors written in place) becomes the outputs of the compiled function, and
+each later call writes them back into the same objects. The objects are found
+by looking at the function (a module, its arguments, the globals and closure
+cells it names) and by recording which modules and optimizers the trace calls
+(``runtime.capture``); a trace that meets an object not seen before is redone
+with it.
+
+The cache key (the guard) is the arguments' structure, shapes and dtypes plus
+everything the trace baked in as Python values: every module's ``training``
+flag, every optimizer's hyper-parameters (``lr``, ``momentum``, ...) and the
+structure of its state, which gradients are None, the default dtype and the
+grad mode. Changing any of them retraces. Optimizer state that optimizers
+create lazily on their first step is created by running the first call
+eagerly (uncompiled) when an optimizer has none yet.
+
+A function that changes no state and returns Tensors that require grad (a
+module applied to an input, say) returns them with one ``CompiledFunctionBackward``
+node (``runtime.compiled_node``), so ``fg.jit(model)(x).sum().backward()``
+fills the parameters' ``.grad`` with a compiled VJP. A step that updates state
+returns its results without history (the backward already ran inside it).
+"""
+
+from __future__ import annotations
+
+import types
+
+import numpy as np
+
+from .api import GradError, _leaf, _Plan, _reason, _split_static, _static_indices, vjp_pass
+from .ir.bind import aval
+from .nn.module import Module
+from .optim.optimizer import Optimizer
+from .runtime import capture
+from .runtime import dtypes as D
+from .runtime import tensor_base as TB
+from .runtime.compiled_node import CompiledFunction
+from .runtime.grad_mode import is_grad_enabled
+from .tracer.core import _state as _trace_state
+from .tracer.pytree import tree_flatten, tree_unflatten
+
+_OBJECTS = (Module, Optimizer)
+
+
+def involves_eager(f, args, kwargs) -> bool:
+    """True when ``f`` is a module or its arguments hold Tensors, modules or optimizers."""
+    if isinstance(f, _OBJECTS):
+        return True
+    return any(isinstance(x, (TB.TensorBase, *_OBJECTS)) for x in tree_flatten((args, kwargs))[0])
+
+
+class UnsupportedEagerJit(GradError):
+    """A pattern ``fg.jit`` cannot compile over eager Tensors (the message says why)."""
+
+
+# --- finding the objects ----------------------------------------------------------------
+
+
+def _referenced(f, depth: int = 3) -> list:
+    """Modules and optimizers ``f`` names (globals, closure cells, bound ``self``), recursively
+    through the functions it names."""
+    found, seen, todo = [], set(), [(f, depth)]
+    while todo:
+        obj, d = todo.pop(0)
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, _OBJECTS):
+            found.append(obj)
+            continue
+        if isinstance(obj, types.MethodType):
+            todo.append((obj.__self__, d))
+            todo.append((obj.__func__, d))
+            continue
+        if d == 0 or not isinstance(obj, types.FunctionType):
+            continue
+        code = obj.__code__
+        names = set(code.co_names)
+        for c in code.co_consts:
+            if isinstance(c, types.CodeType):
+                names.update(c.co_names)
+        for name in sorted(names):
+            if name in obj.__globals__:
+                todo.append((obj.__globals__[name], d - 1))
+        for cell in obj.__closure__ or ():
+            try:
+                todo.append((cell.cell_contents, d - 1))
+            except ValueError:
+                continue
+    return found
+
+
+class _Env:
+    """The modules and optimizers a jitted function touches, and the tensors they hold."""
+
+    def __init__(self):
+        self.modules: dict[int, Module] = {}
+        self.optimizers: dict[int, Optimizer] = {}
+
+    def add(self, objs) -> bool:
+        """Add modules/optimizers; True if any was new."""
+        new = False
+        for o in objs:
+            reg = self.modules if isinstance(o, Module) else self.optimizers
+            if id(o) not in reg:
+                reg[id(o)] = o
+                new = True
+        return new
+
+    def all_modules(self) -> list:
+        out: dict[int, Module] = {}
+        for m in self.modules.values():
+            for sub in m.modules():
+                out.setdefault(id(sub), sub)
+        return list(out.values())
+
+    def params(self) -> list:
+        """Parameters whose ``.grad`` is state, deduplicated, in a stable order."""
+        out: dict[int, object] = {}
+        for m in self.modules.values():
+            for p in m.parameters():
+                out.setdefault(id(p), p)
+        for o in self.optimizers.values():
+            for g in o.param_groups:
+                for p in g["params"]:
+                    out.setdefault(id(p), p)
+        return list(out.values())
+
+    def tensors(self, args_tensors) -> list:
+        """Every tensor whose storage is state: arguments, parameters, buffers, gradients,
+        optimizer state (deduplicated by storage)."""
+        out: dict[int, object] = {}
+        cells: set[int] = set()
+
+        def add(t):
+            if isinstance(t, TB.TensorBase) and id(t._cell) not in cells:
+                cells.add(id(t._cell))
+                out[id(t)] = t
+
+        for t in args_tensors:
+            add(t)
+        for m in self.all_modules():
+            for t in (*m._parameters.values(), *m._buffers.values()):
+                add(t)
+        for p in self.params():
+            add(p)
+            add(p._grad)
+        for o in self.optimizers.values():
+            for st in o.state.values():
+                for v in st.values():
+                    add(v)
+        return list(out.values())
+
+
+def _hashable(v):
+    if isinstance(v, list | tuple):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, TB.TensorBase):
+        return ("tensor", id(v))
+    hash(v)
+    return v
+
+
+def _state_key(v):
+    if isinstance(v, TB.TensorBase):
+        return ("T", tuple(v.shape), v._data.dtype.str)
+    return _hashable(v)
+
+
+def _env_key(env: _Env, tensors) -> tuple:
+    """Everything the trace baked in as Python values (see the module docstring)."""
+    parts: list = [is_grad_enabled(), str(D.get_default_dtype())]
+    parts.append(tuple(m.training for m in env.all_modules()))
+    for o in env.optimizers.values():
+        for g in o.param_groups:
+            parts.append(tuple((k, _hashable(v)) for k, v in sorted(g.items()) if k != "params"))
+            parts.append(tuple(id(p) for p in g["params"]))
+        parts.append(tuple((id(p), tuple((k, _state_key(v)) for k, v in st.items()))
+                           for p, st in o.state.items()))
+    parts.append(tuple((id(p), p._grad is None) for p in env.params()))
+    parts.append(tuple((t._data.shape, t._data.dtype.str, t._rg) for t in tensors))
+    return tuple(parts)
+
+
+# --- snapshots ---------------------------------------------------------------------------
+
+
+class _Snapshot:
+    """Storage, versions, gradients and optimizer state before a trace, to restore after."""
+
+    def __init__(self, env: _Env, tensors):
+        self.cells = [(t, t._cell.value, t._vc.n) for t in tensors]
+        self.grads = [(p, p._grad) for p in env.params()]
+        self.states = [(o, {p: dict(st) for p, st in o.state.items()})
+                       for o in env.optimizers.values()]
+
+    def restore(self, written=()) -> None:
+        for t, value, n in (*self.cells, *written):
+            t._cell.value, t._vc.n = value, n
+        for p, g in self.grads:
+            p._grad = g
+        for o, before in self.states:
+            for p in [p for p in o.state if p not in before]:
+                del o.state[p]
+            for p, st in before.items():
+                o.state[p].clear()
+                o.state[p].update(st)
+
+
+def _store(t, value) -> None:
+    """Write a compiled result into a tensor's storage (in its memory when possible)."""
+    cur = t._cell.value
+    if (TB.is_concrete(cur) and cur.shape == value.shape and cur.dtype == value.dtype
+            and cur.flags.writeable):
+        np.copyto(cur, value)
+    else:
+        t._cell.value = value
+    t._vc.n += 1
+
+
+# --- the compiled plan -------------------------------------------------------------------
+
+
+class _EagerPlan:
+    """One trace: the compiled Function and how to read its outputs back into objects."""
+
+    def __init__(self):
+        self.plan: _Plan | None = None
+        self.out_tree = None
+        self.out_kinds: list = []  # per output leaf: None (array) or requires_grad of a Tensor
+        # per state output: ("slot", index in the state tensors) | ("extra", tensor written
+        # in place) | ("grad", p) | ("state", optimizer, p, key)
+        self.changes: list = []
+        self.cleared: list = []  # ("grad", p) -> None, ("state", o, p, k) -> deleted
+        self.new_objects = False
+        self.array_idx: list = []  # argument leaves passed as arrays, after the tensors
+        # differentiable plans (no state change, outputs that require grad)
+        self.wrt: tuple = ()
+        self.seeds: tuple = ()
+        self.vjp_function = None
+        self._vjp_exe = None
+
+    @property
+    def differentiable(self) -> bool:
+        return self.vjp_function is not None
+
+    # runner protocol of CompiledFunction
+    @property
+    def free(self):
+        return self.plan.traced.free
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.plan.fn.results)
+
+    def forward(self, arrays):
+        return list(self.plan(arrays))
+
+    def vjp(self, arrays, cts):
+        from . import config
+        from .runtime import run
+        from .runtime.compiled import executable
+
+        args = (*arrays, *self.free, *cts)
+        if config.DISABLE_JIT:
+            return run(self.vjp_function, *args)
+        if self._vjp_exe is None:
+            self._vjp_exe = executable(self.vjp_function, "backward of a jitted eager function")
+        return self._vjp_exe(*args)
+
+
+def _trace(f, args, kwargs, env: _Env, name: str, reason: str) -> _EagerPlan:
+    leaves, tree = tree_flatten((args, kwargs))
+    arg_tensors = [x for x in leaves if isinstance(x, TB.TensorBase)]
+    tensors = env.tensors(arg_tensors)
+    array_idx = [i for i, x in enumerate(leaves)
+                 if not isinstance(x, (TB.TensorBase, *_OBJECTS)) and _is_array_like(x)]
+    ep = _EagerPlan()
+    ids = {id(t) for t in tensors}
+
+    def body(state_vals, array_vals):
+        snap = _Snapshot(env, tensors)
+        written: list = []
+        try:
+            for t, v in zip(tensors, state_vals):
+                t._cell.value = v
+            full = list(leaves)
+            for i, v in zip(array_idx, array_vals):
+                full[i] = v
+            a, kw = tree_unflatten(tree, full)
+            with capture.capturing(tracing=True) as cap:
+                out = f(*a, **kw)
+            ep.new_objects = env.add([*cap.modules.values(), *cap.optimizers.values()])
+            vals = _outputs(ep, out)
+            vals += _changes(ep, env, tensors, state_vals, snap)
+            for t, before, version in cap.written.values():
+                if id(t) not in ids and TB.is_concrete(before):
+                    ep.changes.append(("extra", t))
+                    vals.append(t._cell.value)
+                    written.append((t, before, version))
+            return vals
+        finally:
+            snap.restore(written)
+
+    from .tracer import trace_pytree
+
+    traced = trace_pytree(body, ([_leaf(t) for t in tensors],
+                                 [_leaf(leaves[i]) for i in array_idx]), name=name)
+    ep.plan = _Plan(traced.function, traced, reason=reason)
+    ep.array_idx = array_idx
+    if not ep.changes and any(ep.out_kinds) and is_grad_enabled():
+        _make_differentiable(ep, tensors)
+    return ep
+
+
+def _is_array_like(x) -> bool:
+    return isinstance(x, np.ndarray | np.generic | float | int | bool) or (
+        hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def _outputs(ep: _EagerPlan, out) -> list:
+    out_leaves, ep.out_tree = tree_flatten(out)
+    vals = []
+    for o in out_leaves:
+        if isinstance(o, TB.TensorBase):
+            ep.out_kinds.append(o._rg)
+            vals.append(o._data)
+        elif isinstance(o, _OBJECTS):
+            raise UnsupportedEagerJit(f"fg.jit: the function returned a {type(o).__name__}; "
+                                      "return Tensors, arrays or scalars")
+        else:
+            ep.out_kinds.append(None)
+            vals.append(o)
+    return vals
+
+
+def _changes(ep: _EagerPlan, env: _Env, tensors, state_vals, snap: _Snapshot) -> list:
+    """The state the call changed, as (recorded change, traced value) pairs."""
+    vals = []
+    for i, (t, v) in enumerate(zip(tensors, state_vals)):
+        if t._cell.value is not v:
+            ep.changes.append(("slot", i))
+            vals.append(t._cell.value)
+    for p, g0 in snap.grads:
+        g1 = p._grad
+        if g1 is g0:
+            continue
+        if g1 is None:
+            ep.cleared.append(("grad", p))
+        else:
+            ep.changes.append(("grad", p))
+            vals.append(g1._data)
+    for o, before in snap.states:
+        for p, st in o.state.items():
+            st0 = before.get(p, {})
+            for k, v in st.items():
+                if v is st0.get(k):
+                    continue
+                if not isinstance(v, TB.TensorBase):
+                    raise UnsupportedEagerJit(
+                        f"fg.jit: optimizer {type(o).__name__} stored a {type(v).__name__} "
+                        f"in its state ({k!r}); compiled steps keep only Tensors there")
+                ep.changes.append(("state", o, p, k))
+                vals.append(v._data)
+            ep.cleared += [("state", o, p, k) for k in st0 if k not in st]
+    return vals
+
+
+def _make_differentiable(ep: _EagerPlan, tensors) -> None:
+    fn = ep.plan.fn
+    ep.wrt = tuple(i for i, t in enumerate(tensors)
+                   if t._rg and np.issubdtype(t._data.dtype, np.floating))
+    ep.seeds = tuple(i for i, k in enumerate(ep.out_kinds) if k)
+    if ep.wrt:
+        ep.vjp_function = vjp_pass(fn, list(ep.wrt), seeds=ep.seeds, name=f"{fn.name}_vjp")
+
+
+def _apply(ep: _EagerPlan, tensors, outs) -> None:
+    """Write a compiled call's state outputs back into the objects."""
+    held = {id(t._cell.value) for t in tensors}
+
+    def own(v):
+        if id(v) in held:
+            v = v.copy()
+        held.add(id(v))
+        return v
+
+    for change, v in zip(ep.changes, outs):
+        kind = change[0]
+        if kind == "slot":
+            _store(tensors[change[1]], v)
+        elif kind == "extra":
+            _store(change[1], v)
+        elif kind == "grad":
+            change[1]._grad = TB.make(own(v))
+        else:
+            _, o, p, k = change
+            o.state[p][k] = TB.make(own(v))
+    for change in ep.cleared:
+        if change[0] == "grad":
+            change[1]._grad = None
+        else:
+            _, o, p, k = change
+            o.state[p].pop(k, None)
+
+
+# --- the entry point ---------------------------------------------------------------------
+
+
+class EagerJit:
+    """The eager side of one ``fg.jit`` object: its objects, guards and plans."""
+
+    def __init__(self, f, name: str, static_argnums: tuple = ()):
+        self.f, self.name, self.static_argnums = f, name, static_argnums
+        self.env = _Env()
+        self.env.add(_referenced(f))
+        self.cache: dict = {}
+        self.calls = 0
+
+    def _key(self, args, kwargs, static=()):
+        leaves, tree = tree_flatten((args, kwargs))
+        arg_keys = []
+        for x in leaves:
+            if isinstance(x, TB.TensorBase):
+                arg_keys.append(("T", x._data.shape, x._data.dtype.str, x._rg))
+            elif isinstance(x, _OBJECTS):
+                arg_keys.append(("O", id(x)))
+            elif _is_array_like(x):
+                arg_keys.append(aval(_leaf(x)))
+            else:
+                arg_keys.append(("static", _hashable(x)))
+        tensors = self.env.tensors([x for x in leaves if isinstance(x, TB.TensorBase)])
+        return (tree, tuple(arg_keys), static, _env_key(self.env, tensors))
+
+    def __call__(self, args, kwargs):
+        if _trace_state.stack or capture.tracing():
+            raise UnsupportedEagerJit(
+                f"fg.jit({self.name}) over eager Tensors, modules or optimizers cannot run "
+                "inside another transform's trace; call it at the top level")
+        self.env.add(x for x in tree_flatten((args, kwargs))[0] if isinstance(x, _OBJECTS))
+        self.calls += 1
+        if self.calls == 1 and self._lazy_state():
+            return self._eager(self.f, args, kwargs)
+        fun, args, static = self._split_static(args)
+        key = self._key(args, kwargs, static)
+        ep = self.cache.get(key)
+        if ep is None:
+            ep = self._compile(fun, args, kwargs, key, static)
+        return self._run(ep, args, kwargs)
+
+    def _split_static(self, args):
+        """``(function of the dynamic arguments, dynamic arguments, static values)``."""
+        if not self.static_argnums:
+            return self.f, args, ()
+        static = _static_indices(self.static_argnums, len(args), f"jit({self.name})")
+        try:
+            svals = tuple((i, args[i]) for i in static)
+            hash(svals)
+        except TypeError:
+            raise TypeError(f"jit: static arguments {static} must be hashable") from None
+        fun, dyn = _split_static(self.f, args, self.static_argnums, "jit")
+        return fun, dyn, svals
+
+    def _lazy_state(self) -> bool:
+        """Some optimizer has a parameter with a gradient but no state yet (or no object is
+        known): the first call runs eagerly so that state exists before tracing."""
+        if not self.env.modules and not self.env.optimizers:
+            return True
+        return any(not o.state.get(p) for o in self.env.optimizers.values()
+                   for g in o.param_groups for p in g["params"])
+
+    def _eager(self, f, args, kwargs):
+        with capture.capturing() as cap:
+            out = f(*args, **kwargs)
+        self.env.add([*cap.modules.values(), *cap.optimizers.values()])
+        return out
+
+    def _compile(self, f, args, kwargs, key, static):
+        for _ in range(3):
+            ep = _trace(f, args, kwargs, self.env, self.name, _reason(self.cache, key))
+            if not ep.new_objects:
+                break
+            key = self._key(args, kwargs, static)
+        else:
+            raise UnsupportedEagerJit(f"fg.jit({self.name}): the objects the function touches "
+                                      "keep changing between traces")
+        self.cache[key] = ep
+        return ep
+
+    def _run(self, ep: _EagerPlan, args, kwargs):
+        leaves = tree_flatten((args, kwargs))[0]
+        tensors = self.env.tensors([x for x in leaves if isinstance(x, TB.TensorBase)])
+        arrays = [_leaf(leaves[i]) for i in ep.array_idx]
+        n = len(ep.out_kinds)
+        if ep.differentiable:
+            outs = [o._data if k is None else o for o, k in zip(
+                CompiledFunction.apply(ep, *tensors, *map(TB.make, arrays)), ep.out_kinds)]
+        else:
+            raw = ep.plan([*(t._cell.value for t in tensors), *arrays])
+            _apply(ep, tensors, raw[n:])
+            outs = [o if k is None else TB.make(o) for o, k in zip(raw[:n], ep.out_kinds)]
+        return tree_unflatten(ep.out_tree, outs)
