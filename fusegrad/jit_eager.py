@@ -114,6 +114,7 @@ class _Env:
     def __init__(self):
         self.modules: dict[int, Module] = {}
         self.optimizers: dict[int, Optimizer] = {}
+        self.extra: dict[int, object] = {}  # other tensors the function writes in place
 
     def add(self, objs) -> bool:
         """Add modules/optimizers; True if any was new."""
@@ -155,7 +156,7 @@ class _Env:
                 cells.add(id(t._cell))
                 out[id(t)] = t
 
-        for t in args_tensors:
+        for t in (*args_tensors, *self.extra.values()):
             add(t)
         for m in self.all_modules():
             for t in (*m._parameters.values(), *m._buffers.values()):
@@ -246,8 +247,8 @@ class _EagerPlan:
         self.plan: _Plan | None = None
         self.out_tree = None
         self.out_kinds: list = []  # per output leaf: None (array) or requires_grad of a Tensor
-        # per state output: ("slot", index in the state tensors) | ("extra", tensor written
-        # in place) | ("grad", p) | ("state", optimizer, p, key)
+        # per state output: ("slot", index in the state tensors) | ("grad", p)
+        # | ("state", optimizer, p, key)
         self.changes: list = []
         self.cleared: list = []  # ("grad", p) -> None, ("state", o, p, k) -> deleted
         self.new_objects = False
@@ -313,8 +314,9 @@ def _trace(f, args, kwargs, env: _Env, name: str, reason: str) -> _EagerPlan:
             vals += _changes(ep, env, tensors, state_vals, snap)
             for t, before, version in cap.written.values():
                 if id(t) not in ids and TB.is_concrete(before):
-                    ep.changes.append(("extra", t))
-                    vals.append(t._cell.value)
+                    # a tensor that existed before the call, written in place: state too
+                    env.extra.setdefault(id(t), t)
+                    ep.new_objects = True
                     written.append((t, before, version))
             return vals
         finally:
@@ -407,8 +409,6 @@ def _apply(ep: _EagerPlan, tensors, outs) -> None:
         kind = change[0]
         if kind == "slot":
             _store(tensors[change[1]], v)
-        elif kind == "extra":
-            _store(change[1], v)
         elif kind == "grad":
             change[1]._grad = TB.make(own(v))
         else:
@@ -491,6 +491,10 @@ class EagerJit:
         with capture.capturing() as cap:
             out = f(*args, **kwargs)
         self.env.add([*cap.modules.values(), *cap.optimizers.values()])
+        if cap.optimizers or cap.written:  # a step: results without history, as compiled
+            leaves, tree = tree_flatten(out)
+            out = tree_unflatten(tree, [x.detach() if isinstance(x, TB.TensorBase) else x
+                                        for x in leaves])
         return out
 
     def _compile(self, f, args, kwargs, key, static):
