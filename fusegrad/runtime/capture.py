@@ -7,15 +7,19 @@ gradients, and the in-place write path notes every tensor it writes. The
 compiler then knows which objects hold the state the compiled function must
 read (inputs) and write back (outputs).
 
-Inside a capture that is tracing (``tracing=True``), an operation whose
-Tensor operands all hold concrete data still returns a Tensor (over a traced
-value) rather than a bare tracer, so the eager engine keeps running on it.
+Inside a capture that is tracing (``tracing=True``), an op whose operands
+are all concrete (constants such as the class indices a loss builds, zeros for
+new optimizer state, concrete Tensors) is computed with NumPy, as the eager
+engine would, and enters the trace as a constant; an op on concrete Tensors
+returns a Tensor, never a bare tracer, so the eager engine keeps running on it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+
+from ..ir.bind import eval_numpy, register_ambient
 
 
 class Capture:
@@ -75,3 +79,14 @@ def note_write(tensor) -> None:
         written = _state.stack[-1].written
         if id(tensor) not in written:
             written[id(tensor)] = (tensor, tensor._cell.value, tensor._vc.n)
+
+
+def _concrete_handler(opdef, operands, attrs, regions):
+    return eval_numpy(opdef, operands, attrs, regions)
+
+
+def _ambient():
+    return _concrete_handler if tracing() else None
+
+
+register_ambient(_ambient, first=True)
