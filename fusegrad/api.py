@@ -636,11 +636,9 @@ class jit:
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
         from . import jit_eager  # eager Tensors, modules, optimizers: see jit_eager
 
-        if jit_eager.involves_eager(self.f, args, kwargs):
-            if "_eager" not in self.__dict__:
-                name = getattr(self.f, "__name__", type(self.f).__name__)
-                self._eager = jit_eager.EagerJit(self.f, name, self.static_argnums)
-            return self._eager(args, kwargs)
+        eager = jit_eager.for_jit(self, args, kwargs)
+        if eager is not None:
+            return eager(args, kwargs)
         _refuse_grad_tensors(self.__name__, (args, kwargs))
         key, dyn = self._key(args, kwargs)
         plan = self._cache.get(key)

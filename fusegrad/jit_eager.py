@@ -60,11 +60,25 @@ from .tracer.pytree import tree_flatten, tree_unflatten
 _OBJECTS = (Module, Optimizer)
 
 
-def involves_eager(f, args, kwargs) -> bool:
-    """True when ``f`` is a module or its arguments hold Tensors, modules or optimizers."""
-    if isinstance(f, _OBJECTS):
-        return True
-    return any(isinstance(x, (TB.TensorBase, *_OBJECTS)) for x in tree_flatten((args, kwargs))[0])
+def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
+    """The ``EagerJit`` serving a ``fg.jit`` object, or None for plain array functions.
+
+    Eager when ``f`` is a module, names modules or optimizers (globals, closure
+    cells; looked at once, on the first call), or is called with Tensors,
+    modules or optimizers.
+    """
+    d = jit_obj.__dict__
+    eager = d.get("_eager")
+    if eager is not None:
+        return eager
+    f = jit_obj.f
+    if "_names_objects" not in d:
+        d["_names_objects"] = isinstance(f, _OBJECTS) or bool(_referenced(f))
+    if d["_names_objects"] or any(isinstance(x, (TB.TensorBase, *_OBJECTS))
+                                  for x in tree_flatten((args, kwargs))[0]):
+        name = getattr(f, "__name__", type(f).__name__)
+        eager = d["_eager"] = EagerJit(f, name, jit_obj.static_argnums)
+    return eager
 
 
 class UnsupportedEagerJit(GradError):

@@ -285,3 +285,31 @@ def test_returning_a_module_is_refused():
     jm = fg.jit(lambda x: (m(x), m))
     with pytest.raises(UnsupportedEagerJit, match="returned a Sequential"):
         jm(_batches(1)[0][0])
+
+
+def test_cross_entropy_step_with_numpy_batches():
+    """Integer targets, a loss that builds constants (class indices) inside the trace, and
+    batches passed as NumPy arrays rather than Tensors."""
+    m1 = _mlp()
+    m2 = copy.deepcopy(m1)
+    o1 = fg.optim.SGD(m1.parameters(), lr=0.1, momentum=0.9)
+    o2 = fg.optim.SGD(m2.parameters(), lr=0.1, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def make(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = loss_fn(model(fg.tensor(x)), fg.tensor(y))
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    eager_step, jit_step = make(m1, o1), fg.jit(make(m2, o2))
+    rng = np.random.default_rng(3)
+    for i in range(STEPS):
+        x, y = rng.normal(size=(8, 3)), rng.integers(0, 2, size=8)
+        assert_close(jit_step(x, y).numpy(), eager_step(x, y).detach().numpy(), "exact64",
+                     f"step {i}")
+    _assert_same_state(m1, m2, o1, o2)
+    assert len(jit_step._eager.cache) == 1
