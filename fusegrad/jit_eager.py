@@ -226,12 +226,16 @@ class _Snapshot:
         self.grads = [(p, p._grad) for p in env.params()]
         self.states = [(o, {p: dict(st) for p, st in o.state.items()})
                        for o in env.optimizers.values()]
+        self.buffers = [(m, dict(m._buffers)) for m in env.all_modules()]
 
     def restore(self, written=()) -> None:
         for t, value, n in (*self.cells, *written):
             t._cell.value, t._vc.n = value, n
         for p, g in self.grads:
             p._grad = g
+        for m, before in self.buffers:
+            m._buffers.clear()
+            m._buffers.update(before)
         for o, before in self.states:
             for p in [p for p in o.state if p not in before]:
                 del o.state[p]
@@ -262,7 +266,7 @@ class _EagerPlan:
         self.out_tree = None
         self.out_kinds: list = []  # per output leaf: None (array) or requires_grad of a Tensor
         # per state output: ("slot", index in the state tensors) | ("grad", p)
-        # | ("state", optimizer, p, key)
+        # | ("buffer", module, name) | ("state", optimizer, p, key)
         self.changes: list = []
         self.cleared: list = []  # ("grad", p) -> None, ("state", o, p, k) -> deleted
         self.new_objects = False
@@ -384,6 +388,14 @@ def _changes(ep: _EagerPlan, env: _Env, tensors, state_vals, snap: _Snapshot) ->
         else:
             ep.changes.append(("grad", p))
             vals.append(g1._data)
+    for m, before in snap.buffers:
+        for name, b in m._buffers.items():
+            if b is not before.get(name):  # a buffer assigned a new Tensor (running stats)
+                if b is None:
+                    raise UnsupportedEagerJit(f"fg.jit: buffer {name!r} of a "
+                                              f"{type(m).__name__} was set to None in the call")
+                ep.changes.append(("buffer", m, name))
+                vals.append(b._data)
     for o, before in snap.states:
         for p, st in o.state.items():
             st0 = before.get(p, {})
@@ -425,6 +437,8 @@ def _apply(ep: _EagerPlan, tensors, outs) -> None:
             _store(tensors[change[1]], v)
         elif kind == "grad":
             change[1]._grad = TB.make(own(v))
+        elif kind == "buffer":
+            change[1]._buffers[change[2]] = TB.make(own(v))
         else:
             _, o, p, k = change
             o.state[p][k] = TB.make(own(v))

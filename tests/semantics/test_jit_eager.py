@@ -313,3 +313,40 @@ def test_cross_entropy_step_with_numpy_batches():
                      f"step {i}")
     _assert_same_state(m1, m2, o1, o2)
     assert len(jit_step._eager.cache) == 1
+
+
+class _RunningMean(nn.Module):
+    """Keeps a running mean of its input in a buffer reassigned in training mode."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(3, 2)
+        self.register_buffer("mean", fg.zeros(3))
+
+    def forward(self, x):
+        if self.training:
+            self.mean = 0.9 * self.mean + 0.1 * x.detach().mean(0)
+        return self.lin(x - self.mean)
+
+
+def test_buffer_reassigned_in_the_step():
+    fg.manual_seed(0)
+    m1 = _RunningMean()
+    m2 = copy.deepcopy(m1)
+    o1, o2 = fg.optim.SGD(m1.parameters(), lr=0.1), fg.optim.SGD(m2.parameters(), lr=0.1)
+
+    def make(model, opt):
+        def step(x, y):
+            opt.zero_grad()
+            loss = ((model(x) - y) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+        return step
+
+    eager_step, jit_step = make(m1, o1), fg.jit(make(m2, o2))
+    for x, y in _batches(6):
+        assert_close(jit_step(x, y).numpy(), eager_step(x, y).detach().numpy(), "exact64")
+        assert fg.is_tensor(m2.mean) and isinstance(m2.mean._data, np.ndarray)
+        assert_close(m2.mean.numpy(), m1.mean.numpy(), "exact64")
+    _assert_same_state(m1, m2, o1, o2)
