@@ -7,6 +7,7 @@ parameters (float64: they agree to rounding).
 
     python examples/pytorch_style.py            # 784-256-256-10, batch 128, 60 steps
     python examples/pytorch_style.py --small    # a quick run
+    python examples/pytorch_style.py --sizes 64-128-128-10 --batch 32
 """
 
 from __future__ import annotations
@@ -77,9 +78,13 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--small", action="store_true", help="a small model and few steps")
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--sizes", default=None, help="layer widths, e.g. 64-128-10")
+    parser.add_argument("--batch", type=int, default=None)
     args = parser.parse_args(argv)
     sizes = (16, 32, 4) if args.small else (784, 256, 256, 10)
-    batch = 16 if args.small else 128
+    if args.sizes:
+        sizes = tuple(int(s) for s in args.sizes.split("-"))
+    batch = args.batch or (16 if args.small else 128)
     steps = args.steps or (8 if args.small else 60)
     fg.set_default_dtype(fg.float64)
     rng = np.random.default_rng(0)

@@ -129,6 +129,11 @@ class _Env:
         self.modules: dict[int, Module] = {}
         self.optimizers: dict[int, Optimizer] = {}
         self.extra: dict[int, object] = {}  # other tensors the function writes in place
+        self._walked: dict = {}  # all_modules() and params() of the current call
+
+    def begin(self) -> None:
+        """Forget the walks of the previous call (modules may have changed since)."""
+        self._walked.clear()
 
     def add(self, objs) -> bool:
         """Add modules/optimizers; True if any was new."""
@@ -138,17 +143,24 @@ class _Env:
             if id(o) not in reg:
                 reg[id(o)] = o
                 new = True
+        if new:
+            self._walked.clear()
         return new
 
     def all_modules(self) -> list:
+        if "modules" in self._walked:
+            return self._walked["modules"]
         out: dict[int, Module] = {}
         for m in self.modules.values():
             for sub in m.modules():
                 out.setdefault(id(sub), sub)
-        return list(out.values())
+        self._walked["modules"] = found = list(out.values())
+        return found
 
     def params(self) -> list:
         """Parameters whose ``.grad`` is state, deduplicated, in a stable order."""
+        if "params" in self._walked:
+            return self._walked["params"]
         out: dict[int, object] = {}
         for m in self.modules.values():
             for p in m.parameters():
@@ -157,7 +169,8 @@ class _Env:
             for g in o.param_groups:
                 for p in g["params"]:
                     out.setdefault(id(p), p)
-        return list(out.values())
+        self._walked["params"] = found = list(out.values())
+        return found
 
     def tensors(self, args_tensors) -> list:
         """Every tensor whose storage is state: arguments, parameters, buffers, gradients,
@@ -464,6 +477,7 @@ class EagerJit:
         self.calls = 0
 
     def _key(self, args, kwargs, static=()):
+        """The cache key of a call, and the state tensors (in input order)."""
         leaves, tree = tree_flatten((args, kwargs))
         arg_keys = []
         for x in leaves:
@@ -476,7 +490,7 @@ class EagerJit:
             else:
                 arg_keys.append(("static", _hashable(x)))
         tensors = self.env.tensors([x for x in leaves if isinstance(x, TB.TensorBase)])
-        return (tree, tuple(arg_keys), static, _env_key(self.env, tensors))
+        return (tree, tuple(arg_keys), static, _env_key(self.env, tensors)), tensors
 
     def __call__(self, args, kwargs):
         if _trace_state.stack or capture.tracing():
@@ -488,11 +502,12 @@ class EagerJit:
         if self.calls == 1 and self._lazy_state():
             return self._eager(self.f, args, kwargs)
         fun, args, static = self._split_static(args)
-        key = self._key(args, kwargs, static)
+        self.env.begin()
+        key, tensors = self._key(args, kwargs, static)
         ep = self.cache.get(key)
         if ep is None:
-            ep = self._compile(fun, args, kwargs, key, static)
-        return self._run(ep, args, kwargs)
+            ep, tensors = self._compile(fun, args, kwargs, key, static)
+        return self._run(ep, tensors, args, kwargs)
 
     def _split_static(self, args):
         """``(function of the dynamic arguments, dynamic arguments, static values)``."""
@@ -530,16 +545,15 @@ class EagerJit:
             ep = _trace(f, args, kwargs, self.env, self.name, _reason(self.cache, key))
             if not ep.new_objects:
                 break
-            key = self._key(args, kwargs, static)
+            key = self._key(args, kwargs, static)[0]
         else:
             raise UnsupportedEagerJit(f"fg.jit({self.name}): the objects the function touches "
                                       "keep changing between traces")
         self.cache[key] = ep
-        return ep
+        return ep, self._key(args, kwargs, static)[1]
 
-    def _run(self, ep: _EagerPlan, args, kwargs):
+    def _run(self, ep: _EagerPlan, tensors, args, kwargs):
         leaves = tree_flatten((args, kwargs))[0]
-        tensors = self.env.tensors([x for x in leaves if isinstance(x, TB.TensorBase)])
         arrays = [_leaf(leaves[i]) for i in ep.array_idx]
         n = len(ep.out_kinds)
         if ep.differentiable:
