@@ -89,15 +89,15 @@ class UnsupportedEagerJit(GradError):
 
 
 def _referenced(f, depth: int = 3) -> list:
-    """Modules and optimizers ``f`` names (globals, closure cells, bound ``self``), recursively
-    through the functions it names."""
+    """Modules, optimizers and Tensors ``f`` names (globals, closure cells, bound ``self``),
+    recursively through the functions it names."""
     found, seen, todo = [], set(), [(f, depth)]
     while todo:
         obj, d = todo.pop(0)
         if id(obj) in seen:
             continue
         seen.add(id(obj))
-        if isinstance(obj, _OBJECTS):
+        if isinstance(obj, (*_OBJECTS, TB.TensorBase)):
             found.append(obj)
             continue
         if isinstance(obj, types.MethodType):
@@ -128,7 +128,8 @@ class _Env:
     def __init__(self):
         self.modules: dict[int, Module] = {}
         self.optimizers: dict[int, Optimizer] = {}
-        self.extra: dict[int, object] = {}  # other tensors the function writes in place
+        # other tensors: named by the function, or written in place by it
+        self.extra: dict[int, object] = {}
         self._walked: dict = {}  # all_modules() and params() of the current call
 
     def begin(self) -> None:
@@ -136,10 +137,11 @@ class _Env:
         self._walked.clear()
 
     def add(self, objs) -> bool:
-        """Add modules/optimizers; True if any was new."""
+        """Add modules, optimizers and named Tensors; True if any was new."""
         new = False
         for o in objs:
-            reg = self.modules if isinstance(o, Module) else self.optimizers
+            reg = (self.modules if isinstance(o, Module) else self.extra
+                   if isinstance(o, TB.TensorBase) else self.optimizers)
             if id(o) not in reg:
                 reg[id(o)] = o
                 new = True

@@ -186,3 +186,54 @@ def test_no_grad_and_non_differentiable_outputs():
     assert not idx.requires_grad and idx.dtype == fg.int64
     y.sum().backward()
     assert m[0].weight.grad is not None
+
+
+W_GLOBAL = None  # set by the test below: a Tensor the jitted function names as a global
+
+
+def _uses_global(x):
+    return (x @ W_GLOBAL).tanh().sum()
+
+
+def test_plain_function_of_tensors_and_a_named_global_tensor():
+    global W_GLOBAL
+    rng = np.random.default_rng(7)
+    w0, x0 = rng.normal(size=(3, 2)), _x()
+    W_GLOBAL = fg.tensor(w0, requires_grad=True)
+    x = fg.tensor(x0, requires_grad=True)
+    f = fg.jit(_uses_global)
+    f(x)  # the first call runs eagerly (nothing but a Tensor is named)
+    out = f(x)
+    assert type(out.grad_fn).__name__ == "CompiledFunctionBackward"
+    out.backward()
+    w_ref, x_ref = fg.tensor(w0, requires_grad=True), fg.tensor(x0, requires_grad=True)
+    (x_ref @ w_ref).tanh().sum().backward()
+    assert_close(W_GLOBAL.grad.numpy(), w_ref.grad.numpy(), "exact64")
+    assert_close(x.grad.numpy(), x_ref.grad.numpy(), "exact64")
+
+
+def test_static_argnums_on_the_eager_path():
+    m1, m2 = _models()
+
+    def apply(model, x, power):
+        return (model(x) ** power).sum()
+
+    f = fg.jit(apply, static_argnums=2)
+    for power in (2, 3, 2):
+        for m in (m1, m2):
+            m.zero_grad()
+        x = fg.tensor(_x())
+        f(m2, x, power).backward()
+        apply(m1, x, power).backward()
+        _assert_same_grads(m1, m2)
+    assert len(f._eager.cache) == 2
+
+
+def test_a_hidden_tensor_that_requires_grad_is_refused_clearly():
+    hidden = [fg.tensor([1.0, 2.0], requires_grad=True)]  # inside a list: not found
+
+    def f(x):
+        return x * hidden[0]
+
+    with pytest.raises(fg.GradError, match="Pass it as an argument"):
+        fg.jit(f)(np.ones(2))
