@@ -346,7 +346,7 @@ def _trace(f, args, kwargs, env: _Env, name: str, reason: str) -> _EagerPlan:
             vals = _outputs(ep, out)
             vals += _changes(ep, env, tensors, state_vals, snap)
             for t, before, version in cap.written.values():
-                if id(t) not in ids and TB.is_concrete(before):
+                if id(t) not in ids and id(t) not in cap.created and TB.is_concrete(before):
                     # a tensor that existed before the call, written in place: state too
                     env.extra.setdefault(id(t), t)
                     ep.new_objects = True

@@ -25,13 +25,14 @@ from ..ir.bind import eval_numpy, register_ambient
 class Capture:
     """Objects one call touched, in first-touch order (dicts keyed by ``id``)."""
 
-    __slots__ = ("modules", "optimizers", "tracing", "written")
+    __slots__ = ("created", "modules", "optimizers", "tracing", "written")
 
     def __init__(self, tracing: bool):
         self.tracing = tracing
         self.modules: dict[int, object] = {}
         self.optimizers: dict[int, object] = {}
         self.written: dict[int, tuple] = {}  # id -> (tensor, storage before, version)
+        self.created: dict[int, object] = {}  # tensors made inside the capture
 
 
 class _State(threading.local):
@@ -71,6 +72,11 @@ def note_module(module) -> None:
 def note_optimizer(optimizer) -> None:
     if _state.stack:
         _state.stack[-1].optimizers.setdefault(id(optimizer), optimizer)
+
+
+def note_created(tensor) -> None:
+    if _state.stack:
+        _state.stack[-1].created[id(tensor)] = tensor
 
 
 def note_write(tensor) -> None:

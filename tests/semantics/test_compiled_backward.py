@@ -237,3 +237,13 @@ def test_a_hidden_tensor_that_requires_grad_is_refused_clearly():
 
     with pytest.raises(fg.GradError, match="Pass it as an argument"):
         fg.jit(f)(np.ones(2))
+
+
+def test_one_compiled_model_twice_in_a_graph_accumulates():
+    m1, m2 = _models()
+    jm = fg.jit(m2)
+    xa, xb = fg.tensor(_x(seed=3)), fg.tensor(_x(seed=4))
+    for _ in range(3):  # .grad exists from the second iteration on: it accumulates
+        (jm(xa).sum() + (jm(xb) ** 2).sum()).backward()
+        (m1(xa).sum() + (m1(xb) ** 2).sum()).backward()
+        _assert_same_grads(m1, m2)

@@ -350,3 +350,28 @@ def test_buffer_reassigned_in_the_step():
         assert fg.is_tensor(m2.mean) and isinstance(m2.mean._data, np.ndarray)
         assert_close(m2.mean.numpy(), m1.mean.numpy(), "exact64")
     _assert_same_state(m1, m2, o1, o2)
+
+
+def test_gradient_accumulation_over_micro_batches():
+    """Two backward passes per step accumulate into .grad; the step also returns a loss
+    recomputed after the update."""
+    m1 = _mlp()
+    m2 = copy.deepcopy(m1)
+    o1 = fg.optim.SGD(m1.parameters(), lr=0.05, momentum=0.5)
+    o2 = fg.optim.SGD(m2.parameters(), lr=0.05, momentum=0.5)
+
+    def make(model, opt):
+        def step(a, b, y):
+            opt.zero_grad()
+            ((model(a) - y) ** 2).mean().backward()
+            ((model(b) - y) ** 2).mean().backward()
+            opt.step()
+            return ((model(a) - y) ** 2).mean()
+        return step
+
+    eager_step, jit_step = make(m1, o1), fg.jit(make(m2, o2))
+    for (a, y), (b, _) in zip(_batches(6), _batches(6, seed=4)):
+        assert_close(jit_step(a, b, y).numpy(), eager_step(a, b, y).detach().numpy(),
+                     "exact64")
+        _assert_same_state(m1, m2, o1, o2)
+    assert len(jit_step._eager.cache) == 1
