@@ -41,23 +41,17 @@ returns its results without history (the backward already ran inside it).
 
 from __future__ import annotations
 
-import types
-
 import numpy as np
 
 from .api import GradError, _leaf, _Plan, _reason, _split_static, _static_indices, vjp_pass
 from .ir.bind import aval
-from .nn.module import Module
-from .optim.optimizer import Optimizer
+from .jit_state import OBJECTS, Env, Snapshot, env_key, hashable, referenced, store
 from .runtime import capture
-from .runtime import dtypes as D
 from .runtime import tensor_base as TB
 from .runtime.compiled_node import CompiledFunction
 from .runtime.grad_mode import is_grad_enabled
 from .tracer.core import _state as _trace_state
 from .tracer.pytree import tree_flatten, tree_unflatten
-
-_OBJECTS = (Module, Optimizer)
 
 
 def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
@@ -73,8 +67,8 @@ def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
         return eager
     f = jit_obj.f
     if "_names_objects" not in d:
-        d["_names_objects"] = isinstance(f, _OBJECTS) or bool(_referenced(f))
-    if d["_names_objects"] or any(isinstance(x, (TB.TensorBase, *_OBJECTS))
+        d["_names_objects"] = isinstance(f, OBJECTS) or bool(referenced(f))
+    if d["_names_objects"] or any(isinstance(x, (TB.TensorBase, *OBJECTS))
                                   for x in tree_flatten((args, kwargs))[0]):
         name = getattr(f, "__name__", type(f).__name__)
         eager = d["_eager"] = EagerJit(f, name, jit_obj.static_argnums)
@@ -83,191 +77,6 @@ def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
 
 class UnsupportedEagerJit(GradError):
     """A pattern ``fg.jit`` cannot compile over eager Tensors (the message says why)."""
-
-
-# --- finding the objects ----------------------------------------------------------------
-
-
-def _referenced(f, depth: int = 3) -> list:
-    """Modules, optimizers and Tensors ``f`` names (globals, closure cells, bound ``self``),
-    recursively through the functions it names."""
-    found, seen, todo = [], set(), [(f, depth)]
-    while todo:
-        obj, d = todo.pop(0)
-        if id(obj) in seen:
-            continue
-        seen.add(id(obj))
-        if isinstance(obj, (*_OBJECTS, TB.TensorBase)):
-            found.append(obj)
-            continue
-        if isinstance(obj, types.MethodType):
-            todo.append((obj.__self__, d))
-            todo.append((obj.__func__, d))
-            continue
-        if d == 0 or not isinstance(obj, types.FunctionType):
-            continue
-        code = obj.__code__
-        names = set(code.co_names)
-        for c in code.co_consts:
-            if isinstance(c, types.CodeType):
-                names.update(c.co_names)
-        for name in sorted(names):
-            if name in obj.__globals__:
-                todo.append((obj.__globals__[name], d - 1))
-        for cell in obj.__closure__ or ():
-            try:
-                todo.append((cell.cell_contents, d - 1))
-            except ValueError:
-                continue
-    return found
-
-
-class _Env:
-    """The modules and optimizers a jitted function touches, and the tensors they hold."""
-
-    def __init__(self):
-        self.modules: dict[int, Module] = {}
-        self.optimizers: dict[int, Optimizer] = {}
-        # other tensors: named by the function, or written in place by it
-        self.extra: dict[int, object] = {}
-        self._walked: dict = {}  # all_modules() and params() of the current call
-
-    def begin(self) -> None:
-        """Forget the walks of the previous call (modules may have changed since)."""
-        self._walked.clear()
-
-    def add(self, objs) -> bool:
-        """Add modules, optimizers and named Tensors; True if any was new."""
-        new = False
-        for o in objs:
-            reg = (self.modules if isinstance(o, Module) else self.extra
-                   if isinstance(o, TB.TensorBase) else self.optimizers)
-            if id(o) not in reg:
-                reg[id(o)] = o
-                new = True
-        if new:
-            self._walked.clear()
-        return new
-
-    def all_modules(self) -> list:
-        if "modules" in self._walked:
-            return self._walked["modules"]
-        out: dict[int, Module] = {}
-        for m in self.modules.values():
-            for sub in m.modules():
-                out.setdefault(id(sub), sub)
-        self._walked["modules"] = found = list(out.values())
-        return found
-
-    def params(self) -> list:
-        """Parameters whose ``.grad`` is state, deduplicated, in a stable order."""
-        if "params" in self._walked:
-            return self._walked["params"]
-        out: dict[int, object] = {}
-        for m in self.modules.values():
-            for p in m.parameters():
-                out.setdefault(id(p), p)
-        for o in self.optimizers.values():
-            for g in o.param_groups:
-                for p in g["params"]:
-                    out.setdefault(id(p), p)
-        self._walked["params"] = found = list(out.values())
-        return found
-
-    def tensors(self, args_tensors) -> list:
-        """Every tensor whose storage is state: arguments, parameters, buffers, gradients,
-        optimizer state (deduplicated by storage)."""
-        out: dict[int, object] = {}
-        cells: set[int] = set()
-
-        def add(t):
-            if isinstance(t, TB.TensorBase) and id(t._cell) not in cells:
-                cells.add(id(t._cell))
-                out[id(t)] = t
-
-        for t in (*args_tensors, *self.extra.values()):
-            add(t)
-        for m in self.all_modules():
-            for t in (*m._parameters.values(), *m._buffers.values()):
-                add(t)
-        for p in self.params():
-            add(p)
-            add(p._grad)
-        for o in self.optimizers.values():
-            for st in o.state.values():
-                for v in st.values():
-                    add(v)
-        return list(out.values())
-
-
-def _hashable(v):
-    if isinstance(v, list | tuple):
-        return tuple(_hashable(x) for x in v)
-    if isinstance(v, TB.TensorBase):
-        return ("tensor", id(v))
-    hash(v)
-    return v
-
-
-def _state_key(v):
-    if isinstance(v, TB.TensorBase):
-        return ("T", tuple(v.shape), v._data.dtype.str)
-    return _hashable(v)
-
-
-def _env_key(env: _Env, tensors) -> tuple:
-    """Everything the trace baked in as Python values (see the module docstring)."""
-    parts: list = [is_grad_enabled(), str(D.get_default_dtype())]
-    parts.append(tuple(m.training for m in env.all_modules()))
-    for o in env.optimizers.values():
-        for g in o.param_groups:
-            parts.append(tuple((k, _hashable(v)) for k, v in sorted(g.items()) if k != "params"))
-            parts.append(tuple(id(p) for p in g["params"]))
-        parts.append(tuple((id(p), tuple((k, _state_key(v)) for k, v in st.items()))
-                           for p, st in o.state.items()))
-    parts.append(tuple((id(p), p._grad is None) for p in env.params()))
-    parts.append(tuple((t._data.shape, t._data.dtype.str, t._rg) for t in tensors))
-    return tuple(parts)
-
-
-# --- snapshots ---------------------------------------------------------------------------
-
-
-class _Snapshot:
-    """Storage, versions, gradients and optimizer state before a trace, to restore after."""
-
-    def __init__(self, env: _Env, tensors):
-        self.cells = [(t, t._cell.value, t._vc.n) for t in tensors]
-        self.grads = [(p, p._grad) for p in env.params()]
-        self.states = [(o, {p: dict(st) for p, st in o.state.items()})
-                       for o in env.optimizers.values()]
-        self.buffers = [(m, dict(m._buffers)) for m in env.all_modules()]
-
-    def restore(self, written=()) -> None:
-        for t, value, n in (*self.cells, *written):
-            t._cell.value, t._vc.n = value, n
-        for p, g in self.grads:
-            p._grad = g
-        for m, before in self.buffers:
-            m._buffers.clear()
-            m._buffers.update(before)
-        for o, before in self.states:
-            for p in [p for p in o.state if p not in before]:
-                del o.state[p]
-            for p, st in before.items():
-                o.state[p].clear()
-                o.state[p].update(st)
-
-
-def _store(t, value) -> None:
-    """Write a compiled result into a tensor's storage (in its memory when possible)."""
-    cur = t._cell.value
-    if (TB.is_concrete(cur) and cur.shape == value.shape and cur.dtype == value.dtype
-            and cur.flags.writeable):
-        np.copyto(cur, value)
-    else:
-        t._cell.value = value
-    t._vc.n += 1
 
 
 # --- the compiled plan -------------------------------------------------------------------
@@ -321,17 +130,17 @@ class _EagerPlan:
         return self._vjp_exe(*args)
 
 
-def _trace(f, args, kwargs, env: _Env, name: str, reason: str) -> _EagerPlan:
+def _trace(f, args, kwargs, env: Env, name: str, reason: str) -> _EagerPlan:
     leaves, tree = tree_flatten((args, kwargs))
     arg_tensors = [x for x in leaves if isinstance(x, TB.TensorBase)]
     tensors = env.tensors(arg_tensors)
     array_idx = [i for i, x in enumerate(leaves)
-                 if not isinstance(x, (TB.TensorBase, *_OBJECTS)) and _is_array_like(x)]
+                 if not isinstance(x, (TB.TensorBase, *OBJECTS)) and _is_array_like(x)]
     ep = _EagerPlan()
     ids = {id(t) for t in tensors}
 
     def body(state_vals, array_vals):
-        snap = _Snapshot(env, tensors)
+        snap = Snapshot(env, tensors)
         written: list = []
         try:
             for t, v in zip(tensors, state_vals):
@@ -378,7 +187,7 @@ def _outputs(ep: _EagerPlan, out) -> list:
         if isinstance(o, TB.TensorBase):
             ep.out_kinds.append(o._rg)
             vals.append(o._data)
-        elif isinstance(o, _OBJECTS):
+        elif isinstance(o, OBJECTS):
             raise UnsupportedEagerJit(f"fg.jit: the function returned a {type(o).__name__}; "
                                       "return Tensors, arrays or scalars")
         else:
@@ -387,7 +196,7 @@ def _outputs(ep: _EagerPlan, out) -> list:
     return vals
 
 
-def _changes(ep: _EagerPlan, env: _Env, tensors, state_vals, snap: _Snapshot) -> list:
+def _changes(ep: _EagerPlan, env: Env, tensors, state_vals, snap: Snapshot) -> list:
     """The state the call changed, as (recorded change, traced value) pairs."""
     vals = []
     for i, (t, v) in enumerate(zip(tensors, state_vals)):
@@ -449,7 +258,7 @@ def _apply(ep: _EagerPlan, tensors, outs) -> None:
     for change, v in zip(ep.changes, outs):
         kind = change[0]
         if kind == "slot":
-            _store(tensors[change[1]], v)
+            store(tensors[change[1]], v)
         elif kind == "grad":
             change[1]._grad = TB.make(own(v))
         elif kind == "buffer":
@@ -473,8 +282,8 @@ class EagerJit:
 
     def __init__(self, f, name: str, static_argnums: tuple = ()):
         self.f, self.name, self.static_argnums = f, name, static_argnums
-        self.env = _Env()
-        self.env.add(_referenced(f))
+        self.env = Env()
+        self.env.add(referenced(f))
         self.cache: dict = {}
         self.calls = 0
 
@@ -485,21 +294,21 @@ class EagerJit:
         for x in leaves:
             if isinstance(x, TB.TensorBase):
                 arg_keys.append(("T", x._data.shape, x._data.dtype.str, x._rg))
-            elif isinstance(x, _OBJECTS):
+            elif isinstance(x, OBJECTS):
                 arg_keys.append(("O", id(x)))
             elif _is_array_like(x):
                 arg_keys.append(aval(_leaf(x)))
             else:
-                arg_keys.append(("static", _hashable(x)))
+                arg_keys.append(("static", hashable(x)))
         tensors = self.env.tensors([x for x in leaves if isinstance(x, TB.TensorBase)])
-        return (tree, tuple(arg_keys), static, _env_key(self.env, tensors)), tensors
+        return (tree, tuple(arg_keys), static, env_key(self.env, tensors)), tensors
 
     def __call__(self, args, kwargs):
         if _trace_state.stack or capture.tracing():
             raise UnsupportedEagerJit(
                 f"fg.jit({self.name}) over eager Tensors, modules or optimizers cannot run "
                 "inside another transform's trace; call it at the top level")
-        self.env.add(x for x in tree_flatten((args, kwargs))[0] if isinstance(x, _OBJECTS))
+        self.env.add(x for x in tree_flatten((args, kwargs))[0] if isinstance(x, OBJECTS))
         self.calls += 1
         if self.calls == 1 and self._lazy_state():
             return self._eager(self.f, args, kwargs)
