@@ -43,13 +43,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import config
 from .api import GradError, _leaf, _Plan, _reason, _split_static, _static_indices, vjp_pass
 from .ir.bind import aval
 from .jit_state import OBJECTS, Env, Snapshot, env_key, hashable, referenced, store
-from .runtime import capture
+from .runtime import capture, run
 from .runtime import tensor_base as TB
+from .runtime.compiled import executable
 from .runtime.compiled_node import CompiledFunction
 from .runtime.grad_mode import is_grad_enabled
+from .tracer import trace_pytree
 from .tracer.core import _state as _trace_state
 from .tracer.pytree import tree_flatten, tree_unflatten
 
@@ -118,10 +121,6 @@ class _EagerPlan:
         return list(self.plan(arrays))
 
     def vjp(self, arrays, cts):
-        from . import config
-        from .runtime import run
-        from .runtime.compiled import executable
-
         args = (*arrays, *self.free, *cts)
         if config.DISABLE_JIT:
             return run(self.vjp_function, *args)
@@ -163,8 +162,6 @@ def _trace(f, args, kwargs, env: Env, name: str, reason: str) -> _EagerPlan:
             return vals
         finally:
             snap.restore(written)
-
-    from .tracer import trace_pytree
 
     traced = trace_pytree(body, ([_leaf(t) for t in tensors],
                                  [_leaf(leaves[i]) for i in array_idx]), name=name)
