@@ -647,6 +647,11 @@ class jit:
 
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        from . import jit_eager  # eager Tensors, modules, optimizers: see jit_eager
+
+        eager = jit_eager.for_jit(self, args, kwargs)
+        if eager is not None:
+            return eager(args, kwargs)
         _refuse_grad_tensors(self.__name__, (args, kwargs))
         key, dyn = self._key(args, kwargs)
         plan = self._cache.get(key)
@@ -669,14 +674,15 @@ class jit:
 
 
 def _refuse_grad_tensors(name: str, tree) -> None:
-    """A Tensor that requires grad cannot enter a compiled function yet: say so, never detach."""
+    """A Tensor that requires grad hidden from ``jit_eager`` cannot get a gradient: say so,
+    never detach."""
     if not is_grad_enabled():
         return
     for leaf in tree_flatten(tree)[0]:
         if isinstance(leaf, Tensor) and leaf.requires_grad:
             raise GradError(
                 f"fg.jit({name}): got a Tensor that requires grad ({leaf.dtype}, shape "
-                f"{tuple(leaf.shape)}); compiled pieces inside eager autograd graphs are not "
-                "supported yet, so no gradient could flow back to it. Pass tensor.detach() "
-                "if no gradient is needed, call the function without fg.jit, or use "
-                "fg.grad for compiled gradients.")
+                f"{tuple(leaf.shape)}) that it could not make an input, so no gradient "
+                "could flow back to it. Pass it as an argument (or name it as a global) to "
+                "get a compiled node in its autograd graph, or pass tensor.detach() if no "
+                "gradient is needed.")

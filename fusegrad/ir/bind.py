@@ -42,14 +42,14 @@ def register_array_type(cls: type, *, level: Callable, bind: Callable,
         _DTYPE_OF.clear()
 
 
-def register_ambient(current: Callable) -> None:
+def register_ambient(current: Callable, first: bool = False) -> None:
     """``current()`` returns a handler for ops whose operands are all concrete, or None.
 
     The tracer registers one so that, inside an open trace, ops on constants
     and closed-over arrays are recorded too (zeros made by a VJP rule, say)
-    instead of being computed and baked in.
+    instead of being computed and baked in. ``first`` puts it before the others.
     """
-    _AMBIENT.append(current)
+    _AMBIENT.insert(0, current) if first else _AMBIENT.append(current)
 
 
 #: Operand types no handler claims (checked first, as most operands are these).

@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator, Mapping
 
+from ..runtime import capture
 from ..runtime import tensor_base as TB
 from ..runtime.grad_mode import no_grad
 from .parameter import Parameter
@@ -82,6 +83,7 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
+        capture.note_module(self)
         return self.forward(*args, **kwargs)
 
     # --- registration -------------------------------------------------------------

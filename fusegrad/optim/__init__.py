@@ -1,5 +1,6 @@
-"""``fusegrad.optim``: eager optimizers with PyTorch's update rules (``SGD``, ``Adam``),
-and functional ones for compiled steps (``sgd``, ``momentum``, ``adam``, ``adamw``).
+"""``fusegrad.optim``: eager optimizers with PyTorch's update rules (``SGD``, ``Adam``,
+``AdamW``; they also compile under ``fg.jit``), and functional ones for compiled steps
+(``sgd``, ``momentum``, ``adam``, ``adamw``).
 
 >>> import fusegrad as fg
 >>> w = fg.tensor([1.0, -2.0], requires_grad=True)
@@ -11,6 +12,7 @@ tensor([ 0.8000, -1.6000], requires_grad=True)
 """
 
 from .adam import Adam
+from .adamw import AdamW
 from .optimizer import Optimizer
 from .sgd import SGD
 
@@ -18,4 +20,4 @@ from .sgd import SGD
 # after the submodules adam.py and sgd.py, so these names are the functions, not them
 from .functional import adam, adamw, momentum, sgd
 
-__all__ = ["SGD", "Adam", "Optimizer", "adam", "adamw", "momentum", "sgd"]
+__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "adam", "adamw", "momentum", "sgd"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from ..runtime import dtypes as D
+from ..runtime import tensor_base as TB
 from ..runtime.creation import tensor, zeros_like
 from .optimizer import Optimizer
 
@@ -57,18 +58,29 @@ class Adam(Optimizer):
         return state
 
     def _update(self, p, group: dict) -> None:
-        beta1, beta2 = group["betas"]
-        state = self._state(p, group["amsgrad"])
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
             g = g.add(p, alpha=group["weight_decay"])
-        state["step"].add_(1)
-        t = state["step"].item()
+        self._adam(p, g, group)
+
+    def _adam(self, p, g, group: dict) -> None:
+        """The moment updates and the step of ``p`` along gradient ``g``."""
+        beta1, beta2 = group["betas"]
+        state = self._state(p, group["amsgrad"])
+        step = state["step"]
+        step.add_(1)
         m, v = state["exp_avg"], state["exp_avg_sq"]
         m.add_(g - m, alpha=1 - beta1)  # PyTorch's lerp_(g, 1 - beta1)
         v.mul_(beta2).add_(g * g, alpha=1 - beta2)
         if group["amsgrad"]:
             v_max = state["max_exp_avg_sq"]
             v = v_max.copy_(v_max.maximum(v))
-        denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(group["eps"])
-        p.add_(m / denom, alpha=-group["lr"] / (1 - beta1**t))
+        if TB.is_concrete(step._data):
+            t = step.item()
+            denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(group["eps"])
+            p.add_(m / denom, alpha=-group["lr"] / (1 - beta1**t))
+            return
+        # traced step count (a compiled training step): the same formula on a 0-d tensor
+        t = step.double()
+        denom = (v.sqrt() / (1 - beta2**t).sqrt().to(v.dtype)).add_(group["eps"])
+        p.sub_(m / denom * (group["lr"] / (1 - beta1**t)).to(p.dtype))

@@ -14,6 +14,7 @@ import itertools
 import warnings
 
 from ..nn.module import clear_grad
+from ..runtime import capture
 from ..runtime import tensor_base as TB
 from ..runtime.grad_mode import enable_grad, no_grad
 
@@ -88,12 +89,14 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's gradient: to None (default), or to zeros in place."""
+        capture.note_optimizer(self)
         for group in self.param_groups:
             for p in group["params"]:
                 clear_grad(p, set_to_none)
 
     def step(self, closure=None):
         """Update every parameter in place (under ``no_grad``); returns ``closure()``'s loss."""
+        capture.note_optimizer(self)
         loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:

@@ -13,6 +13,7 @@ import threading
 
 import numpy as np
 
+from ..tracer import Tracer
 from . import dtypes as D
 from . import tensor_base as TB
 from .tensor import Tensor
@@ -58,6 +59,9 @@ def _finish(t, requires_grad: bool):
 def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memory=False):
     """A new leaf tensor holding a copy of ``data`` (nested lists, scalars, arrays, Tensors)."""
     _cpu(device)
+    if isinstance(data, Tracer):  # an array argument of a traced eager step (fg.jit)
+        t = TB.make(data)
+        return _finish(t if dtype is None else t.to(dtype), requires_grad)
     dt = np.dtype(D.as_dtype(dtype)) if dtype is not None else _infer(data)
     if dtype is None and isinstance(data, np.ndarray | np.generic):
         D.from_numpy_dtype(dt)  # raises for unsupported NumPy dtypes

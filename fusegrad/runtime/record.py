@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir.bind import eval_numpy, handler_for, register_array_type
 from ..passes.autodiff.vjp_rules import NON_DIFFERENTIABLE
-from . import anomaly
+from . import anomaly, capture
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
 from .grad_mode import _mode
@@ -84,7 +84,8 @@ def tensor_bind(opdef, operands, attrs, regions):
     handler = handler_for(data)  # bind has already checked and promoted the operands
     if handler is None:
         out = eval_numpy(opdef, data, attrs, regions)
-    elif all(TB.is_concrete(x._data) for x in operands if isinstance(x, TB.TensorBase)):
+    elif not capture.tracing() and all(
+            TB.is_concrete(x._data) for x in operands if isinstance(x, TB.TensorBase)):
         # concrete tensors met an open trace (fg.grad over a closure): they are its inputs
         return handler(opdef, operands, attrs, regions)
     else:
@@ -207,6 +208,7 @@ def run_inplace(name: str, target, fn, *args):
 def write(target, new) -> None:
     """Store ``new`` as ``target``'s data, in its memory when it is a writable array."""
     cur = target._cell.value
+    capture.note_write(target)
     if isinstance(new, np.generic):
         new = np.asarray(new)
     if (TB.is_concrete(cur) and TB.is_concrete(new) and cur.shape == new.shape

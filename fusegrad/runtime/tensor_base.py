@@ -19,6 +19,8 @@ import numpy as np
 
 from ..ir.errors import TracerError
 from . import dtypes as D
+from .capture import _state as _capture
+from .capture import note_created
 from .grad_mode import _mode
 
 
@@ -98,6 +100,8 @@ class TensorBase:
         self._base_version = 0
         self._acc = None
         self._inference = _mode.inference
+        if _capture.stack:
+            note_created(self)
 
     @property
     def _data(self):
