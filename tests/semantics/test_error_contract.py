@@ -78,6 +78,13 @@ def vector_loss(x):
     return x * 2.0
 
 
+_HIDDEN = [fg.tensor(A3, requires_grad=True)]  # inside a list: jit cannot make it an input
+
+
+def scaled_by_hidden(x):
+    return x * _HIDDEN[0]
+
+
 def branchy(x):
     if fnp.sum(x) > 0:  # E-branch
         return x
@@ -119,8 +126,8 @@ FUNCTIONAL = [
          ("vmap(add_mismatch)", "`x` of shape (3,)", "`y` of shape (4,)", "size 3", "size 4")),
     Case("control-flow-on-tracer", lambda: fg.jit(branchy)(A3), fg.TracerError,
          ("cond",), "E-branch"),
-    Case("jit-grad-tensor", lambda: fg.jit(loss)(fg.tensor(A3, requires_grad=True)),
-         fg.GradError, ("fg.jit(loss)", "requires grad", "(3,)")),
+    Case("jit-hidden-grad-tensor", lambda: fg.jit(scaled_by_hidden)(A3),
+         fg.GradError, ("fg.jit(scaled_by_hidden)", "requires grad", "(3,)")),
     Case("static-unhashable", lambda: fg.jit(lambda x, s: x, static_argnums=1)(A3, [1]),
          TypeError, ("static", "hashable")),
 ]
