@@ -136,7 +136,8 @@ def _float_dtype(dtype, fn: str) -> np.dtype:
 
 def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
     """Uniform floats on ``[minval, maxval)``: ``minval + (maxval - minval) * u`` with
-    ``u`` on [0, 1) (see ``_unit``), kept ``>= minval`` against rounding."""
+    ``u`` on [0, 1) (see ``_unit``), kept ``>= minval`` against rounding. Python number
+    bounds take ``dtype``; array bounds promote with it as any operands do."""
     shape = _shape(shape)
     dt = _float_dtype(dtype, "uniform")
     u = _unit(key, shape, dt, 0)
@@ -144,6 +145,10 @@ def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
         minval == 0.0 and maxval == 1.0
     ):
         return u
+    if isinstance(minval, int | float):
+        minval = np.asarray(minval, dtype=dt)
+    if isinstance(maxval, int | float):
+        maxval = np.asarray(maxval, dtype=dt)
     return ops.maximum(ops.add(ops.mul(u, ops.sub(maxval, minval)), minval), minval)
 
 
