@@ -254,3 +254,13 @@ def test_reproducible_across_processes():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.strip()
     assert out == fg.random.normal(fg.random.key(42), (6,)).tobytes().hex()
+
+
+def test_doc_code_blocks_run():
+    import re
+
+    text = (ROOT / "docs" / "random.md").read_text()
+    blocks = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, "docs/random.md", "exec"), {"__name__": "random_doc"})
