@@ -59,9 +59,9 @@ def _words(k):
     )
 
 
-def _hash(k, c0, c1, word):
-    k0, k1 = _words(k)
-    return ops.threefry2x32(k0, k1, c0, c1, word=word)
+def _hash(kw, c0, c1, word):
+    """Word ``word`` of the hash of counters ``(c0, c1)`` under key words ``kw``."""
+    return ops.threefry2x32(*kw, c0, c1, word=word)
 
 
 def _shape(shape) -> tuple[int, ...]:
@@ -71,8 +71,8 @@ def _shape(shape) -> tuple[int, ...]:
 
 
 def _counters(shape):
-    n = math.prod(shape)
-    return ops.iota(n=n, dtype="i64"), n
+    """The flat indices 0 .. size - 1 of ``shape``."""
+    return ops.iota(n=math.prod(shape), dtype="i64")
 
 
 def _as_shape(x, shape):
@@ -84,9 +84,9 @@ def split(key, num: int = 2):
     num = operator.index(num)
     if num < 0:
         raise ValueError(f"split: num must be >= 0, got {num}")
-    j = ops.iota(n=num, dtype="i64")
-    w0 = ops.reshape(_hash(key, 0, j, 0), shape=(num, 1))
-    w1 = ops.reshape(_hash(key, 0, j, 1), shape=(num, 1))
+    kw, j = _words(key), ops.iota(n=num, dtype="i64")
+    w0 = ops.reshape(_hash(kw, 0, j, 0), shape=(num, 1))
+    w1 = ops.reshape(_hash(kw, 0, j, 1), shape=(num, 1))
     return ops.concatenate(w0, w1, axis=1)
 
 
@@ -99,25 +99,26 @@ def fold_in(key, data):
         raise TypeError(f"fold_in: data must be an integer scalar, got {aval(data)}")
     elif aval(data).dtype != np.int64:
         data = ops.convert(data, dtype="i64")
-    w = [ops.reshape(_hash(key, 0, data, i), shape=(1,)) for i in (0, 1)]
+    kw = _words(key)
+    w = [ops.reshape(_hash(kw, 0, data, i), shape=(1,)) for i in (0, 1)]
     return ops.concatenate(*w, axis=0)
 
 
 def bits(key, shape=()):
     """Uniform 32-bit words, as ``int64`` values in ``0 .. 2**32 - 1``."""
     shape = _shape(shape)
-    c, _ = _counters(shape)
-    return _as_shape(_hash(key, 0, c, 0), shape)
+    c = _counters(shape)
+    return _as_shape(_hash(_words(key), 0, c, 0), shape)
 
 
-def _unit(key, shape, dtype, stream: int):
+def _unit(kw, shape, dtype, stream: int):
     """Uniform on [0, 1): 52 random mantissa bits for float64 (from both words of the
     hash of ``(stream, i)``), 23 for float32 and 10 for float16; ``m * 2**-b`` is exact."""
-    c, _ = _counters(shape)
-    w0 = _hash(key, stream, c, 0)
+    c = _counters(shape)
+    w0 = _hash(kw, stream, c, 0)
     name = dtype_name(dtype)
     if name == "f64":
-        w1 = _hash(key, stream, c, 1)
+        w1 = _hash(kw, stream, c, 1)
         m, b = ops.add(ops.mul(w0, 2**20), ops.floor_divide(w1, 2**12)), 52
     else:
         b = {"f32": 23, "f16": 10}[name]
@@ -140,7 +141,7 @@ def uniform(key, shape=(), dtype=np.float64, minval=0.0, maxval=1.0):
     bounds take ``dtype``; array bounds promote with it as any operands do."""
     shape = _shape(shape)
     dt = _float_dtype(dtype, "uniform")
-    u = _unit(key, shape, dt, 0)
+    u = _unit(_words(key), shape, dt, 0)
     if isinstance(minval, int | float) and isinstance(maxval, int | float) and (
         minval == 0.0 and maxval == 1.0
     ):
@@ -186,8 +187,9 @@ def normal(key, shape=(), dtype=np.float64):
     uniform from the second counter stream; computed in float64, then cast."""
     shape = _shape(shape)
     dt = _float_dtype(dtype, "normal")
-    u1 = ops.sub(1.0, _unit(key, shape, np.float64, 0))
-    u2 = _unit(key, shape, np.float64, 1)
+    kw = _words(key)
+    u1 = ops.sub(1.0, _unit(kw, shape, np.float64, 0))
+    u2 = _unit(kw, shape, np.float64, 1)
     r = ops.sqrt(ops.mul(_log_unit(u1), -2.0))
     z = ops.mul(r, _cos_2pi(u2))
     return z if dt == np.float64 else ops.convert(z, dtype=dtype_name(dt))
