@@ -264,3 +264,16 @@ def test_doc_code_blocks_run():
     assert len(blocks) == 2
     for block in blocks:
         exec(compile(block, "docs/random.md", "exec"), {"__name__": "random_doc"})
+
+
+def test_ir_text_round_trip():
+    from fusegrad.ir import evaluate, parse_function, verify
+
+    fn = fg.make_ir(lambda k: fg.random.normal(k, (3,)))(fg.random.key(0))
+    text = str(fn)
+    assert "threefry2x32" in text and "{word=1}" in text
+    back = parse_function(text)
+    verify(back)
+    assert str(back) == text
+    assert np.array_equal(evaluate(back, fg.random.key(9))[0],
+                          fg.random.normal(fg.random.key(9), (3,)))
