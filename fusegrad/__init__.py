@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (fills NumPy's protocol table)
     nn,
     numpy,
     optim,
+    random,
     tree,
 )
 from .api import (

@@ -136,7 +136,7 @@ def _scalar_expr(op: Op, args: list[str], full: bool = True) -> str:
     if sfx is not None:
         variant = "_full" if full and op.name in ml.RARE else ""
         return f"ml.{op.name}{variant}_{sfx}({', '.join(args)})"
-    return SCALAR[op.name].format(*args)
+    return SCALAR[op.name].format(*args, **op.attrs)
 
 
 def _sincos_pairs(body: Function) -> dict:

@@ -62,6 +62,46 @@ def floor_divide(a, b):
     return np.floor_divide(a, b)
 
 
+@_inline
+def _rotl32(x, r):
+    return ((x << r) | (x >> (32 - r))) & 0xFFFFFFFF
+
+
+@_inline
+def threefry2x32(k0, k1, c0, c1, word):
+    """Word ``word`` of Threefry-2x32-20 (as ``ir.threefry``), on int64s masked to 32 bits."""
+    m = np.int64(0xFFFFFFFF)
+    k0 = np.int64(k0) & m
+    k1 = np.int64(k1) & m
+    k2 = k0 ^ k1 ^ np.int64(0x1BD11BDA)
+    x0 = (np.int64(c0) + k0) & m
+    x1 = (np.int64(c1) + k1) & m
+    for g in range(5):
+        if g % 2 == 0:
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 13) ^ x0
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 15) ^ x0
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 26) ^ x0
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 6) ^ x0
+        else:
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 17) ^ x0
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 29) ^ x0
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 16) ^ x0
+            x0 = (x0 + x1) & m
+            x1 = _rotl32(x1, 24) ^ x0
+        j = (g + 1) % 3
+        i = (g + 2) % 3
+        x0 = (x0 + (k0 if j == 0 else (k1 if j == 1 else k2))) & m
+        x1 = (x1 + (k0 if i == 0 else (k1 if i == 1 else k2)) + g + 1) & m
+    return x0 if word == 0 else x1
+
+
 @_jit
 def bcast_index(i, out_dims, in_dims):
     """Flat index into a batch of shape ``in_dims`` broadcast to ``out_dims``."""

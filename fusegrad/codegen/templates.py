@@ -1,7 +1,7 @@
 """Lowering templates: one Python/Numba expression per elementwise op, keyed by op name.
 
-``{0}``, ``{1}``, ... are the operands' scalar names. Ops not listed here are
-lowered as whole-array statements by ``codegen.emit`` (``ARRAY_OPS``), or
+``{0}``, ``{1}``, ... are the operands' scalar names, ``{attr}`` an op attribute.
+Ops not listed here are lowered as whole-array statements by ``codegen.emit`` (``ARRAY_OPS``), or
 never reach code generation (``NOT_LOWERED``, with the reason).
 """
 
@@ -40,6 +40,7 @@ SCALAR: dict[str, str] = {
     "round": "np.rint({0})",
     "erf": "rt.erf({0})",
     "logistic": "rt.logistic({0})",
+    "threefry2x32": "rt.threefry2x32({0}, {1}, {2}, {3}, {word})",
     "stop_gradient": "{0}",
     "broadcast_to": "{0}",
     **{n: f"np.{n}({{0}})" for n in _UNARY_NP},

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import shapes as S
+from .threefry import threefry2x32, threefry_rule
 from .types import DTYPES
 
 
@@ -146,6 +147,13 @@ def _clamp(x, lo, hi):
 
 _def("clamp", 3, S.elementwise("clamp"), _clamp, "elementwise", promote="same",
      doc="clamp(x, lo, hi) = min(max(x, lo), hi); the gradient passes at the bounds")
+
+
+_def("threefry2x32", 4, threefry_rule, threefry2x32, "elementwise", attrs=("word",),
+     promote="same",
+     doc="threefry2x32(k0, k1, c0, c1, word): word 0 or 1 of the Threefry-2x32-20 hash of "
+         "counter (c0, c1) under key (k0, k1); int64 operands (low 32 bits read), int64 "
+         "result in [0, 2**32) (see fusegrad.ir.threefry)")
 
 
 def _constant(*, value, dtype):

@@ -391,9 +391,22 @@ NONDIFF: dict[str, NonDiffCase] = {
         lambda x: bind("convert", bind("iota", n=4, dtype="i64"), dtype="f64"),
         inputs(normal(3, 4)),
     ),
+    "threefry2x32": NonDiffCase(  # hash words of a counter made from x, reduced mod 5
+        lambda x: bind("remainder", bind(
+            "threefry2x32", 5, 7, bind("convert", bind("floor", bind("mul", x, 4.0)),
+                                       dtype="i64"), 0, word=0), 5),
+        inputs(normal(3, 4)),
+    ),
 }
 
 # --- NumPy-only cases: non-differentiable ops; ties and integer conversions ---------
+
+
+def _words(shape):
+    """int64 operands of threefry2x32: values beyond 32 bits and negative ones included."""
+    return lambda rng: rng.integers(-(2**40), 2**40, shape)
+
+
 _ROUNDING = const([-2.5, -1.5, -0.5, -0.2, 0.0, 0.5, 1.5, 2.7])
 INTERPRETER_ONLY = [
     *(
@@ -420,6 +433,11 @@ INTERPRETER_ONLY = [
     Case("iota", inputs(), {"n": 5, "dtype": "i64"}),
     Case("convert", inputs(const([-1.5, 0.4, 2.0])), {"dtype": "i32"}, "f64-i32"),
     Case("reduce_max", inputs(const([[1.0, 3.0, 3.0]])), {"axes": (1,)}, "ties"),
+    *(
+        Case("threefry2x32", inputs(*(_words(s) for s in ((2, 1), (1,), (2, 3), (3,)))),
+             {"word": w}, f"word{w}")
+        for w in (0, 1)
+    ),
 ]
 
 
