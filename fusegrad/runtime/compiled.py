@@ -24,12 +24,14 @@ import numpy as np
 
 from .. import config
 from ..codegen import compile as cg_compile
+from ..codegen.buffers import plan as buffer_plan
 from ..codegen.emit import generate
 from ..ir import Function
 from ..ir.errors import FusegradError
 from ..ir.printer import print_function
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
+from .buffer_pool import BufferPool
 from .interpreter import run
 
 
@@ -40,14 +42,20 @@ class CodegenError(FusegradError, RuntimeError):
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "rare", "source",
-                 "warm")
+    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "pool", "rare",
+                 "source", "warm")
 
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, donated: frozenset[int] = frozenset()):
         self.fn = fn
         try:
             self.fused = fuse(simplify(fn))
-            self.source, dims = generate(self.fused)
+            buffers = buffer_plan(self.fused, donated, config.REUSE_BUFFERS)
+            self.source, dims = _generate(self.fused, buffers)
+            if donated and "def entry_exact" in self.source:
+                # the exact entry re-runs the call from its inputs: none may be overwritten
+                buffers = buffer_plan(self.fused, frozenset(), config.REUSE_BUFFERS)
+                self.source, dims = _generate(self.fused, buffers)
+            self.pool = BufferPool(buffers) if buffers.slots else None
             self.module = cg_compile.load(self.source)
         except FusegradError:
             raise
@@ -65,6 +73,15 @@ class Executable:
     def _entry(self, conv):
         """Run the fast entry; if it flags rare inputs, the exact one. The first call
         compiles (or loads the machine code) under the module's lock."""
+        if self.pool is not None:
+            arena = self.pool.take()
+            try:
+                return self._run(conv + self.pool.slots(arena, conv))
+            finally:
+                self.pool.give(arena)
+        return self._run(conv)
+
+    def _run(self, conv):
         if not self.warm:
             with cg_compile.key_lock(cg_compile.module_key(self.source)):
                 out = self.entry(self.dims, *conv)
@@ -116,6 +133,10 @@ class Executable:
                 for r, t in zip(out, self.out_dtypes)]
 
 
+def _generate(fused: Function, buffers):
+    return generate(fused, buffers) if buffers.slots else generate(fused)
+
+
 def _loop_size(fused: Function) -> int:
     """Elements of the largest loop kernel."""
     return max((math.prod(v.type.shape) for op in fused.ops if op.name == "fused"
@@ -160,21 +181,23 @@ def _internal(fn: Function, err: Exception) -> CodegenError:
     )
 
 
-_cache: OrderedDict[int, tuple[Function, Executable]] = OrderedDict()
+_cache: OrderedDict[tuple, tuple[Function, Executable]] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 512
 
 
-def executable(fn: Function, reason: str = "new function") -> Executable:
-    """The compiled form of ``fn`` (kept for the most recently used Functions)."""
-    key = id(fn)
+def executable(fn: Function, reason: str = "new function",
+               donated: frozenset[int] = frozenset()) -> Executable:
+    """The compiled form of ``fn`` (kept for the most recently used Functions), which may
+    overwrite the arrays of parameters ``donated`` (indices) with results."""
+    key = (id(fn), donated)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and hit[0] is fn:
             _cache.move_to_end(key)
             return hit[1]
     t0 = time.perf_counter()
-    exe = Executable(fn)
+    exe = Executable(fn, donated)
     if config.LOG_COMPILES:
         print(f"fusegrad: compiled @{fn.name} ({reason}) in "
               f"{(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
