@@ -9,6 +9,8 @@ gets a *slot*, an array passed to the generated entry as an extra argument:
   not overlap and have the same shape and dtype share one slot. Arena arrays are kept
   by the runtime between calls (``runtime.compiled``), so a steady-state call
   allocates no intermediates;
+- **scratch** slots hold the per-chunk partial results of a flat kernel's total
+  reductions, for the duration of that kernel only;
 - a **donated** slot is a donated parameter reused for a result of the same shape and
   dtype, once nothing reads the parameter any more (or the kernel producing the
   result reads it at the very element it writes, as in ``p - lr * g``).
@@ -16,7 +18,7 @@ gets a *slot*, an array passed to the generated entry as an extra argument:
 A value escapes when a result of the function is it or a view of it: it never gets an
 arena slot (the caller keeps it), only a donated one. Views are followed
 conservatively: every op that is neither a kernel nor a product is assumed to return
-views of all its operands.
+views of all its operands, unless its result is a scalar.
 """
 
 from __future__ import annotations
@@ -79,6 +81,25 @@ def _plannable(op: Op) -> list[Value]:
     return []
 
 
+def _scratch(op: Op) -> list[tuple]:
+    """Scratch arrays of a flat kernel's total reductions: per reduction, its chunks'
+    partial results ``(res, "part")`` and one row of lanes per chunk ``(res, "buf")``."""
+    if op.name != "fused":
+        return []
+    from .emit import CHUNK, _Kernel
+
+    k = _Kernel(None, op, 0)
+    if not k._flat():
+        return []
+    chunks = -(-math.prod(k.space) // CHUNK)
+    out = []
+    for (r, _, kind), res in zip(k._kinds(), op.results):
+        if kind == "full":
+            dt = np.dtype(r.type.dtype)
+            out += [((res, "part"), (chunks,), dt), ((res, "buf"), (chunks, CHUNK), dt)]
+    return out
+
+
 def _uses(op: Op):
     """Every value ``op`` reads, its regions' reads of enclosing values included."""
     yield from op.operands
@@ -119,6 +140,8 @@ def plan(fn: Function, donated: frozenset[int] = frozenset(), arena: bool = True
             if r in mine:
                 root[r] = {r}
                 planned[r] = i
+            elif r.type.shape == () or op.name == "fused":
+                root[r] = set()  # a scalar, or a kernel's total reduction: a value, no view
             else:
                 root[r] = set(reads)
     escaping = set()
@@ -157,6 +180,17 @@ def plan(fn: Function, donated: frozenset[int] = frozenset(), arena: bool = True
             else:
                 result.slots.append(Slot(v.type.shape, key[1]))
                 result.of[v] = len(result.slots) - 1
+        if arena:
+            scratch = _scratch(op)
+            for key, shape, dtype in scratch:
+                pool = free.get((shape, dtype))
+                if pool:
+                    result.of[key] = pool.pop()
+                else:
+                    result.slots.append(Slot(shape, dtype))
+                    result.of[key] = len(result.slots) - 1
+            for key, shape, dtype in scratch:  # needed during this op only
+                free.setdefault((shape, dtype), []).append(result.of[key])
         # values whose last read is this op free their slots for the ops after it
         for v in releases.get(i, ()):
             if v in result.of:

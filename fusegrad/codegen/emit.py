@@ -78,8 +78,9 @@ class _Writer:
         self.parts: list[str] = []
         self.buffers = buffers  # a codegen.buffers.BufferPlan, or None
 
-    def slot(self, v: Value) -> str | None:
-        """The entry argument ``v`` is written into, if the buffer plan gives it one."""
+    def slot(self, v) -> str | None:
+        """The entry argument ``v`` is written into, if the buffer plan gives it one (``v``:
+        a Value, or ``(value, "part" | "buf")`` for a reduction's scratch arrays)."""
         return None if self.buffers is None else self.buffers.name(v)
 
     def size(self, n: int) -> str:
@@ -336,7 +337,8 @@ class _Kernel:
                                                       f"np.empty({n}, {np_dtype(r.type)})"))
             else:
                 reds[r] = (p.name, f"{t}part{len(reds)}", f"{t}buf{len(reds)}", res)
-                lines.append(f"    {reds[r][1]} = np.empty({t}chunks, {np_dtype(r.type)})")
+                part = w.slot((res, "part")) or f"np.empty({t}chunks, {np_dtype(r.type)})"
+                lines.append(f"    {reds[r][1]} = {part}")
         lines += self._constants(names, local)
         if flag:
             lines.append(f"    {t}flags = np.zeros({t}chunks, np.bool_)")
@@ -345,8 +347,10 @@ class _Kernel:
                   f"        {t}hi = min({t}lo + {CHUNK}, {n})"]
         if flag:
             lines.append(f"        {flag} = False")
-        for r, (_, _, buf, _) in reds.items():
-            lines.append(f"        {buf} = np.empty({CHUNK}, {np_dtype(r.type)})")
+        for r, (_, _, buf, res) in reds.items():
+            rows = w.slot((res, "buf"))
+            lines.append(f"        {buf} = " + (f"{rows}[{c}]" if rows else
+                                                f"np.empty({CHUNK}, {np_dtype(r.type)})"))
 
         def to_buffer(bop, arg):
             return f"{reds[bop.results[0]][2]}[{i} - {t}lo] = {arg}"

@@ -8,8 +8,8 @@ no intermediates. ``FUSEGRAD_BUFFER_POOL`` arenas at most are kept per Executabl
 call's arena is simply dropped and allocated afresh next time).
 
 Donated slots are filled with the caller's donated arguments, after checking that
-the array may be overwritten: writeable, C-contiguous, not sharing memory with another
-argument. If not, that slot gets a fresh array (the call is correct either way; it
+the array may be overwritten: writeable, C-contiguous, not sharing its memory owner
+with another argument. If not, that slot gets a fresh array (the call is correct either way; it
 just does not reuse the memory).
 """
 
@@ -60,8 +60,35 @@ class BufferPool:
         return out
 
 
+def _owner(a):
+    """The object owning ``a``'s memory (an array owning it, or another object)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a if a.base is None else a.base
+
+
+def _distinct(owner) -> bool:
+    """Whether arrays with different owners of this kind never overlap: NumPy arrays
+    owning their data and Numba's allocations do; buffers of other objects may not."""
+    return isinstance(owner, np.ndarray) or type(owner).__module__ in _NUMBA_OWNERS
+
+
+_NUMBA_OWNERS = ("_nrt_python", "numba.core.runtime._nrt_python")
+
+
 def _may_overwrite(a, args, k: int) -> bool:
+    """``a`` is writeable, C-contiguous and shares no memory with another argument
+    (arrays with one owner count as overlapping even if they do not: the donation is
+    then skipped, never wrong)."""
     if type(a) is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable:
         return False
-    return not any(j != k and isinstance(b, np.ndarray) and np.may_share_memory(a, b)
-                   for j, b in enumerate(args))
+    owner = _owner(a)
+    distinct = _distinct(owner)
+    for j, b in enumerate(args):
+        if j == k or type(b) is not np.ndarray:
+            continue
+        other = _owner(b)
+        if other is owner or (not (distinct and _distinct(other))
+                              and np.may_share_memory(a, b)):
+            return False
+    return True
