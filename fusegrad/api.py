@@ -28,7 +28,7 @@ from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
 from .passes.fusion import fuse
 from .passes.simplify import simplify
-from .runtime import Tensor, run
+from .runtime import Tensor, fastcall, run
 from .runtime.compiled import executable
 from .runtime.donation import donated_leaves
 from .runtime.grad_mode import is_grad_enabled
@@ -625,6 +625,7 @@ class jit:
         self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
                                else tuple(static_argnums))
         self._cache: dict = {}
+        self._fast: dict = {}  # runtime.fastcall signature -> plan
 
     def _key(self, args, kwargs):
         static = _static_indices(self.static_argnums, len(args), f"jit({self.__name__})")
@@ -642,6 +643,10 @@ class jit:
 
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        fast = None if kwargs or self.static_argnums else fastcall.signature(args)
+        plan = self._fast.get(fast) if fast is not None else None
+        if plan is not None:
+            return tree_unflatten(plan.traced.out_tree, list(plan(fastcall.leaves(args))))
         _refuse_grad_tensors(self.__name__, (args, kwargs))
         key, dyn = self._key(args, kwargs)
         plan = self._cache.get(key)
@@ -656,6 +661,8 @@ class jit:
                 self._cache[key] = plan
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         _refuse_grad_tensors(self.__name__, plan.traced.free)
+        if fast is not None and plan.cacheable and not plan.traced.free:
+            self._fast[fast] = plan
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
 
