@@ -62,8 +62,8 @@ class Executable:
         except Exception as e:
             raise _internal(fn, e) from e
         self.entry = self.module.entry
-        if hasattr(self.module, "entry_parallel") and _loop_size(self.fused) >= (
-                config.PARALLEL_THRESHOLD) and _threads_ok():
+        if hasattr(self.module, "entry_parallel") and numba.config.NUMBA_NUM_THREADS > 1 and (
+                _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and _threads_ok():
             self.entry = self.module.entry_parallel
         self.dims = np.asarray(dims, dtype=np.int64)
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
