@@ -247,3 +247,23 @@ def test_cached_executables_are_per_donation():
     assert _exe(a) is not _exe(b)
     assert any(s.param is not None for s in _exe(b).pool.plan.slots)
     assert compiled.executable(_exe(a).fn) is _exe(a)
+
+
+def test_donation_with_a_loop_and_two_donated_states():
+    """Adam-like state update with a fori_loop inside: donated results equal the
+    interpreter's, and the loop's carried arrays are never overwritten early."""
+    def update(p, m, g):
+        def body(i, carry):
+            q, mm = carry
+            mm = 0.9 * mm + 0.1 * g
+            return q - 0.01 * mm, mm
+
+        q, mm = fg.fori_loop(0, 3, body, (p, m))
+        return q @ q.T, q, mm
+
+    rng = np.random.default_rng(2)
+    p, m, g = (rng.standard_normal((4, 4)) for _ in range(3))
+    want = _reference(update, p, m, g)
+    got = fg.jit(update, donate_argnums=(0, 1))(p.copy(), m.copy(), g)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
