@@ -14,6 +14,7 @@ import functools
 import inspect
 import math
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -24,12 +25,14 @@ from .codegen.emit import generate
 from .ir import Function, evaluate, ops
 from .ir.bind import aval, is_weak
 from .ir.errors import FusegradError
+from .ir.printer import print_function
 from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
 from .passes.fusion import fuse
 from .passes.simplify import simplify
-from .runtime import Tensor, fastcall, run
+from .runtime import Tensor, fastcall
 from .runtime.compiled import executable
+from .runtime.debug_nans import run_checked
 from .runtime.donation import donated_leaves
 from .runtime.grad_mode import is_grad_enabled
 from .tracer import Tracer, trace_pytree
@@ -60,7 +63,7 @@ def call(fn: Function, *args) -> tuple:
     args = tuple(_leaf(a) if isinstance(a, Tensor) else a for a in args)
     if all(_concrete(a) for a in args) and not _trace_state.stack:
         if config.DISABLE_JIT:
-            return run(fn, *args)
+            return run_checked(fn, *args)
         return executable(fn)(*args)
     return evaluate(fn, *args)
 
@@ -150,7 +153,7 @@ class _Plan:
         if _trace_state.stack or not all(_concrete(a) for a in leaves):
             return evaluate(self.fn, *args)
         if config.DISABLE_JIT:
-            return run(self.fn, *args)
+            return run_checked(self.fn, *args)
         if self.exe is None:
             self.exe = executable(self.fn, self.reason, self.donated)
         return self.exe(*args)
@@ -195,6 +198,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
 
     plans: dict = {}
+    lock = threading.RLock()
 
     def plan_for(args, kwargs):
         nums = _argnums_tuple(argnums, len(args), "grad")
@@ -202,6 +206,11 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         plan = plans.get(key) if key is not None else None
         if plan is not None:
             return plan, nums
+        with lock:  # one trace per signature, whichever thread comes first
+            plan = plans.get(key) if key is not None else None
+            return (plan, nums) if plan is not None else (make_plan(args, kwargs, key, nums), nums)
+
+    def make_plan(args, kwargs, key, nums):
         wrt = _diff_leaves(args, nums, "grad")
         fun = functools.partial(f, **kwargs) if kwargs else f
         traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
@@ -224,7 +233,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                      _reason(plans, key) if key is not None else "new function")
         if key is not None and plan.cacheable:
             plans[key] = plan
-        return plan, nums
+        return plan
 
     fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
 
@@ -531,10 +540,12 @@ def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, obje
 STAGES = ("traced", "grad", "simplified", "fused", "source")
 
 
-def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None) -> None:
+def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None,
+         locs: bool = False) -> None:
     """Print ``f``'s IR for ``args`` after ``stage`` (one of ``STAGES``, or ``all``).
 
-    ``grad=True`` (implied by ``stage="grad"``) differentiates first.
+    ``grad=True`` (implied by ``stage="grad"``) differentiates first; ``locs=True``
+    ends each op with its source location (adjoint ops: the primal op's).
     """
     if stage not in (*STAGES, "all"):
         raise ValueError(f"dump: unknown stage {stage!r}; choose one of {', '.join(STAGES)}, all")
@@ -542,7 +553,8 @@ def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None) 
     for name, secs, fn in stages(f, *args, grad=grad or stage == "grad"):
         if stage in ("all", name):
             print(f"// ---- stage: {name} ({secs * 1e3:.2f} ms) ----", file=file)
-            print(fn, file=file)
+            print(print_function(fn, locs=True) if locs and isinstance(fn, Function) else fn,
+                  file=file)
 
 
 # --- jit ----------------------------------------------------------------------------
@@ -626,6 +638,7 @@ class jit:
                                else tuple(static_argnums))
         self._cache: dict = {}
         self._fast: dict = {}  # runtime.fastcall signature -> plan
+        self._lock = threading.RLock()
 
     def _key(self, args, kwargs):
         static = _static_indices(self.static_argnums, len(args), f"jit({self.__name__})")
@@ -651,19 +664,24 @@ class jit:
         key, dyn = self._key(args, kwargs)
         plan = self._cache.get(key)
         if plan is None:
-            fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
-            if kwargs:
-                fun = _keywords_last(fun, len(dyn_args), kwargs)
-            traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
-            plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
-                         donated=donated_leaves(args, self.static_argnums, self.donate_argnums))
-            if plan.cacheable:
-                self._cache[key] = plan
+            with self._lock:  # one trace per signature, whichever thread comes first
+                plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         _refuse_grad_tensors(self.__name__, plan.traced.free)
         if fast is not None and plan.cacheable and not plan.traced.free:
             self._fast[fast] = plan
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
+
+    def _trace(self, args, kwargs, key, dyn) -> _Plan:
+        fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
+        if kwargs:
+            fun = _keywords_last(fun, len(dyn_args), kwargs)
+        traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
+        plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
+                     donated=donated_leaves(args, self.static_argnums, self.donate_argnums))
+        if plan.cacheable:
+            self._cache[key] = plan
+        return plan
 
 
 def _refuse_grad_tensors(name: str, tree) -> None:

@@ -57,7 +57,7 @@ def _cmd_dump(args) -> int:
     stage = args.stage or ("all" if args.grad else "traced")
     if stage not in (*STAGES, "all"):
         raise UsageError(f"unknown stage {stage!r}: choose {', '.join(STAGES)} or all")
-    dump(fn, *types, stage=stage, grad=args.grad)
+    dump(fn, *types, stage=stage, grad=args.grad, locs=args.locs)
     return 0
 
 
@@ -132,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--arg", action="append", default=[], metavar="TYPE",
                    help="type of the next positional argument, e.g. f64[1000] or f32[3,4]")
     d.add_argument("--grad", action="store_true", help="also differentiate (reverse mode)")
+    d.add_argument("--locs", action="store_true",
+                   help="end each op with its source file:line (adjoint ops: the primal op's)")
     d.add_argument("--stage", choices=None, metavar="|".join((*STAGES, "all")),
                    help="which stage to print (default: all with --grad, else traced)")
     d.set_defaults(run=_cmd_dump)

@@ -18,6 +18,10 @@ DISABLE_JIT: bool = _flag("FUSEGRAD_DISABLE_JIT")
 #: Log every trace made by ``fg.jit`` and why it was needed (new signature).
 LOG_COMPILES: bool = _flag("FUSEGRAD_LOG_COMPILES")
 
+#: Check every compiled call's results for NaN/inf and name the op that made them
+#: (``fg.debug_nans(True)`` sets it at run time; see docs/debugging.md).
+DEBUG_NANS: bool = _flag("FUSEGRAD_DEBUG_NANS")
+
 #: Verify the IR after every pass (always on in the test suite).
 VERIFY: bool = _flag("FUSEGRAD_VERIFY")
 

@@ -65,12 +65,18 @@ class _Pushforward:
     def __init__(self, f: Callable, primal_out: bool = True):
         self.f, self.primal_out = f, primal_out
         self.plans: dict = {}
+        self.lock = threading.RLock()
 
     def plan(self, args: tuple, nums: tuple[int, ...]) -> tuple[_Plan, list[int]]:
         key = _signature(args, (nums,))
         hit = self.plans.get(key)
         if hit is not None:
             return hit
+        with self.lock:  # one trace per signature, whichever thread comes first
+            hit = self.plans.get(key)
+            return hit if hit is not None else self._trace(args, nums, key)
+
+    def _trace(self, args: tuple, nums: tuple[int, ...], key) -> tuple[_Plan, list[int]]:
         flat = tree_flatten(args)[0]
         starts = np.cumsum([0] + [len(tree_flatten(a)[0]) for a in args]).tolist()
         wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])

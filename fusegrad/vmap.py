@@ -12,6 +12,7 @@ inside another transform it is inlined, so ``fg.grad(fg.vmap(f))``,
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 
 from .api import _keywords_last, _leaf, _Plan, _reason, _signature
@@ -47,6 +48,7 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
     _check_spec(out_axes, "out_axes")
     name = fn_name(f)
     plans: dict = {}
+    lock = threading.RLock()
 
     @functools.wraps(f)
     def vmapped(*args, **kwargs):
@@ -65,10 +67,13 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
         key = _signature(args, (tuple(axes), size, repr(out_axes), bool(kwargs)))
         plan = plans.get(key)
         if plan is None:
-            plan = _plan(fun, name, args, in_tree, leaves, axes, size, out_axes,
-                         _reason(plans, key))
-            if plan.cacheable:
-                plans[key] = plan
+            with lock:  # one trace per signature, whichever thread comes first
+                plan = plans.get(key)
+                if plan is None:
+                    plan = _plan(fun, name, args, in_tree, leaves, axes, size, out_axes,
+                                 _reason(plans, key))
+                    if plan.cacheable:
+                        plans[key] = plan
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
     vmapped._plans = plans

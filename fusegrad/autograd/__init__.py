@@ -6,6 +6,12 @@ operation with a hand-written backward; ``graph.saved_tensors_hooks`` packs
 and unpacks the tensors saved for backward.
 """
 
+from ..runtime.anomaly import (
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
 from ..runtime.custom_function import Function, FunctionCtx, once_differentiable
 from ..runtime.engine import backward, grad
 from ..runtime.grad_mode import (
@@ -22,14 +28,18 @@ __all__ = [
     "Function",
     "FunctionCtx",
     "backward",
+    "detect_anomaly",
     "enable_grad",
     "function",
     "grad",
     "graph",
     "inference_mode",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
     "is_grad_enabled",
     "is_inference_mode_enabled",
     "no_grad",
     "once_differentiable",
+    "set_detect_anomaly",
     "set_grad_enabled",
 ]

@@ -30,6 +30,7 @@ except ImportError:  # not POSIX: threads still share one compile, processes may
     fcntl = None
 
 from .. import config
+from ..ir.stats import count_module
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _loaded: dict[str, object] = {}
@@ -67,6 +68,14 @@ def module_key(source: str) -> str:
 
 
 def _directory() -> str:
+    """The cache directory, or this process's fallback (the same one for every thread)."""
+    if _fallback_dir is not None:
+        return _fallback_dir
+    with _locks_guard:
+        return _checked_directory()
+
+
+def _checked_directory() -> str:
     global _fallback_dir
     if _fallback_dir is not None:
         return _fallback_dir
@@ -82,7 +91,7 @@ def _directory() -> str:
             f"code is kept in {_fallback_dir} for this process only. Set FUSEGRAD_CACHE_DIR "
             "to a writable directory to keep it across runs.",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=5,
         )
         return _fallback_dir
 
@@ -106,13 +115,14 @@ def key_lock(key: str):
     Without a lock file (read-only directory, no ``fcntl``) only threads are excluded;
     processes then may compile the same module twice, which is slower, never wrong.
     """
+    directory = _directory()
     with _locks_guard:
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
         fd = None
         if fcntl is not None:
             with contextlib.suppress(OSError):
-                fd = os.open(os.path.join(_directory(), f"fg_{key}.lock"),
+                fd = os.open(os.path.join(directory, f"fg_{key}.lock"),
                              os.O_RDWR | os.O_CREAT, 0o666)
         try:
             if fd is not None:
@@ -141,6 +151,7 @@ def load(source: str):
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)
+        count_module()
         _loaded[key] = mod
         return mod
 

@@ -33,6 +33,8 @@ Operand and region layouts (the attrs say how the operand list splits):
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .errors import ShapeError
@@ -43,6 +45,15 @@ from .types import TensorType, is_float
 CONTROL_OPS = ("cond", "while_loop", "scan", "while_grad", "while_grad_vjp", "checkpoint")
 
 
+class _Watch(threading.local):
+    """``fn(region, op, results)`` called after each op a region runs (NaN debugging)."""
+
+    fn = None
+
+
+WATCH = _Watch()
+
+
 def run_region(fn, *args) -> tuple:
     """``fn(*args)`` on arrays with the op table's NumPy implementations."""
     from .bind import eval_numpy
@@ -51,7 +62,10 @@ def run_region(fn, *args) -> tuple:
     env = dict(zip(fn.params, args))
     for op in fn.ops:
         out = eval_numpy(OPS[op.name], [env[v] for v in op.operands], op.attrs, op.regions)
-        env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
+        out = out if len(op.results) > 1 else (out,)
+        env.update(zip(op.results, out))
+        if WATCH.fn is not None:
+            WATCH.fn(fn, op, out)
     return tuple(env[r] for r in fn.results)
 
 

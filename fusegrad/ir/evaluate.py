@@ -16,6 +16,7 @@ def evaluate(fn: Function, *args):
     if len(args) != len(fn.params):
         raise TypeError(f"@{fn.name} takes {len(fn.params)} arguments, got {len(args)}")
     from .bind import aval, bind
+    from .location import at
 
     env = {}
     for p, a in zip(fn.params, args):
@@ -24,7 +25,12 @@ def evaluate(fn: Function, *args):
             raise ShapeError(f"@{fn.name}: argument {p.hint or ''} must be {p.type}, got {got}")
         env[p] = a
     for op in fn.ops:
-        out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions, **op.attrs)
+        if op.loc is None:
+            out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions, **op.attrs)
+        else:  # inlined into a trace: the op keeps the line it came from
+            with at(op.loc):
+                out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions,
+                           **op.attrs)
         if len(op.results) == 1:
             out = (out,)
         env.update(zip(op.results, out))

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 from ..ir import Function, TensorType, bind
 from ..ir.errors import FusegradError
+from ..ir.location import at
 from ..tracer import Trace
 from .batching_rules import BATCH_RULES, moveaxis, with_batch
 from .simplify import dce
@@ -120,9 +121,11 @@ def replay(fn: Function, size: int, args: Sequence, batched: Sequence[bool]):
                 raise BatchingError(f"op {op.name!r}{where} has no batching rule yet, so it "
                                     "cannot be applied to batched operands")
             kwargs = dict(op.attrs, regions=op.regions) if op.regions else op.attrs
-            out = rule(op.name, size, flags, *xs, **kwargs)
+            with at(op.loc):  # batched ops point at the op's source line
+                out = rule(op.name, size, flags, *xs, **kwargs)
             is_batched.update(op.results)
         else:
-            out = bind(op.name, *xs, regions=op.regions, **op.attrs)
+            with at(op.loc):
+                out = bind(op.name, *xs, regions=op.regions, **op.attrs)
         env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
     return [env[r] for r in fn.results], [r in is_batched for r in fn.results]

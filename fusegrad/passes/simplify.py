@@ -141,6 +141,7 @@ class _Rewriter:
         self.ops: list[Op] = []
         self.producer: dict[Value, Op] = {}
         self.cse: dict[tuple, tuple[Value, ...]] = {}
+        self.loc: str | None = None  # of the op being rewritten: its replacements keep it
 
     def const_value(self, v: Value):
         op = self.producer.get(v)
@@ -171,7 +172,8 @@ class _Rewriter:
             return self.cse[key]
         types = OPS[name].rule(tuple(o.type for o in operands), **attrs)
         results = tuple(Value(t) for t in types)
-        self._append(Op(name, tuple(operands), dict(attrs), results, (), loc))
+        self._append(Op(name, tuple(operands), dict(attrs), results, (),
+                        self.loc if loc is None else loc))
         self.cse[key] = results
         return results
 
@@ -237,6 +239,7 @@ def _one_sweep(fn: Function) -> Function:
                 subst.update(zip(op.results, rw.cse[key]))
                 continue
             if len(op.results) == 1:
+                rw.loc = op.loc
                 new = rw.fold(op) or rw.rewrite(op)
                 if new is not None:
                     subst[op.results[0]] = new

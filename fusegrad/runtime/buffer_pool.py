@@ -9,8 +9,9 @@ call's arena is simply dropped and allocated afresh next time).
 
 Donated slots are filled with the caller's donated arguments, after checking that
 the array may be overwritten: writeable, C-contiguous, not sharing its memory owner
-with another argument. If not, that slot gets a fresh array (the call is correct either way; it
-just does not reuse the memory).
+with another argument. If not (or with ``FUSEGRAD_DEBUG_NANS``, which re-runs a call
+from its inputs), that slot gets a fresh array (the call is correct either way; it just
+does not reuse the memory).
 """
 
 from __future__ import annotations
@@ -56,7 +57,8 @@ class BufferPool:
                 out.append(next(it))
             else:
                 a = args[s.param]
-                out.append(a if _may_overwrite(a, args, s.param) else np.empty(s.shape, s.dtype))
+                keep = config.DEBUG_NANS or not _may_overwrite(a, args, s.param)
+                out.append(np.empty(s.shape, s.dtype) if keep else a)
         return out
 
 

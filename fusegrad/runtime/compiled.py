@@ -29,8 +29,10 @@ from ..codegen.emit import generate
 from ..ir import Function
 from ..ir.errors import FusegradError
 from ..ir.printer import print_function
+from ..ir.stats import count_compile
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
+from . import debug_nans
 from .buffer_pool import BufferPool
 from .interpreter import run
 
@@ -114,7 +116,10 @@ class Executable:
             if type(e).__module__.startswith("numba"):
                 raise _internal(self.fn, e) from e
             raise
-        return tuple(np.asarray(r, dtype=t) for r, t in zip(out, self.out_dtypes))
+        out = tuple(np.asarray(r, dtype=t) for r, t in zip(out, self.out_dtypes))
+        if config.DEBUG_NANS:
+            debug_nans.check(self.fn, args, out)
+        return out
 
     def _reload(self, err: Exception) -> None:
         parallel = self.entry is getattr(self.module, "entry_parallel", None)
@@ -129,8 +134,11 @@ class Executable:
         except (IndexError, ValueError, ZeroDivisionError):
             run(self.fn, *args)
             raise
-        return [r if type(r) is np.ndarray else np.asarray(r, dtype=t)
-                for r, t in zip(out, self.out_dtypes)]
+        out = [r if type(r) is np.ndarray else np.asarray(r, dtype=t)
+               for r, t in zip(out, self.out_dtypes)]
+        if config.DEBUG_NANS:
+            debug_nans.check(self.fn, args, out)
+        return out
 
 
 def _generate(fused: Function, buffers):
@@ -184,25 +192,39 @@ def _internal(fn: Function, err: Exception) -> CodegenError:
 _cache: OrderedDict[tuple, tuple[Function, Executable]] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 512
+#: id(fn) -> (fn, lock) while ``fn`` is being compiled (``fn`` keeps its id unique).
+_building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 
 def executable(fn: Function, reason: str = "new function",
                donated: frozenset[int] = frozenset()) -> Executable:
     """The compiled form of ``fn`` (kept for the most recently used Functions), which may
-    overwrite the arrays of parameters ``donated`` (indices) with results."""
+    overwrite the arrays of parameters ``donated`` (indices) with results; built once
+    even when several threads ask for it at the same time."""
     key = (id(fn), donated)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and hit[0] is fn:
             _cache.move_to_end(key)
             return hit[1]
-    t0 = time.perf_counter()
-    exe = Executable(fn, donated)
-    if config.LOG_COMPILES:
-        print(f"fusegrad: compiled @{fn.name} ({reason}) in "
-              f"{(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
-    with _cache_lock:
-        _cache[key] = (fn, exe)
-        while len(_cache) > _CACHE_SIZE:
-            _cache.popitem(last=False)
+        lock = _building.setdefault(key, (fn, threading.Lock()))[1]
+    with lock:
+        with _cache_lock:
+            hit = _cache.get(key)
+            if hit is not None and hit[0] is fn:
+                return hit[1]
+        try:
+            t0 = time.perf_counter()
+            exe = Executable(fn, donated)
+            count_compile(fn.name)
+            if config.LOG_COMPILES:
+                print(f"fusegrad: compiled @{fn.name} ({reason}) in "
+                      f"{(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
+            with _cache_lock:
+                _cache[key] = (fn, exe)
+                while len(_cache) > _CACHE_SIZE:
+                    _cache.popitem(last=False)
+        finally:
+            with _cache_lock:
+                _building.pop(key, None)
     return exe

@@ -28,7 +28,9 @@ import numpy as np
 
 from ..ir import array as A
 from ..passes.autodiff.vjp_rules import unbroadcast
+from . import anomaly
 from . import tensor_base as TB
+from .anomaly import MODE as _anomaly
 from .grad_mode import _mode, no_grad
 from .node import Node, edge_of, node_class
 from .saved import SavedTensor
@@ -175,6 +177,8 @@ def _attach(ctx, outs, args) -> list:
             o._grad_fn, o._out_nr, o._rg = ctx, nr, True
         nr += 1
         new.append(o)
+    if _anomaly.enabled:
+        anomaly.record(ctx, [o for o in new if isinstance(o, TB.TensorBase)])
     return new
 
 

@@ -21,7 +21,9 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.bind import aval, handler_for
+from . import anomaly
 from . import tensor_base as TB
+from .anomaly import MODE as _anomaly
 from .fast import FastNode
 from .grad_mode import _mode
 from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
@@ -77,7 +79,9 @@ def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
                                "a grad_fn")
         if g is None:
             if out.numel() != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                raise RuntimeError("grad can be implicitly created only for scalar outputs "
+                                   f"(output {i} has shape {list(out.shape)}); reduce it "
+                                   "(e.g. .sum()) or pass a gradient of that shape")
             data = _ones(out)
             grads.append(TB.make(data) if create_graph else data)
             continue
@@ -169,6 +173,7 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
     _mode.grad = create_graph
     errstate = np.errstate(all="ignore")  # inf and nan flow as in PyTorch, without warnings
     errstate.__enter__()
+    node = None
     try:
         while heap:
             node = pop(heap)[2]
@@ -202,6 +207,8 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 outs = node.apply([buf[0]], create_graph)
             else:
                 outs = _run(node, buf, create_graph, unwrap)
+            if _anomaly.enabled and outs:
+                anomaly.check_backward(node, outs)
             if not retain_graph:
                 node.release()
             nouts = len(outs)
@@ -219,6 +226,10 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 deps[m] = d
                 if d == 0:
                     push(heap, (-m._seq, next(order), m))
+    except Exception as e:
+        if _anomaly.enabled and node is not None:
+            anomaly.annotate(node, e)
+        raise
     finally:
         errstate.__exit__(None, None, None)
         _mode.grad = prev

@@ -23,8 +23,9 @@ from numpy import ndarray
 
 from ..ir.bind import handler_for
 from ..ir.optable import OPS
-from . import bigmath
+from . import anomaly, bigmath
 from . import dtypes as D
+from .anomaly import MODE as _anomaly
 from .grad_mode import _mode
 from .names import NAMES
 from .node import _sequence, accumulator, node_class
@@ -292,3 +293,5 @@ def _record(plan: _Plan, operands: list, t) -> None:
     node._saved = saved
     t._grad_fn = node
     t._rg = True
+    if _anomaly.enabled:
+        anomaly.record(node, (t,))

@@ -29,6 +29,11 @@ def run(fn: Function, *args) -> tuple[np.ndarray, ...]:
             )
         env[p] = a
     for op in fn.ops:
-        out = eval_numpy(OPS[op.name], [env[v] for v in op.operands], op.attrs, op.regions)
+        try:
+            out = eval_numpy(OPS[op.name], [env[v] for v in op.operands], op.attrs, op.regions)
+        except IndexError as e:  # a runtime index: name the op and the user's line
+            where = f", at {op.loc}" if op.loc else ""
+            what = "" if str(e).startswith(f"{op.name}:") else f"{op.name} of "
+            raise IndexError(f"{e} (in {what}@{fn.name}{where})") from None
         env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
     return tuple(env[r] for r in fn.results)

@@ -18,7 +18,9 @@ import numpy as np
 
 from ..ir.bind import eval_numpy, handler_for, register_array_type
 from ..passes.autodiff.vjp_rules import NON_DIFFERENTIABLE
+from . import anomaly
 from . import tensor_base as TB
+from .anomaly import MODE as _anomaly
 from .grad_mode import _mode
 from .names import OP_NAMES
 from .node import edge_of, move_tensor_state, node_class
@@ -244,6 +246,8 @@ def finish(scope: Scope, outs: list, target=None):
         for nr, s in enumerate(out_slots):
             t = scope.values[s]
             t._grad_fn, t._out_nr, t._rg = node, nr, True
+    if _anomaly.enabled:
+        anomaly.record(node, [scope.values[s] for s in out_slots] if target is None else [target])
     return node
 
 

@@ -25,10 +25,13 @@ from .tensor_math import _type_name, arg, cast
 from .views import inplace_on_view
 
 
-def _check(target) -> None:
+def _check(target, key: str | None = None) -> None:
     if _mode.grad and target._rg and target._grad_fn is None:
+        name = key if key is None or key.endswith("_") else key + "_"
+        what = f" ({name} on a leaf of shape {list(target.shape)})" if key else ""
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place "
-                           "operation.")
+                           f"operation.{what} Modify it inside `with fg.no_grad():` (as "
+                           "an optimizer does), or work on x.clone()")
     if target._inference and not _mode.inference:
         raise RuntimeError("Inplace update to inference tensor outside InferenceMode is not "
                            "allowed. You can make a clone to get a normal tensor before doing "
@@ -58,7 +61,7 @@ def _fit(target, new, any_cast: bool):
 
 def inplace(key: str, target, fn, *args, any_cast: bool = False):
     """``target = fn(target, *args)`` in place; returns ``target``."""
-    _check(target)
+    _check(target, key)
 
     def compute(old, *a):
         return _fit(target, fn(old, *a), any_cast)

@@ -10,6 +10,7 @@ a 0-d literal becomes a ``constant`` op.
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 import threading
@@ -18,7 +19,8 @@ import numpy as np
 
 from ..ir import Builder, TensorType, Value, register_array_type
 from ..ir.bind import register_ambient
-from ..ir.errors import TracerError
+from ..ir.errors import ShapeError, TracerError
+from ..ir.location import override as _loc_override
 from ..ir.methods import ArrayMethods
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -33,7 +35,11 @@ _state = _State()
 
 
 def user_location() -> str | None:
-    """``file:line`` of the innermost stack frame outside fusegrad itself."""
+    """``file:line`` of the innermost stack frame outside fusegrad itself (or the
+    location a pass set with ``ir.location.at``)."""
+    active, loc = _loc_override()
+    if active:
+        return loc
     f = sys._getframe(1)
     while f is not None:
         fname = f.f_code.co_filename
@@ -112,13 +118,47 @@ class Trace:
     def emit(self, opdef, operands, attrs, regions):
         vals = tuple(self.to_value(x) for x in operands)
         types = tuple(v.type for v in vals)
-        if regions:
-            out_types = opdef.rule(types, regions=regions, **attrs)
-        else:
-            out_types = opdef.rule(types, **attrs)
+        try:
+            if regions:
+                out_types = opdef.rule(types, regions=regions, **attrs)
+            else:
+                out_types = opdef.rule(types, **attrs)
+        except ShapeError as e:
+            raise located(e, self.name, vals, user_location()) from None
         results = self.builder.emit(opdef.name, vals, attrs, out_types, regions, user_location())
         outs = tuple(Tracer(self, r) for r in results)
         return outs[0] if len(outs) == 1 else outs
+
+
+def located(err: Exception, fname: str, vals=None, loc: str | None = None) -> Exception:
+    """``err`` with the operands (``vals``; argument names where they are arguments) and
+    the user's line (``loc``, else the innermost frame of ``err``'s traceback outside
+    fusegrad); ``err`` itself if it already has them."""
+    if getattr(err, "located", False):
+        return err
+    if loc is None:
+        tb = err.__traceback__
+        while tb is not None:
+            name = tb.tb_frame.f_code.co_filename
+            if not name.startswith(_PKG_DIR) and not name.startswith("<frozen"):
+                loc = f"{name}:{tb.tb_lineno}"
+            tb = tb.tb_next
+    lines = [str(err)]
+    if vals:
+        lines.append("operands " + ", ".join(
+            f"%{v.hint}: {v.type}" if v.hint else str(v.type) for v in vals))
+    where = ""
+    if loc:
+        path, _, line = loc.rpartition(":")
+        code = linecache.getline(path, int(line)).strip() if line.isdigit() else ""
+        where = f", at {loc}" + (f": {code}" if code else "")
+    lines.append(f"while tracing @{fname}{where}")
+    try:
+        new = type(err)("; ".join(lines))  # one line (the CLI prints it as one)
+    except TypeError:  # an error class with another signature: left as it is
+        return err
+    new.located = True
+    return new.with_traceback(err.__traceback__)
 
 
 def _leaked(t: Tracer) -> TracerError:

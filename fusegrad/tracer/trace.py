@@ -10,7 +10,9 @@ import numpy as np
 
 from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
-from .core import Trace, Tracer
+from ..ir.errors import ShapeError
+from ..ir.stats import count_trace
+from .core import Trace, Tracer, located
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 
 
@@ -71,9 +73,13 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
     leaves, in_tree = tree_flatten(tuple(args))
     types = [leaf_type(x) for x in leaves]
     hints = arg_hints(fn, args)
+    count_trace(name or fn_name(fn))
     with Trace(name or fn_name(fn)) as t:
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
-        out = fn(*tree_unflatten(in_tree, tracers))
+        try:
+            out = fn(*tree_unflatten(in_tree, tracers))
+        except (ShapeError, IndexError) as e:  # the user's line, if the op did not give it
+            raise located(e, t.name) from None
         out_leaves, out_tree = tree_flatten(out)
         results = [t.to_value(_as_output(o)) for o in out_leaves]
     return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values))

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 from ...ir import Function, bind
 from ...ir.bind import aval
+from ...ir.location import at
 from ...tracer import Trace
 from ..simplify import dce
 from .jvp_rules import JVP_RULES
@@ -42,10 +43,12 @@ def jvp(fn: Function, wrt: Sequence[int] | None = None, name: str | None = None)
             if p.type.is_float:
                 tangents[p] = arg
         for op in fn.ops:
-            out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions, **op.attrs)
-            env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
-            if op.name not in NON_DIFFERENTIABLE and any(v in tangents for v in op.operands):
-                _push(op, env, tangents)
+            with at(op.loc):  # tangent ops point at the primal op's source line
+                out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions,
+                           **op.attrs)
+                env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
+                if op.name not in NON_DIFFERENTIABLE and any(v in tangents for v in op.operands):
+                    _push(op, env, tangents)
         results = [t.wrap(env[r]) for r in fn.results]
         for r in fn.results:
             tan = tangents.get(r)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from ...ir import Function, bind
 from ...ir.bind import aval
 from ...ir.errors import FusegradError
+from ...ir.location import at
 from ...tracer import Trace
 from ..simplify import dce
 from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, unbroadcast, zeros
@@ -56,7 +57,9 @@ def vjp(
         env = {p: t.new_arg(p.type, p.hint) for p in fn.params}
         seed_args = {i: t.new_arg(fn.results[i].type, "ct") for i in seeds}
         for op in fn.ops:
-            out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions, **op.attrs)
+            with at(op.loc):
+                out = bind(op.name, *(env[v] for v in op.operands), regions=op.regions,
+                           **op.attrs)
             env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
         cts: dict = {}
         for i, s in seed_args.items():
@@ -64,7 +67,8 @@ def vjp(
                 _accumulate(cts, fn.results[i], s)
         for op in reversed(fn.ops):
             if op in ops_active and any(r in cts for r in op.results):
-                _backprop(op, env, cts, active)
+                with at(op.loc):  # adjoint ops point at the primal op's source line
+                    _backprop(op, env, cts, active)
         results = [t.wrap(env[r]) for r in fn.results]
         for i in wrt:
             p = fn.params[i]
