@@ -30,9 +30,10 @@ from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
 from .passes.fusion import fuse
 from .passes.simplify import simplify
-from .runtime import Tensor
+from .runtime import Tensor, fastcall
 from .runtime.compiled import executable
 from .runtime.debug_nans import run_checked
+from .runtime.donation import donated_leaves
 from .runtime.grad_mode import is_grad_enabled
 from .tracer import Tracer, trace_pytree
 from .tracer.core import _state as _trace_state
@@ -135,11 +136,12 @@ class _Plan:
     on first use), the interpreter with ``FUSEGRAD_DISABLE_JIT``, or inlines into the
     enclosing trace when given tracers."""
 
-    __slots__ = ("exe", "extra", "fn", "reason", "traced")
+    __slots__ = ("donated", "exe", "extra", "fn", "reason", "traced")
 
-    def __init__(self, fn: Function, traced, extra: tuple = (), reason: str = "new function"):
+    def __init__(self, fn: Function, traced, extra: tuple = (), reason: str = "new function",
+                 donated: frozenset[int] = frozenset()):
         self.fn, self.traced, self.extra, self.exe = fn, traced, extra, None
-        self.reason = reason
+        self.reason, self.donated = reason, donated
 
     @property
     def cacheable(self) -> bool:
@@ -153,7 +155,7 @@ class _Plan:
         if config.DISABLE_JIT:
             return run_checked(self.fn, *args)
         if self.exe is None:
-            self.exe = executable(self.fn, self.reason)
+            self.exe = executable(self.fn, self.reason, self.donated)
         return self.exe(*args)
 
 
@@ -621,14 +623,21 @@ class jit:
 
     Calls with a signature seen before reuse its IR; ``static_argnums`` are
     passed as Python values (they must be hashable) and may steer control flow.
+    ``donate_argnums``: arguments whose arrays the compiled code may overwrite with
+    results of the same shape and dtype (see ``docs/performance.md``); their contents
+    are unspecified after the call, so do not read them again.
     """
 
-    def __init__(self, f: Callable, static_argnums: int | Sequence[int] = ()):
+    def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (),
+                 donate_argnums: int | Sequence[int] = ()):
         functools.update_wrapper(self, f)
         self.f = f
+        self.donate_argnums = ((donate_argnums,) if isinstance(donate_argnums, int)
+                               else tuple(donate_argnums))
         self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
                                else tuple(static_argnums))
         self._cache: dict = {}
+        self._fast: dict = {}  # runtime.fastcall signature -> plan
         self._lock = threading.RLock()
 
     def _key(self, args, kwargs):
@@ -647,6 +656,12 @@ class jit:
 
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        fast = None
+        if "_eager" not in self.__dict__:  # plain array calls: the cached fast path first
+            fast = None if kwargs or self.static_argnums else fastcall.signature(args)
+            plan = self._fast.get(fast) if fast is not None else None
+            if plan is not None:
+                return tree_unflatten(plan.traced.out_tree, list(plan(fastcall.leaves(args))))
         from . import jit_eager  # eager Tensors, modules, optimizers: see jit_eager
 
         eager = jit_eager.for_jit(self, args, kwargs)
@@ -660,6 +675,8 @@ class jit:
                 plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         _refuse_grad_tensors(self.__name__, plan.traced.free)
+        if fast is not None and plan.cacheable and not plan.traced.free:
+            self._fast[fast] = plan
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
     def _trace(self, args, kwargs, key, dyn) -> _Plan:
@@ -667,7 +684,8 @@ class jit:
         if kwargs:
             fun = _keywords_last(fun, len(dyn_args), kwargs)
         traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
-        plan = _Plan(traced.function, traced, reason=_reason(self._cache, key))
+        plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
+                     donated=donated_leaves(args, self.static_argnums, self.donate_argnums))
         if plan.cacheable:
             self._cache[key] = plan
         return plan

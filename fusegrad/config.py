@@ -39,6 +39,16 @@ def _int(name: str, default: int) -> int:
 PARALLEL_THRESHOLD: int = _int("FUSEGRAD_PARALLEL_THRESHOLD", 1 << 18)
 
 
+#: Let compiled calls keep their intermediates in arrays reused from call to call.
+REUSE_BUFFERS: bool = _flag("FUSEGRAD_REUSE_BUFFERS", True)
+
+#: Reused arrays kept per compiled function (one set per concurrent call).
+BUFFER_POOL: int = _int("FUSEGRAD_BUFFER_POOL", 2)
+
+#: Megabytes of reused arrays kept over all compiled functions.
+BUFFER_POOL_MAX_MB: int = _int("FUSEGRAD_BUFFER_POOL_MAX_MB", 512)
+
+
 def _cache_dir() -> str:
     explicit = os.environ.get("FUSEGRAD_CACHE_DIR")
     if explicit:

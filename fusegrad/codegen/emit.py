@@ -73,9 +73,15 @@ def reduce_init(name: str, t: TensorType) -> str:
 class _Writer:
     """Shared state of one module: the sizes table and the text."""
 
-    def __init__(self):
+    def __init__(self, buffers=None):
         self.dims: list[int] = []
         self.parts: list[str] = []
+        self.buffers = buffers  # a codegen.buffers.BufferPlan, or None
+
+    def slot(self, v) -> str | None:
+        """The entry argument ``v`` is written into, if the buffer plan gives it one (``v``:
+        a Value, or ``(value, "part" | "buf")`` for a reduction's scratch arrays)."""
+        return None if self.buffers is None else self.buffers.name(v)
 
     def size(self, n: int) -> str:
         if n == 1:
@@ -284,7 +290,13 @@ class _Kernel:
         dest, lines = {}, []
         for (r, p, kind), res in zip(self._kinds(), self.op.results):
             dest[r] = outer[res]
-            if kind == "array":
+            slot = w.slot(res)
+            if slot and kind == "array":
+                lines.append(f"    {outer[res]} = {slot}")
+            elif slot and kind == "partial":
+                lines += [f"    {outer[res]} = {slot}",
+                          f"    {outer[res]}[...] = {reduce_init(p.name, r.type)}"]
+            elif kind == "array":
                 lines.append(f"    {outer[res]} = np.empty({w.shape(r.type.shape)}, "
                              f"{np_dtype(r.type)})")
             elif kind == "partial":
@@ -320,10 +332,13 @@ class _Kernel:
         for (r, p, kind), res in zip(self._kinds(), self.op.results):
             if kind == "array":
                 stores[r] = f"{t}out{len(stores)}"
-                lines.append(f"    {stores[r]} = np.empty({n}, {np_dtype(r.type)})")
+                slot = w.slot(res)
+                lines.append(f"    {stores[r]} = " + (f"{slot}.reshape({n})" if slot else
+                                                      f"np.empty({n}, {np_dtype(r.type)})"))
             else:
                 reds[r] = (p.name, f"{t}part{len(reds)}", f"{t}buf{len(reds)}", res)
-                lines.append(f"    {reds[r][1]} = np.empty({t}chunks, {np_dtype(r.type)})")
+                part = w.slot((res, "part")) or f"np.empty({t}chunks, {np_dtype(r.type)})"
+                lines.append(f"    {reds[r][1]} = {part}")
         lines += self._constants(names, local)
         if flag:
             lines.append(f"    {t}flags = np.zeros({t}chunks, np.bool_)")
@@ -332,8 +347,10 @@ class _Kernel:
                   f"        {t}hi = min({t}lo + {CHUNK}, {n})"]
         if flag:
             lines.append(f"        {flag} = False")
-        for r, (_, _, buf, _) in reds.items():
-            lines.append(f"        {buf} = np.empty({CHUNK}, {np_dtype(r.type)})")
+        for r, (_, _, buf, res) in reds.items():
+            rows = w.slot((res, "buf"))
+            lines.append(f"        {buf} = " + (f"{rows}[{c}]" if rows else
+                                                f"np.empty({CHUNK}, {np_dtype(r.type)})"))
 
         def to_buffer(bop, arg):
             return f"{reds[bop.results[0]][2]}[{i} - {t}lo] = {arg}"
@@ -351,7 +368,9 @@ class _Kernel:
             lines.append(f"    {outer[res]} = rt.combine_{kind[7:]}({part}, "
                          f"{reduce_init(kind, r.type)})")
         for (r, _, kind), res in zip(self._kinds(), self.op.results):
-            if kind == "array":
+            if kind == "array" and w.slot(res):
+                lines.append(f"    {outer[res]} = {w.slot(res)}")
+            elif kind == "array":
                 shape = w.shape(r.type.shape) if len(self.space) > 1 else None
                 lines.append(f"    {outer[res]} = {stores[r]}" + (
                     f".reshape({shape})" if shape else ""))
@@ -378,7 +397,7 @@ class _Kernel:
         return f"{target} = {fn}({target}, {arg})"
 
 
-def generate(fn: Function) -> tuple[str, list[int]]:
+def generate(fn: Function, buffers=None) -> tuple[str, list[int]]:
     """The module text for fused Function ``fn`` and the sizes table its entries need.
 
     ``entry`` runs the function; ``entry_parallel`` is the same with its flat loops
@@ -386,21 +405,25 @@ def generate(fn: Function) -> tuple[str, list[int]]:
     inputs (huge trig arguments), both return one more value, a flag, and
     ``entry_exact`` (exact functions everywhere, compiled only if ever needed)
     recomputes the call when it is set. Regions of control-flow ops are written
-    inline, inside native branches and loops (see ``codegen.control``).
+    inline, inside native branches and loops (see ``codegen.control``). With a
+    ``buffers`` plan (``codegen.buffers``) every entry takes its slots as arguments
+    after the parameters and writes the planned values into them.
     """
-    w = _Writer()
+    w = _Writer(buffers)
     fast, rare = _entry_body(w, fn, exact=False)
-    parts = [_njit("entry", fn, fast)]
+    slots = buffers.names() if buffers is not None else []
+    parts = [_njit("entry", fn, fast, slots=slots)]
     if any(op.name == "fused" for op in fn.ops):
-        parts.append(_njit("entry_parallel", fn, fast, parallel=True))
+        parts.append(_njit("entry_parallel", fn, fast, parallel=True, slots=slots))
     if rare:
-        parts.append(_njit("entry_exact", fn, _entry_body(w, fn, exact=True)[0]))
+        parts.append(_njit("entry_exact", fn, _entry_body(w, fn, exact=True)[0], slots=slots))
     return HEADER.format(name=fn.name) + "\n\n\n".join(parts) + "\n", w.dims
 
 
-def _njit(name: str, fn: Function, code: list[str], parallel: bool = False) -> str:
+def _njit(name: str, fn: Function, code: list[str], parallel: bool = False,
+          slots: list[str] = ()) -> str:
     names = _py_names(fn)
-    params = ", ".join(["d", *(names[p] for p in fn.params)])
+    params = ", ".join(["d", *(names[p] for p in fn.params), *slots])
     flags = ", parallel=True" if parallel else ""
     return "\n".join([f"@numba.njit(error_model=\"numpy\", cache=True{flags})",
                       f"def {name}({params}):", *code])
@@ -467,6 +490,8 @@ def _array_expr(w: _Writer, op: Op, args: list[str]) -> str:
             return f"rt.contiguous({x}).ravel()[0]"
         return f"rt.contiguous({x}).reshape({w.shape(oshape)})"
     if op.name == "transpose":
+        if tuple(op.attrs["perm"]) == (1, 0):
+            return f"{x}.T"  # Fortran order when x is C order: BLAS reads it in place
         return f"{x}.transpose({tuple(op.attrs['perm'])})"
     if op.name == "slice":
         return f"{x}[{_slices(w, op)}]"
@@ -511,6 +536,9 @@ def _matmul_fn(out: Value) -> str:
 
 
 def _matmul(w: _Writer, op: Op, args) -> str:
+    slot = w.slot(op.results[0])
+    if slot:
+        return f"rt.matmul_into({args[0]}, {args[1]}, {slot})"
     return f"{_matmul_fn(op.results[0])}({args[0]}, {args[1]})"
 
 

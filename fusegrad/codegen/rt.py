@@ -11,6 +11,8 @@ import math
 
 import numba
 import numpy as np
+from numba.core import types
+from numba.extending import overload
 
 _jit = numba.njit(error_model="numpy", cache=True)
 _inline = numba.njit(error_model="numpy", cache=True, inline="always")
@@ -122,10 +124,30 @@ def contiguous(x):
     return np.ascontiguousarray(x)
 
 
+def blas_layout(a):
+    """``a`` itself if BLAS can read it (C or Fortran order: a transposed view passes as
+    a transpose flag, not a copy), else a C-ordered copy."""
+    return np.ascontiguousarray(a)
+
+
+@overload(blas_layout, jit_options={"cache": True})
+def _blas_layout(a):
+    if isinstance(a, types.Array) and a.layout in "CF":
+        return lambda a: a
+    return lambda a: np.ascontiguousarray(a)
+
+
 @_jit
 def matmul2(a, b):
-    """2-D product through BLAS (float) or loops (integer)."""
-    return np.dot(np.ascontiguousarray(a), np.ascontiguousarray(b))
+    """2-D float product through BLAS; transposed operands are not copied."""
+    return np.dot(blas_layout(a), blas_layout(b))
+
+
+@_jit
+def matmul_into(a, b, out):
+    """``matmul2(a, b)`` written into ``out`` (C order, aliasing neither operand)."""
+    np.dot(blas_layout(a), blas_layout(b), out)
+    return out
 
 
 @_jit

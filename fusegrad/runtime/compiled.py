@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import config
 from ..codegen import compile as cg_compile
+from ..codegen.buffers import plan as buffer_plan
 from ..codegen.emit import generate
 from ..ir import Function
 from ..ir.errors import FusegradError
@@ -32,6 +33,7 @@ from ..ir.stats import count_compile
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
 from . import debug_nans
+from .buffer_pool import BufferPool
 from .interpreter import run
 
 
@@ -39,25 +41,36 @@ class CodegenError(FusegradError, RuntimeError):
     """fusegrad failed to compile a valid Function (a bug in fusegrad: please report it)."""
 
 
+#: what unpickling a damaged cache entry raises (UnicodeDecodeError before ValueError)
+_DAMAGED = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, UnicodeDecodeError,
+            OverflowError)
+
+
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "rare", "source",
-                 "warm")
+    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "pool", "rare",
+                 "source", "warm")
 
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, donated: frozenset[int] = frozenset()):
         self.fn = fn
         try:
             self.fused = fuse(simplify(fn))
-            self.source, dims = generate(self.fused)
+            buffers = buffer_plan(self.fused, donated, config.REUSE_BUFFERS)
+            self.source, dims = _generate(self.fused, buffers)
+            if donated and "def entry_exact" in self.source:
+                # the exact entry re-runs the call from its inputs: none may be overwritten
+                buffers = buffer_plan(self.fused, frozenset(), config.REUSE_BUFFERS)
+                self.source, dims = _generate(self.fused, buffers)
+            self.pool = BufferPool(buffers) if buffers.slots else None
             self.module = cg_compile.load(self.source)
         except FusegradError:
             raise
         except Exception as e:
             raise _internal(fn, e) from e
         self.entry = self.module.entry
-        if hasattr(self.module, "entry_parallel") and _loop_size(self.fused) >= (
-                config.PARALLEL_THRESHOLD) and _threads_ok():
+        if hasattr(self.module, "entry_parallel") and numba.config.NUMBA_NUM_THREADS > 1 and (
+                _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and _threads_ok():
             self.entry = self.module.entry_parallel
         self.dims = np.asarray(dims, dtype=np.int64)
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
@@ -67,6 +80,15 @@ class Executable:
     def _entry(self, conv):
         """Run the fast entry; if it flags rare inputs, the exact one. The first call
         compiles (or loads the machine code) under the module's lock."""
+        if self.pool is not None:
+            arena = self.pool.take()
+            try:
+                return self._run(conv + self.pool.slots(arena, conv))
+            finally:
+                self.pool.give(arena)
+        return self._run(conv)
+
+    def _run(self, conv):
         if not self.warm:
             with cg_compile.key_lock(cg_compile.module_key(self.source)):
                 out = self.entry(self.dims, *conv)
@@ -87,18 +109,7 @@ class Executable:
             if a.dtype != p.type.dtype or a.shape != p.type.shape:
                 return run(self.fn, *args)  # the interpreter raises the precise error
             conv.append(a[()] if a.ndim == 0 else a)
-        try:
-            out = self._entry(conv)
-        except (IndexError, ValueError, ZeroDivisionError):
-            run(self.fn, *args)
-            raise
-        except (pickle.UnpicklingError, EOFError, AttributeError, ImportError) as e:
-            self._reload(e)  # a damaged cache entry: purged, compiled again
-            out = self._entry(conv)
-        except Exception as e:
-            if type(e).__module__.startswith("numba"):
-                raise _internal(self.fn, e) from e
-            raise
+        out = self._checked(conv, args)
         out = tuple(np.asarray(r, dtype=t) for r, t in zip(out, self.out_dtypes))
         if config.DEBUG_NANS:
             debug_nans.check(self.fn, args, out)
@@ -109,19 +120,36 @@ class Executable:
         self.module = cg_compile.purge(self.source, err)
         self.entry = self.module.entry_parallel if parallel else self.module.entry
 
+    def _checked(self, conv, args):
+        """The entry's raw results; user errors re-raised by the interpreter, a damaged
+        cache entry (Numba loads machine code lazily, at the first call) purged and
+        compiled again."""
+        try:
+            return self._entry(conv)
+        except _DAMAGED as e:
+            err = e
+        except (IndexError, ValueError, ZeroDivisionError) as e:
+            run(self.fn, *args)  # a user error: the interpreter raises it precisely
+            err = e  # the interpreter succeeded: the loaded code is at fault
+        except Exception as e:
+            if type(e).__module__.startswith("numba"):
+                raise _internal(self.fn, e) from e
+            raise
+        self._reload(err)
+        return self._entry(conv)
 
     def call_unchecked(self, args):
         """``self(*args)`` for ndarray arguments already known to have the right types."""
-        try:
-            out = self._entry([a[()] if a.ndim == 0 else a for a in args])
-        except (IndexError, ValueError, ZeroDivisionError):
-            run(self.fn, *args)
-            raise
+        out = self._checked([a[()] if a.ndim == 0 else a for a in args], args)
         out = [r if type(r) is np.ndarray else np.asarray(r, dtype=t)
                for r, t in zip(out, self.out_dtypes)]
         if config.DEBUG_NANS:
             debug_nans.check(self.fn, args, out)
         return out
+
+
+def _generate(fused: Function, buffers):
+    return generate(fused, buffers) if buffers.slots else generate(fused)
 
 
 def _loop_size(fused: Function) -> int:
@@ -168,17 +196,19 @@ def _internal(fn: Function, err: Exception) -> CodegenError:
     )
 
 
-_cache: OrderedDict[int, tuple[Function, Executable]] = OrderedDict()
+_cache: OrderedDict[tuple, tuple[Function, Executable]] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 512
 #: id(fn) -> (fn, lock) while ``fn`` is being compiled (``fn`` keeps its id unique).
-_building: dict[int, tuple[Function, threading.Lock]] = {}
+_building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 
-def executable(fn: Function, reason: str = "new function") -> Executable:
-    """The compiled form of ``fn`` (kept for the most recently used Functions), built
-    once even when several threads ask for it at the same time."""
-    key = id(fn)
+def executable(fn: Function, reason: str = "new function",
+               donated: frozenset[int] = frozenset()) -> Executable:
+    """The compiled form of ``fn`` (kept for the most recently used Functions), which may
+    overwrite the arrays of parameters ``donated`` (indices) with results; built once
+    even when several threads ask for it at the same time."""
+    key = (id(fn), donated)
     with _cache_lock:
         hit = _cache.get(key)
         if hit is not None and hit[0] is fn:
@@ -192,7 +222,7 @@ def executable(fn: Function, reason: str = "new function") -> Executable:
                 return hit[1]
         try:
             t0 = time.perf_counter()
-            exe = Executable(fn)
+            exe = Executable(fn, donated)
             count_compile(fn.name)
             if config.LOG_COMPILES:
                 print(f"fusegrad: compiled @{fn.name} ({reason}) in "

@@ -97,11 +97,12 @@ def test_parallel_loops_give_the_same_bits_on_one_and_two_threads(monkeypatch):
     exe = executable(_grad_ir(w1, TensorType(x.shape, "f64")))
     if exe.entry is exe.module.entry:
         pytest.skip("no thread-safe threading layer on this machine")
-    serial = exe.module.entry(exe.dims, x, 1.0)[:-1]
+    slots = exe.pool.slots(exe.pool.take(), [x, 1.0]) if exe.pool else []  # buffer slots
+    serial = exe.module.entry(exe.dims, x, 1.0, *slots)[:-1]
     out = []
     for n in (1, 2):
         numba.set_num_threads(n)
-        out.append(exe.entry(exe.dims, x, 1.0)[:-1])
+        out.append(exe.entry(exe.dims, x, 1.0, *slots)[:-1])
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     for a, b, c in zip(*out, serial):
         assert np.array_equal(a, b) and np.array_equal(a, c)
@@ -118,7 +119,7 @@ def test_log_compiles_says_why(monkeypatch, capsys):
 
 
 def test_internal_failure_dumps_a_reproducer(monkeypatch):
-    def broken(fn):
+    def broken(fn, buffers=None):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(compiled, "generate", broken)
