@@ -140,11 +140,11 @@ def select_jvp(tangents, out, c, a, b):
 @rule("clamp")
 def clamp_jvp(tangents, out, x, lo, hi):
     tx, tlo, thi = tangents
-    inside = (x >= lo) & (x <= hi)
+    above = (x > hi) | (lo > hi)  # out = min(max(x, lo), hi): hi also wins when lo > hi
     return _sum(
-        None if tx is None else ops.select(inside, tx, 0),
-        None if tlo is None else ops.select(x < lo, tlo, 0),
-        None if thi is None else ops.select(x > hi, thi, 0),
+        None if tx is None else ops.select(above | (x < lo), 0, tx),
+        None if tlo is None else ops.select(above | (x >= lo), 0, tlo),
+        None if thi is None else ops.select(above, thi, 0),
     )
 
 

@@ -156,9 +156,11 @@ def select_vjp(g, out, c, a, b):
 
 @rule("clamp")
 def clamp_vjp(g, out, x, lo, hi):
+    # out = min(max(x, lo), hi): hi wins wherever max(x, lo) > hi, also when lo > hi.
     z = zeros_like(g)
-    inside = (x >= lo) & (x <= hi)
-    return ops.select(inside, g, z), ops.select(x < lo, g, z), ops.select(x > hi, g, z)
+    above = (x > hi) | (lo > hi)
+    return (ops.select(above | (x < lo), z, g), ops.select(above | (x >= lo), z, g),
+            ops.select(above, g, z))
 
 
 @rule("convert")
