@@ -95,9 +95,9 @@ def pow_jvp(tangents, out, x, y):
         y_safe = ops.select(y_zero, 1, y)
         dx = tx * ops.select(y_zero, 0, y_safe * x ** (y_safe - 1))
     if ty is not None:
-        x_zero = x == 0
-        x_safe = ops.select(x_zero, 1, x)
-        dy = ty * ops.select(x_zero & (y >= 0), 0, out * ops.log(x_safe))
+        x_zero_pos = (x == 0) & (y >= 0)
+        x_safe = ops.select(x_zero_pos, 1, x)
+        dy = ty * ops.select(x_zero_pos, 0, out * ops.log(x_safe))
     return _sum(dx, dy)
 
 
