@@ -195,11 +195,14 @@ def _batch(p: Program):
         if valid(q):
             other = q.inputs()
             break
-    axes = [0 if rng.random() < 0.7 else None for _ in xs]
+    # the batch axis of each input: None (unbatched), mostly 0, sometimes another axis
+    axes = [None if rng.random() < 0.3 else 0 if rng.random() < 0.6
+            else int(rng.integers(np.ndim(x) + 1)) for x in xs]
     if all(a is None for a in axes):
         axes[0] = 0
-    batched = [np.stack([x, y]) if a == 0 else x for x, y, a in zip(xs, other, axes)]
-    examples = [[x if a is None else b[e] for x, b, a in zip(xs, batched, axes)] for e in (0, 1)]
+    batched = [x if a is None else np.stack([x, y], axis=a) for x, y, a in zip(xs, other, axes)]
+    examples = [[x if a is None else np.take(b, e, axis=a) for x, b, a in zip(xs, batched, axes)]
+                for e in (0, 1)]
     return tuple(axes), batched, examples
 
 

@@ -34,8 +34,8 @@ MARGIN = 0.05
 MAX_MAGNITUDE = 50.0
 #: Ops the generator does not draw: constants and region ops other than the control
 #: flow covered by dedicated templates (cond, fori_loop -> scan).
-SKIPPED = frozenset({"constant", "custom_vjp_call", "fused", "cond", "while_loop", "scan",
-                     "while_grad", "checkpoint", "while_grad_vjp"})
+SKIPPED = frozenset({"constant", "custom_vjp_call", "fused", "while_grad", "checkpoint",
+                     "while_grad_vjp"})
 
 
 @dataclass(frozen=True)
@@ -609,9 +609,40 @@ def _fori(name, rng, vals, kinds, dt):
                        f"ops.mul({{1}}, ops.convert(i, dtype={dt!r}))), {{0}})", (i, j))
 
 
+@template("scan")
+def _scan(name, rng, vals, kinds, dt):
+    i = _pick(rng, vals, kinds, pred=lambda s: len(s) > 0)
+    if i is None:
+        return None
+    s = np.shape(vals[i])
+    j = _pick(rng, vals, kinds, pred=lambda t: _bcast(s[1:], t) and
+              np.broadcast_shapes(s[1:], t) == s[1:])
+    part = int(rng.integers(2))  # the final carry, or the stacked per-step outputs
+    reverse = bool(rng.random() < 0.3)
+    return Instr(name, "fg.scan(lambda c, x: (ops.add(ops.mul(ops.tanh(c), 0.5), ops.sin(x)), "
+                       "ops.mul(c, x)), ops.add(ops.mul(ops.reduce_sum({0}, axes=(0,)), 0.1), "
+                       f"{{1}}), {{0}}, reverse={reverse})[{part}]", (i, j))
+
+
+@template("while_loop")
+def _while(name, rng, vals, kinds, dt):
+    i = _pick(rng, vals, kinds)
+    if i is None:
+        return None
+    s = np.shape(vals[i])
+    j = _pick(rng, vals, kinds, pred=lambda t: _bcast(s, t) and np.broadcast_shapes(s, t) == s)
+    axes = tuple(range(len(s)))
+    # a traced trip count (the number of positive entries, at most 3): a while_loop
+    trips = f"ops.minimum(ops.reduce_sum(ops.convert(ops.gt({{0}}, 0.0), dtype='i64'), " \
+            f"axes={axes}), 3)"
+    return Instr(name, f"fg.fori_loop(0, {trips}, lambda i, c: ops.add(ops.mul(ops.sin(c), "
+                       f"0.5), {{1}}), {{0}})", (i, j),
+                 "np.abs({0}).min(initial=1.0) > M")
+
+
 def covered_ops() -> set[str]:
     """Op-table entries the templates draw (``fori_loop`` stands for ``scan``)."""
-    return {n for n in TEMPLATES if n in OPS} | {"scan"}
+    return {n for n in TEMPLATES if n in OPS}
 
 
 # --- the generator --------------------------------------------------------------------
