@@ -54,11 +54,15 @@ def failure_message(seed: int, compiled: bool) -> str | None:
             f"\n\noriginal program:\n{p.source()}")
 
 
-def run(seeds, compiled_every: int = 0, do_shrink: bool = True, out=None) -> Report:
-    """Run every check on the programs of ``seeds``; compile every ``compiled_every``-th."""
+def run(seeds, compiled_every: int = 0, do_shrink: bool = True, out=None,
+        seconds: float | None = None) -> Report:
+    """Run every check on the programs of ``seeds``; compile every ``compiled_every``-th;
+    stop early once ``seconds`` have passed."""
     rep = Report()
     t0 = time.perf_counter()
     for n, seed in enumerate(seeds):
+        if seconds is not None and time.perf_counter() - t0 > seconds:
+            break
         p = generate(seed)
         compiled = bool(compiled_every) and n % compiled_every == 0
         rep.programs += 1
@@ -84,8 +88,10 @@ def main(argv=None) -> int:
     ap.add_argument("--compiled-every", type=int, default=0, metavar="K",
                     help="also compile every K-th program (0: none)")
     ap.add_argument("--no-shrink", action="store_true", help="report failures unshrunk")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="stop starting new programs after this many seconds")
     args = ap.parse_args(argv)
     rep = run(range(args.start, args.start + args.n), args.compiled_every,
-              not args.no_shrink, out=sys.stderr)
+              not args.no_shrink, out=sys.stderr, seconds=args.seconds)
     print(rep.summary())
     return 1 if rep.failed else 0
