@@ -314,5 +314,6 @@ _implements(np.transpose)(lambda a, axes=None: transpose(a, axes))
 _implements(np.squeeze)(lambda a, axis=None: squeeze(a, axis))
 _implements(np.broadcast_to)(lambda array, shape, subok=False: broadcast_to(array, shape))
 
+from . import _np_linalg as linalg  # noqa: E402, F401  (fusegrad.numpy.linalg.norm)
 from ._np_contract import *  # noqa: E402, F403  (dot, tensordot, einsum, outer)
 from ._np_shape import *  # noqa: E402, F403  (shape ops, take, creation)

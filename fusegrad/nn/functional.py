@@ -83,7 +83,8 @@ def logsumexp(x, axis=None, keepdims: bool = False):
     x = _f(x)
     m = _stable_max(x, axis)
     s = A.sum(ops.exp(x - m), axis, keepdims=True)
-    out = ops.log(s) + m
+    empty = s == 0  # every input -inf: log(0) would send 0 * inf = NaN into the gradient
+    out = ops.select(empty, -np.inf, ops.log(ops.select(empty, 1, s)) + m)
     if keepdims:
         return out
     return A.reshape(out, tuple(d for i, d in enumerate(A.shape(x))

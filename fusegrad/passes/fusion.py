@@ -91,9 +91,17 @@ class _Groups:
             self.deps[root] |= self.deps[g]
         return root
 
-    def depends_on(self, deps: set[int], g: int) -> bool:
-        g = self.find(g)
-        return any(self.find(d) == g for d in deps)
+    def closure(self, start) -> set[int]:
+        """Every group reachable from ``start`` through the groups' current dependencies
+        (recorded reach sets predate later merges, so they are expanded here)."""
+        seen: set[int] = set()
+        stack = [self.find(s) for s in start]
+        while stack:
+            d = stack.pop()
+            if d not in seen:
+                seen.add(d)
+                stack.extend(self.find(x) for x in self.deps[d])
+        return seen
 
 
 def _partition(fn: Function) -> dict[Op, int]:
@@ -126,11 +134,13 @@ def _partition(fn: Function) -> dict[Op, int]:
             for r in op.results:
                 reach[r] = out_reach
             continue
+        # groups the operands depend on through ops outside them: joining one would
+        # close a cycle (it feeds a boundary op whose result reaches this op)
+        outputs = [g for g in map(group_output, op.operands) if g is not None]
+        upstream = groups.closure(operand_reach.union(*(groups.deps[g] for g in outputs)))
         candidates = []
-        for u in op.operands:
-            g = group_output(u)
-            if (g is not None and groups.space[g] == space and g not in candidates
-                    and not groups.depends_on(operand_reach, g)):
+        for g in outputs:
+            if groups.space[g] == space and g not in candidates and g not in upstream:
                 candidates.append(g)
         g = groups.union(candidates) if candidates else groups.new(space)
         member[op] = g

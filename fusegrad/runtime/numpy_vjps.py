@@ -29,6 +29,14 @@ def numpy_unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
     return g.reshape(shape)
 
 
+def _masked(g, r):
+    """``vjp_rules._masked``: 0 where ``g`` is 0 and ``r`` is NaN (checked only when some
+    entry is NaN, which keeps the common case as cheap as before)."""
+    if np.isnan(r).any():
+        return np.where((g == 0) & np.isnan(r), np.zeros((), r.dtype), r)
+    return r
+
+
 def _add(g, out, args, mask, types, kwargs):
     return g if mask[0] else None, g if mask[1] else None
 
@@ -43,8 +51,8 @@ def _mul(g, out, args, mask, types, kwargs):
 
 
 def _div(g, out, args, mask, types, kwargs):
-    gx = g / args[1]
-    return gx if mask[0] else None, -gx * out if mask[1] else None
+    gx = _masked(g, g / args[1])
+    return gx if mask[0] else None, _masked(g, -gx * out) if mask[1] else None
 
 
 def _pow(g, out, args, mask, types, kwargs):
@@ -53,7 +61,7 @@ def _pow(g, out, args, mask, types, kwargs):
     x, y = args
     y_zero = y == 0
     y_safe = np.where(y_zero, 1, y).astype(x.dtype)
-    return g * np.where(y_zero, 0, y_safe * x ** (y_safe - 1)).astype(x.dtype), None
+    return _masked(g, g * np.where(y_zero, 0, y_safe * x ** (y_safe - 1)).astype(x.dtype)), None
 
 
 def _prod(shape) -> int:
@@ -109,11 +117,11 @@ NUMPY_VJPS = {
     "pow": _pow,
     "neg": lambda g, out, args, mask, types, kwargs: (np.negative(g),),
     "exp": lambda g, out, args, mask, types, kwargs: (g * out,),
-    "log": lambda g, out, args, mask, types, kwargs: (g / args[0],),
+    "log": lambda g, out, args, mask, types, kwargs: (_masked(g, g / args[0]),),
     "sin": lambda g, out, args, mask, types, kwargs: (g * bigmath.call("cos", args[0]),),
     "cos": lambda g, out, args, mask, types, kwargs: (-g * bigmath.call("sin", args[0]),),
     "tanh": lambda g, out, args, mask, types, kwargs: (g * (1 - out * out),),
-    "sqrt": lambda g, out, args, mask, types, kwargs: (g * 0.5 / out,),
+    "sqrt": lambda g, out, args, mask, types, kwargs: (_masked(g, g * 0.5 / out),),
     "logistic": lambda g, out, args, mask, types, kwargs: (g * out * (1 - out),),
     "reduce_sum": _reduce_sum,
     "matmul": _matmul,

@@ -156,7 +156,9 @@ def _stable_max(x, dims):
 
 def _logsumexp(x, dims, keepdim):
     m = _stable_max(x, dims)
-    out = ops.log(A.sum(ops.exp(x - m), dims, keepdims=True)) + m
+    s = A.sum(ops.exp(x - m), dims, keepdims=True)
+    empty = s == 0  # every input -inf: the result is -inf and the gradient 0, not NaN
+    out = ops.select(empty, -math.inf, ops.log(ops.select(empty, 1, s)) + m)
     if keepdim:
         return out
     axes = A.norm_axes(dims, len(x.shape))

@@ -95,9 +95,9 @@ def pow_jvp(tangents, out, x, y):
         y_safe = ops.select(y_zero, 1, y)
         dx = tx * ops.select(y_zero, 0, y_safe * x ** (y_safe - 1))
     if ty is not None:
-        x_zero = x == 0
-        x_safe = ops.select(x_zero, 1, x)
-        dy = ty * ops.select(x_zero & (y >= 0), 0, out * ops.log(x_safe))
+        x_zero_pos = (x == 0) & (y >= 0)
+        x_safe = ops.select(x_zero_pos, 1, x)
+        dy = ty * ops.select(x_zero_pos, 0, out * ops.log(x_safe))
     return _sum(dx, dy)
 
 
@@ -140,11 +140,11 @@ def select_jvp(tangents, out, c, a, b):
 @rule("clamp")
 def clamp_jvp(tangents, out, x, lo, hi):
     tx, tlo, thi = tangents
-    inside = (x >= lo) & (x <= hi)
+    above = (x > hi) | (lo > hi)  # out = min(max(x, lo), hi): hi also wins when lo > hi
     return _sum(
-        None if tx is None else ops.select(inside, tx, 0),
-        None if tlo is None else ops.select(x < lo, tlo, 0),
-        None if thi is None else ops.select(x > hi, thi, 0),
+        None if tx is None else ops.select(above | (x < lo), 0, tx),
+        None if tlo is None else ops.select(above | (x >= lo), 0, tlo),
+        None if thi is None else ops.select(above, thi, 0),
     )
 
 

@@ -98,8 +98,8 @@ def mul_vjp(g, out, x, y):
 
 @rule("div")
 def div_vjp(g, out, x, y):
-    gx = g / y
-    return gx, -gx * out
+    gx = _masked(g, g / y)
+    return gx, _masked(g, -gx * out)
 
 
 @rule("neg")
@@ -113,12 +113,24 @@ def pow_vjp(g, out, x, y):
     # the unselected branch finite so second derivatives do not pick up 0 * inf.
     y_zero = y == 0
     y_safe = ops.select(y_zero, 1, y)
-    gx = g * ops.select(y_zero, 0, y_safe * x ** (y_safe - 1))
-    # d/dy = out * log(x), defined as 0 at x == 0 for y >= 0 (PyTorch's convention).
-    x_zero = x == 0
-    x_safe = ops.select(x_zero, 1, x)
-    gy = g * ops.select(x_zero & (y >= 0), 0, out * ops.log(x_safe))
+    gx = _masked(g, g * ops.select(y_zero, 0, y_safe * x ** (y_safe - 1)))
+    # d/dy = out * log(x), defined as 0 at x == 0 for y >= 0 (PyTorch's convention); for
+    # y < 0 it is inf * log(0) = -inf, as in PyTorch.
+    x_zero_pos = (x == 0) & (y >= 0)
+    x_safe = ops.select(x_zero_pos, 1, x)
+    gy = _masked(g, g * ops.select(x_zero_pos, 0, out * ops.log(x_safe)))
     return gx, gy
+
+
+def _masked(g, r):
+    """The cotangent ``r`` computed from ``g``, but 0 where ``g`` is 0 and ``r`` is NaN.
+
+    A zero cotangent carries no gradient even through an infinite or undefined partial
+    derivative: ``where(x > 0, sqrt(x), 0)`` at 0 sends a zero cotangent into ``sqrt``,
+    whose rule would give ``0 * inf = NaN`` (the unselected-branch NaN of JAX and
+    PyTorch). Wherever ``r`` is not NaN this is ``r`` itself, at every order.
+    """
+    return ops.select(ops.logical_and(g == 0, ops.isnan(r)), 0, r)
 
 
 def _split_ties(g, x_wins, tie):
@@ -145,7 +157,7 @@ def remainder_vjp(g, out, x, y):
 @rule("atan2")
 def atan2_vjp(g, out, a, b):
     r = g / (a * a + b * b)
-    return r * b, -r * a
+    return _masked(g, r * b), _masked(g, -r * a)
 
 
 @rule("select")
@@ -156,9 +168,11 @@ def select_vjp(g, out, c, a, b):
 
 @rule("clamp")
 def clamp_vjp(g, out, x, lo, hi):
+    # out = min(max(x, lo), hi): hi wins wherever max(x, lo) > hi, also when lo > hi.
     z = zeros_like(g)
-    inside = (x >= lo) & (x <= hi)
-    return ops.select(inside, g, z), ops.select(x < lo, g, z), ops.select(x > hi, g, z)
+    above = (x > hi) | (lo > hi)
+    return (ops.select(above | (x < lo), z, g), ops.select(above | (x >= lo), z, g),
+            ops.select(above, g, z))
 
 
 @rule("convert")
@@ -176,12 +190,12 @@ def exp_vjp(g, out, x):
 
 @rule("log")
 def log_vjp(g, out, x):
-    return (g / x,)
+    return (_masked(g, g / x),)
 
 
 @rule("log1p")
 def log1p_vjp(g, out, x):
-    return (g / (1 + x),)
+    return (_masked(g, g / (1 + x)),)
 
 
 @rule("expm1")
@@ -206,12 +220,12 @@ def tan_vjp(g, out, x):
 
 @rule("arcsin")
 def arcsin_vjp(g, out, x):
-    return (g / ops.sqrt(1 - x * x),)
+    return (_masked(g, g / ops.sqrt(1 - x * x)),)
 
 
 @rule("arccos")
 def arccos_vjp(g, out, x):
-    return (-g / ops.sqrt(1 - x * x),)
+    return (_masked(g, -g / ops.sqrt(1 - x * x)),)
 
 
 @rule("arctan")
@@ -241,22 +255,22 @@ def arcsinh_vjp(g, out, x):
 
 @rule("arccosh")
 def arccosh_vjp(g, out, x):
-    return (g / (ops.sqrt(x - 1) * ops.sqrt(x + 1)),)
+    return (_masked(g, g / (ops.sqrt(x - 1) * ops.sqrt(x + 1))),)
 
 
 @rule("arctanh")
 def arctanh_vjp(g, out, x):
-    return (g / (1 - x * x),)
+    return (_masked(g, g / (1 - x * x)),)
 
 
 @rule("sqrt")
 def sqrt_vjp(g, out, x):
-    return (g * 0.5 / out,)
+    return (_masked(g, g * 0.5 / out),)
 
 
 @rule("cbrt")
 def cbrt_vjp(g, out, x):
-    return (g / (3 * out * out),)
+    return (_masked(g, g / (3 * out * out)),)
 
 
 @rule("erf")
