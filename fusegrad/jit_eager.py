@@ -44,9 +44,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import config
-from .api import GradError, _leaf, _Plan, _reason, _split_static, _static_indices, vjp_pass
 from .ir.bind import aval
+from .jit_api import _split_static, _static_indices
 from .jit_state import OBJECTS, Env, Snapshot, env_key, hashable, referenced, store
+from .plan import GradError, _leaf, _Plan, _reason, vjp_pass
 from .runtime import capture, run
 from .runtime import tensor_base as TB
 from .runtime.compiled import executable

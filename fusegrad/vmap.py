@@ -15,10 +15,11 @@ import functools
 import threading
 from collections.abc import Callable
 
-from .api import _keywords_last, _leaf, _Plan, _reason, _signature
 from .ir.bind import aval
 from .ir.types import TensorType
+from .jit_api import _keywords_last
 from .passes.batching import BatchingError, batch
+from .plan import _leaf, _Plan, _reason, _signature
 from .runtime import Tensor
 from .runtime.grad_mode import is_grad_enabled
 from .tracer import trace_pytree

@@ -17,7 +17,8 @@ from __future__ import annotations
 from ..ir import Function, Op
 from ..ir.control_ops import floats
 from ..ir.printer import value_names
-from .emit import _comment, _driver_lines, _Kernel, _py_names, _Writer, literal, np_dtype
+from .driver import _driver_lines
+from .emit import _comment, _Kernel, _py_names, _Writer, literal, np_dtype
 
 #: control ops lowered here (``checkpoint`` is inlined by passes.fusion.prepare)
 LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad", "while_grad_vjp"})
