@@ -21,9 +21,12 @@ def _here(marker: str, fn) -> str:
     return f"{inspect.getsourcefile(fn)}:{start + k}"
 
 
-def sqrt_times_zero(x):
-    y = x.sqrt()  # the anomaly
-    return (y * 0.0).sum()
+def sqrt_of_zero_times(x):
+    # sqrt'(0) = inf flows back into the multiply: inf * 0.0 is nan. (A zero cotangent
+    # times an infinite derivative is 0 by fusegrad's convention, docs/special_points.md,
+    # so the nan has to come from an infinite cotangent times a zero factor.)
+    y = x * 0.0  # the anomaly
+    return y.sqrt().sum()
 
 
 def test_flags_and_restoring():
@@ -48,12 +51,12 @@ def test_flags_and_restoring():
 def test_backward_nan_names_node_and_forward_line():
     x = fg.tensor([0.0, 1.0], requires_grad=True)
     with autograd.detect_anomaly():
-        loss = sqrt_times_zero(x)
+        loss = sqrt_of_zero_times(x)
         with pytest.raises(RuntimeError) as info:
             loss.backward()
     msg = str(info.value)
-    assert msg.startswith("Function 'SqrtBackward0' returned nan values in its 0th output.")
-    assert f"{_here('the anomaly', sqrt_times_zero)}: y = x.sqrt()" in msg
+    assert msg.startswith("Function 'MulBackward0' returned nan values in its 0th output.")
+    assert f"{_here('the anomaly', sqrt_of_zero_times)}: y = x * 0.0" in msg
     assert "Traceback of the forward call" in msg
     assert "test_backward_nan_names_node_and_forward_line" in msg  # the caller's frame too
 
@@ -64,20 +67,19 @@ def test_message_matches_pytorch():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with torch.autograd.detect_anomaly(), pytest.raises(RuntimeError) as tinfo:
-            (xt.sqrt() * 0.0).sum().backward()
+            (xt * 0.0).sqrt().sum().backward()
     x = fg.tensor([0.0, 1.0], requires_grad=True)
     with autograd.detect_anomaly(), pytest.raises(RuntimeError) as info:
-        (x.sqrt() * 0.0).sum().backward()
+        (x * 0.0).sqrt().sum().backward()
     first = str(tinfo.value).split(".")[0]
-    assert first == "Function 'SqrtBackward0' returned nan values in its 0th output"
+    assert first == "Function 'MulBackward0' returned nan values in its 0th output"
     assert str(info.value).startswith(first + ".")
 
 
 def test_off_nan_flows_as_pytorch():
     x = fg.tensor([0.0, 1.0], requires_grad=True)
-    sqrt_times_zero(x).backward()
-    g = x.grad.numpy()
-    assert np.isnan(g[0]) and g[1] == 0.0
+    sqrt_of_zero_times(x).backward()
+    assert np.isnan(x.grad.numpy()).all()
 
 
 def test_infinite_gradient_is_not_an_anomaly():
@@ -103,14 +105,14 @@ def test_forward_nan_warns_and_masked_branch_still_differentiates():
 def test_generic_record_path_view_input():
     x = fg.tensor([1.0, 0.0, 4.0], requires_grad=True)
     with autograd.detect_anomaly():
-        y = x[1:].sqrt()  # a view: not the fast path
-        with pytest.raises(RuntimeError, match=r"SqrtBackward0.*y = x\[1:\]\.sqrt\(\)"):
-            (y * 0.0).sum().backward()
+        y = x[1:] * 0.0  # a view: not the fast path
+        with pytest.raises(RuntimeError, match=r"MulBackward0.*y = x\[1:\] \* 0\.0"):
+            y.sqrt().sum().backward()
 
 
 def test_graph_recorded_before_enabling_says_so():
     x = fg.tensor([0.0], requires_grad=True)
-    loss = sqrt_times_zero(x)
+    loss = sqrt_of_zero_times(x)
     with autograd.detect_anomaly(), pytest.raises(
             RuntimeError, match="made while anomaly detection was off"):
         loss.backward()
@@ -119,13 +121,13 @@ def test_graph_recorded_before_enabling_says_so():
 def test_check_nan_false_keeps_tracebacks_only():
     x = fg.tensor([0.0], requires_grad=True)
     with autograd.detect_anomaly(check_nan=False):
-        loss = sqrt_times_zero(x)
+        loss = sqrt_of_zero_times(x)
         loss.backward()
     assert np.isnan(x.grad.numpy()[0])
-    sqrt_node = loss.grad_fn.next_functions[0][0].next_functions[0][0]
-    assert sqrt_node.name() == "SqrtBackward0"
-    tb = "".join(traceback.format_list(sqrt_node.metadata["traceback_"]))
-    assert "y = x.sqrt()" in tb
+    mul_node = loss.grad_fn.next_functions[0][0].next_functions[0][0]
+    assert mul_node.name() == "MulBackward0"
+    tb = "".join(traceback.format_list(mul_node.metadata["traceback_"]))
+    assert "y = x * 0.0" in tb
 
 
 class NanBackward(fg.autograd.Function):
@@ -172,10 +174,10 @@ def test_exception_in_backward_gets_forward_location():
 def test_create_graph_gradients_checked():
     x = fg.tensor([0.0, 1.0], requires_grad=True)
     with autograd.detect_anomaly():
-        loss = sqrt_times_zero(x)
+        loss = sqrt_of_zero_times(x)
         # the double-backward graph is recorded too: its nan forward warns first
-        with pytest.raises(RuntimeError, match="SqrtBackward0"), pytest.warns(
-                RuntimeWarning, match="DivBackward0 produced nan"):
+        with pytest.raises(RuntimeError, match="MulBackward0"), pytest.warns(
+                RuntimeWarning, match="MulBackward0 produced nan"):
             autograd.grad(loss, x, create_graph=True)
 
 
@@ -183,8 +185,8 @@ def test_decorator_form():
     @autograd.detect_anomaly()
     def step(x):
         assert autograd.is_anomaly_enabled()
-        sqrt_times_zero(x).backward()
+        sqrt_of_zero_times(x).backward()
 
-    with pytest.raises(RuntimeError, match="SqrtBackward0"):
+    with pytest.raises(RuntimeError, match="MulBackward0"):
         step(fg.tensor([0.0], requires_grad=True))
     assert not autograd.is_anomaly_enabled()
