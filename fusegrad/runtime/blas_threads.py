@@ -5,6 +5,7 @@ in SciPy's wheels). OpenBLAS splits one product over its worker threads, which t
 spin and wait for the next one. A loop body (``scan``, ``while_loop``) makes many small
 products back to back: on a loaded machine a single descheduled worker stalls every
 one of them, and a call that takes milliseconds sometimes takes hundreds. Such calls
+(unless one of those products is large: ``config.LOOP_BLAS_SERIAL_MAX`` multiply-adds)
 therefore run with BLAS limited to one thread, restored afterwards. The setting is
 process-wide (OpenBLAS's pthreads builds have no per-thread count): while any such call
 runs, every BLAS product of the process is single-threaded; the count in force before
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import os
 import threading
 from contextlib import contextmanager
@@ -125,12 +127,22 @@ def serial():
                 b.set_global(_saved)
 
 
-def matmul_in_loop(fn: Function, in_loop: bool = False) -> bool:
-    """Whether ``fn`` has a matrix product inside the body of a loop (at any depth)."""
+def loop_products(fn: Function, in_loop: bool = False) -> list[int]:
+    """The multiply-add counts of the matrix products inside loop bodies of ``fn``
+    (at any depth), one per product written in the code (not per iteration)."""
+    sizes = []
     for op in fn.ops:
         if op.name == "matmul" and in_loop:
-            return True
+            a, out = op.operands[0].type, op.results[0].type
+            sizes.append(math.prod(out.shape) * (a.shape[-1] if a.shape else 1))
         loop = in_loop or op.name in LOOPS
-        if any(matmul_in_loop(r, loop) for r in op.regions):
-            return True
-    return False
+        for r in op.regions:
+            sizes += loop_products(r, loop)
+    return sizes
+
+
+def wanted(fn: Function, limit: int) -> bool:
+    """Whether calls of ``fn`` (fused) should run BLAS on one thread: it has products in
+    loop bodies, none of more than ``limit`` multiply-adds, and an OpenBLAS is found."""
+    sizes = loop_products(fn)
+    return bool(sizes) and max(sizes) <= limit and blas() is not None

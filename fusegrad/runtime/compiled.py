@@ -77,8 +77,7 @@ class Executable:
         self.rare = hasattr(self.module, "entry_exact")
         self.warm = False
         # products in loop bodies: one BLAS thread (see runtime/blas_threads.py)
-        self.serial_blas = blas_threads.matmul_in_loop(self.fused) and (
-            blas_threads.blas() is not None)
+        self.serial_blas = blas_threads.wanted(self.fused, config.LOOP_BLAS_SERIAL_MAX)
 
     def _entry(self, conv):
         """Run the fast entry; if it flags rare inputs, the exact one. The first call

@@ -114,8 +114,26 @@ def test_products_in_loop_bodies_are_detected(f):
     jitted = fg.jit(f)
     jitted(w, xs)
     exe = _exe(jitted)
-    assert blas_threads.matmul_in_loop(exe.fused) == (f in IN_LOOPS)
+    assert bool(blas_threads.loop_products(exe.fused)) == (f in IN_LOOPS)
     assert exe.serial_blas == (f in IN_LOOPS and BLAS is not None)
+
+
+def test_loop_product_sizes_are_multiply_adds():
+    xs, w = _data()
+    jitted = fg.jit(_scan_of_products)
+    jitted(w, xs)
+    assert blas_threads.loop_products(_exe(jitted).fused) == [16 * 8 * 8]
+
+
+@needs_blas
+@pytest.mark.parametrize(("limit", "serial"), [(0, False), (16 * 8 * 8 - 1, False),
+                                              (16 * 8 * 8, True)])
+def test_large_loop_products_keep_the_blas_threads(monkeypatch, limit, serial):
+    monkeypatch.setattr(config, "LOOP_BLAS_SERIAL_MAX", limit)
+    xs, w = _data(3)
+    jitted = fg.jit(_scan_of_products)
+    jitted(w, xs)
+    assert _exe(jitted).serial_blas == serial
 
 
 @needs_blas
