@@ -32,7 +32,7 @@ from ..ir.printer import print_function
 from ..ir.stats import count_compile
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
-from . import debug_nans
+from . import blas_threads, debug_nans
 from .buffer_pool import BufferPool
 from .interpreter import run
 
@@ -50,7 +50,7 @@ class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
     __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "pool", "rare",
-                 "source", "warm")
+                 "serial_blas", "source", "warm")
 
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset()):
         self.fn = fn
@@ -76,6 +76,8 @@ class Executable:
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
         self.warm = False
+        # products in loop bodies: one BLAS thread (see runtime/blas_threads.py)
+        self.serial_blas = blas_threads.wanted(self.fused, config.LOOP_BLAS_SERIAL_MAX)
 
     def _entry(self, conv):
         """Run the fast entry; if it flags rare inputs, the exact one. The first call
@@ -89,6 +91,12 @@ class Executable:
         return self._run(conv)
 
     def _run(self, conv):
+        if self.serial_blas:
+            with blas_threads.serial():
+                return self._call(conv)
+        return self._call(conv)
+
+    def _call(self, conv):
         if not self.warm:
             with cg_compile.key_lock(cg_compile.module_key(self.source)):
                 out = self.entry(self.dims, *conv)
