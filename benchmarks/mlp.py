@@ -96,31 +96,11 @@ def fusegrad_impl(params, x, y):
     return make
 
 
-def fusegrad_jit_impl(params, x, y):
-    """The whole step (value_and_grad and update) as one ``fg.jit`` function."""
-    def make():
-        import fusegrad as fg
-
-        vg = fg.value_and_grad(fusegrad_loss)
-
-        @fg.jit
-        def train_step(p, x, y):
-            loss, grads = vg(p, x, y)
-            return loss, grads, tuple(w - LR * g for w, g in zip(p, grads))
-
-        state = [tuple(_copy(params))]
-
-        def step():
-            loss, grads, state[0] = train_step(state[0], x, y)
-            return loss, grads
-        return step
-    return make
-
-
-def fusegrad_jit_donated_impl(params, x, y):
-    """As ``fusegrad_jit_impl``, with the parameters donated: the new parameters are
-    written over the old ones (``fg.jit(..., donate_argnums=0)``), as JAX would with
-    ``donate_argnums``; only the loss and the gradients are fresh arrays."""
+def fusegrad_jit_impl(params, x, y, donate: bool = False):
+    """The whole step (value_and_grad and update) as one ``fg.jit`` function. With
+    ``donate``, the parameters are donated: the new parameters are written over the old
+    ones (``fg.jit(..., donate_argnums=0)``), as JAX would with ``donate_argnums``; only
+    the loss and the gradients are fresh arrays."""
     def make():
         import fusegrad as fg
 
@@ -130,7 +110,7 @@ def fusegrad_jit_donated_impl(params, x, y):
             loss, grads = vg(p, x, y)
             return loss, grads, tuple(w - LR * g for w, g in zip(p, grads))
 
-        step_fn = fg.jit(train_step, donate_argnums=0)
+        step_fn = fg.jit(train_step, donate_argnums=0 if donate else ())
         state = [tuple(_copy(params))]
 
         def step():
@@ -202,7 +182,7 @@ def cases(quick: bool, threads: str) -> list[Case]:
     impls = {
         "fusegrad": fusegrad_impl(params, x, y),
         "fusegrad jit step": fusegrad_jit_impl(params, x, y),
-        "fusegrad jit step donated": fusegrad_jit_donated_impl(params, x, y),
+        "fusegrad jit step donated": fusegrad_jit_impl(params, x, y, donate=True),
         "numpy": numpy_impl(params, x, y),
         "jax.jit": jax_impl(params, x, y),
         "torch eager": torch_impl(params, x, y),

@@ -13,9 +13,19 @@ import pytest
 
 os.environ.setdefault("FUSEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="fusegrad-test-cache-"))
 
+import fusegrad as fg
 from fusegrad import config
 
 
 @pytest.fixture(autouse=True)
 def _executor(request, monkeypatch):
     monkeypatch.setattr(config, "DISABLE_JIT", request.node.get_closest_marker("compiled") is None)
+
+
+@pytest.fixture
+def default_float64():
+    """Eager Tensors default to float64 for the test (``pytest.mark.usefixtures``)."""
+    old = fg.get_default_dtype()
+    fg.set_default_dtype(fg.float64)
+    yield
+    fg.set_default_dtype(old)

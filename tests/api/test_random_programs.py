@@ -24,7 +24,7 @@ import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.nn import functional as F
-from tests.helpers import FD_STEP, assert_close
+from tests.helpers import FD_STEP, assert_close, numeric_grads
 
 SHAPES = [(3, 4), (3, 1), (1, 4), ()]
 #: Distance an input of ``abs`` or the operands of ``maximum`` / ``max`` keep from a kink.
@@ -227,24 +227,6 @@ def programs(draw):
     used = {j for ins in instrs for j in ins.args}
     sinks = tuple(k for k in range(n_inputs, len(vals)) if k not in used)
     return Program(n_inputs, tuple(instrs), sinks), inputs
-
-
-def numeric_grads(f, inputs, step: float = FD_STEP) -> list[np.ndarray]:
-    """d f / d inputs[k] per element, by the 4-point central stencil."""
-    h = step * max(1.0, *(float(np.abs(x).max(initial=0.0)) for x in inputs))
-    grads = []
-    for k, x in enumerate(inputs):
-        g = np.zeros(np.shape(x))
-        for idx in np.ndindex(g.shape):
-
-            def at(t, k=k, idx=idx):
-                moved = [np.array(a, dtype=np.float64, copy=True) for a in inputs]
-                moved[k][idx] += t
-                return float(f(*moved))
-
-            g[idx] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h)
-        grads.append(g)
-    return grads
 
 
 def describe(program: Program, inputs) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 import fusegrad as fg
 from fusegrad import config
-from tests.helpers import FD_STEP, assert_close
+from tests.helpers import FD_STEP, assert_close, numeric_grads
 
 from .gen import Program, valid
 
@@ -65,24 +65,6 @@ def _directional(fun, xs, vs):
     return (8 * (p1 - m1) - (p2 - m2)) / (12 * h)
 
 
-def _fd_grads(fun, xs) -> list[np.ndarray]:
-    """Gradient of scalar ``fun`` per input element by the 4-point central stencil."""
-    h = _step(xs)
-    out = []
-    for k, x in enumerate(xs):
-        g = np.zeros(np.shape(x))
-        for idx in np.ndindex(g.shape):
-
-            def at(t, k=k, idx=idx):
-                moved = [np.array(a, dtype=np.float64, copy=True) for a in xs]
-                moved[k][idx] += t
-                return float(fun(*moved))
-
-            g[idx] = (8 * (at(h) - at(-h)) - (at(2 * h) - at(-2 * h))) / (12 * h)
-        out.append(g)
-    return out
-
-
 def _close_all(actual, expected, kind, what):
     for k, (a, e) in enumerate(zip(actual, expected)):
         assert np.asarray(a).dtype == np.asarray(e).dtype or kind == "fd", (
@@ -109,7 +91,7 @@ def check_grad(p: Program) -> None:
     f, _ = p.functions()
     xs = p.inputs()
     grads = fg.grad(f, argnums=_argnums(p))(*xs)
-    _close_all(grads, _fd_grads(p.reference()[0], xs), "fd", "grad")
+    _close_all(grads, numeric_grads(p.reference()[0], xs), "fd", "grad")
 
 
 def check_eager(p: Program) -> None:
@@ -136,7 +118,7 @@ def check_vjp(p: Program) -> None:
     ct = _like(_rng(p, 1), out)
     got = vjp_fn(ct)
     fv_ref = p.reference()[1]
-    _close_all(got, _fd_grads(lambda *a: np.sum(np.asarray(fv_ref(*a)) * ct), xs), "fd", "vjp")
+    _close_all(got, numeric_grads(lambda *a: np.sum(np.asarray(fv_ref(*a)) * ct), xs), "fd", "vjp")
 
 
 def check_jvp(p: Program) -> None:

@@ -18,13 +18,7 @@ import fusegrad as fg
 from fusegrad import nn
 from tests.helpers import FD_STEP, assert_close
 
-
-@pytest.fixture(autouse=True)
-def _float64():
-    old = fg.get_default_dtype()
-    fg.set_default_dtype(fg.float64)
-    yield
-    fg.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("default_float64")
 
 
 def _models(seed: int = 0):

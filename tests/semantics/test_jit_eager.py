@@ -24,12 +24,7 @@ from tests.helpers import assert_close
 STEPS = 22
 
 
-@pytest.fixture(autouse=True)
-def _float64():
-    old = fg.get_default_dtype()
-    fg.set_default_dtype(fg.float64)
-    yield
-    fg.set_default_dtype(old)
+pytestmark = pytest.mark.usefixtures("default_float64")
 
 
 def _mlp(seed: int = 0):
@@ -43,28 +38,24 @@ def _batches(n: int, dtype=np.float64, seed: int = 1):
              fg.tensor(rng.normal(size=(8, 2)).astype(dtype))) for _ in range(n)]
 
 
+def _train_step(model, opt, loss_fn):
+    """The PyTorch-style step every test here runs eagerly and under ``fg.jit``."""
+    def step(x, y):
+        opt.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def _pair(opt_cls, **hyper):
     """(eager step, jitted step, eager model, jitted model, eager opt, jitted opt)."""
     m1 = _mlp()
     m2 = copy.deepcopy(m1)
     o1, o2 = opt_cls(m1.parameters(), **hyper), opt_cls(m2.parameters(), **hyper)
     loss_fn = nn.MSELoss()
-
-    def eager_step(x, y):
-        o1.zero_grad()
-        loss = loss_fn(m1(x), y)
-        loss.backward()
-        o1.step()
-        return loss
-
-    @fg.jit
-    def jit_step(x, y):
-        o2.zero_grad()
-        loss = loss_fn(m2(x), y)
-        loss.backward()
-        o2.step()
-        return loss
-
+    eager_step, jit_step = _train_step(m1, o1, loss_fn), fg.jit(_train_step(m2, o2, loss_fn))
     return eager_step, jit_step, m1, m2, o1, o2
 
 
@@ -334,17 +325,8 @@ def test_buffer_reassigned_in_the_step():
     m1 = _RunningMean()
     m2 = copy.deepcopy(m1)
     o1, o2 = fg.optim.SGD(m1.parameters(), lr=0.1), fg.optim.SGD(m2.parameters(), lr=0.1)
-
-    def make(model, opt):
-        def step(x, y):
-            opt.zero_grad()
-            loss = ((model(x) - y) ** 2).mean()
-            loss.backward()
-            opt.step()
-            return loss
-        return step
-
-    eager_step, jit_step = make(m1, o1), fg.jit(make(m2, o2))
+    loss_fn = nn.MSELoss()
+    eager_step, jit_step = _train_step(m1, o1, loss_fn), fg.jit(_train_step(m2, o2, loss_fn))
     for x, y in _batches(6):
         assert_close(jit_step(x, y).numpy(), eager_step(x, y).detach().numpy(), "exact64")
         assert fg.is_tensor(m2.mean) and isinstance(m2.mean._data, np.ndarray)
