@@ -60,11 +60,16 @@ def _salt() -> str:
 _SALT: str | None = None
 
 
-def module_key(source: str) -> str:
+def salt() -> str:
+    """The hash of the code generator's sources and the versions it depends on."""
     global _SALT
     if _SALT is None:
         _SALT = _salt()
-    return hashlib.sha256((_SALT + source).encode()).hexdigest()[:32]
+    return _SALT
+
+
+def module_key(source: str) -> str:
+    return hashlib.sha256((salt() + source).encode()).hexdigest()[:32]
 
 
 def _directory() -> str:

@@ -14,13 +14,14 @@ where it does not (both give the same, exact, result).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils, config
 from numba.core.codegen import get_host_cpu_features
 from numba.core.extending import intrinsic
+
+from .inline import inline_njit
 
 __all__ = [
     "HAS_FMA",
@@ -55,7 +56,7 @@ HAS_FMA: bool = _target_has_fma()
 #: (Numba-IR inlining): LLVM's own inliner takes small functions like exp into the
 #: calling loop, but leaves composites (softplus, arcsinh, pow) as calls, and a
 #: loop with a call does not vectorise. The price is compile time per caller.
-mathfn = numba.njit(error_model="numpy", inline="always")
+mathfn = inline_njit
 
 
 def _float_width(ty) -> int:

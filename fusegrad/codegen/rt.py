@@ -14,8 +14,10 @@ import numpy as np
 from numba.core import types
 from numba.extending import overload
 
+from .inline import inline_njit
+
 _jit = numba.njit(error_model="numpy", cache=True)
-_inline = numba.njit(error_model="numpy", cache=True, inline="always")
+_inline = inline_njit
 
 
 @_inline
