@@ -141,7 +141,7 @@ def _scan(ctx, args, outs):
     body_lines, res = ctx.region(0, [*c, *(f"{x}[{t}]" for x in xs), *consts], 1)
     out += [f"    for {tag}it in range({n}):", f"        {t} = {index}", *body_lines,
             *_assign(c, res[:nc], 1)]
-    out += [f"        {y}[{t}] = {r}" for y, r in zip(ys, res[nc:])]
+    out += [_put(y, t, r, v.type) for y, r, v in zip(ys, res[nc:], op.results[nc:])]
     return out + _assign(outs, [*c, *ys], 0)
 
 
@@ -165,8 +165,8 @@ def _while_grad(ctx, args, outs):
             *_loop_head(ctx, c, consts)]
     if stacks:
         out.append(f"        if {n} == {stacks[0]}.shape[0]:")
-        out += [f"            {s} = np.concatenate(({s}, np.empty_like({s})))" for s in stacks]
-    out += [f"        {s}[{n}] = {ck}" for s, ck in zip(stacks, c)]
+        out += [f"            {s} = rt.grow({s})" for s in stacks]
+    out += [_put(s, n, ck, p.type, 0) for s, ck, p in zip(stacks, c, cond.params)]
     out += [f"        {n} += 1", *body_lines, *_assign(c, body_res, 1)]
     out += _assign(g, cts, 0)
     for a, t in zip(acc, k_float):
@@ -179,6 +179,14 @@ def _while_grad(ctx, args, outs):
             *_assign(g + acc, adj_res[:len(g)] + [f"{a} + {b}" for a, b in
                                                   zip(acc, adj_res[len(g):])], 1)]
     return out + _assign(outs, [*g, *acc], 0)
+
+
+def _put(stack: str, i: str, value: str, t, lead: int = 1) -> str:
+    """The loop-body line storing ``value`` at ``stack[i]``; ``t`` is the type of the
+    stack (``lead`` = 1) or of one entry (``lead`` = 0). Arrays go through ``rt.put``."""
+    if len(t.shape) > lead:
+        return f"        rt.put({stack}, {i}, {value})"
+    return f"        {stack}[{i}] = {value}"
 
 
 def _zeros(w, name: str, t) -> str:
@@ -219,15 +227,15 @@ def _while_grad_vjp(ctx, args, outs):
             *_loop_head(ctx, c, consts)]
     if stacks:
         out.append(f"        if {n} == {stacks[0]}.shape[0]:")
-        out += [f"            {s} = np.concatenate(({s}, np.empty_like({s})))" for s in stacks]
-    out += [f"        {s}[{n}] = {ck}" for s, ck in zip(stacks, c)]
+        out += [f"            {s} = rt.grow({s})" for s in stacks]
+    out += [_put(s, n, ck, p.type, 0) for s, ck, p in zip(stacks, c, cond.params)]
     out += [f"        {n} += 1", *body_lines, *_assign(c, body_res, 1)]
     saved = [f"{s}[{j}]" for s in stacks]
     adj_lines, adj_res = ctx.region(2, [*saved, *consts, *g], 1)
     out += [*_assign(g, g_in, 0), *(_stack(w, h, n, t) for h, t in zip(gstack, fc)),
             "    # the adjoint loop, pushing the cotangent each step receives",
             f"    for {j} in range({n} - 1, -1, -1):",
-            *(f"        {h}[{j}] = {gk}" for h, gk in zip(gstack, g)), *adj_lines,
+            *(_put(h, j, gk, t, 0) for h, gk, t in zip(gstack, g, fc)), *adj_lines,
             *_assign(g, adj_res[:nfc], 1)]
     av_lines, av_res = ctx.region(3, [*saved, *consts, *(f"{h}[{j}]" for h in gstack), *ug,
                                       *u_acc], 1)
@@ -235,7 +243,7 @@ def _while_grad_vjp(ctx, args, outs):
             *(_stack(w, u, n, t) for u, t in zip(ustack, fc)),
             "    # the adjoint loop reversed (forward order), through the adjoint's VJP",
             f"    for {j} in range({n}):", *av_lines,
-            *(f"        {u}[{j}] = {r}" for u, r in zip(ustack, av_res[:nfc])),
+            *(_put(u, j, r, t, 0) for u, r, t in zip(ustack, av_res[:nfc], fc)),
             *_assign(acc + ug, [f"{a} + {r}" for a, r in zip(acc, av_res[nfc:nfc + nfk])]
                      + av_res[nfc + nfk:], 1)]
     bv_lines, bv_res = ctx.region(4, [*saved, *consts, *vc], 1)

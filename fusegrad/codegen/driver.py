@@ -28,7 +28,10 @@ def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
     if op.name.startswith("reduce_") and op.operands[0].type.shape == ():
         return [lhs + args[0]]  # nothing to reduce over
     if op.name == "update_slice":
-        return [lhs + f"{args[0]}.copy()", f"    {names[out]}[{_slices(w, op)}] = {args[1]}"]
+        view = f"{names[out]}[{_slices(w, op)}]"
+        if op.operands[1].type.shape:
+            return [lhs + f"{args[0]}.copy()", f"    rt.assign({view}, {args[1]})"]
+        return [lhs + f"{args[0]}.copy()", f"    {view} = {args[1]}"]
     if op.name == "matmul" and op.operands[0].type.ndim + op.operands[1].type.ndim > 4:
         return _batched_matmul(w, op, names[out], args)
     return [lhs + _array_expr(w, op, args)]

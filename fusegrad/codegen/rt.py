@@ -285,3 +285,27 @@ def combine_max(part, init):
 @_inline
 def combine_min(part, init):
     return lanes_min(part, part.size, init)
+
+
+# Array stores. Numba compiles the shape-mismatch error path of every slice assignment
+# with an array on the right (its message formatting: 1-2 s) into the function that makes
+# it; generated modules call these instead, which compile it once per signature and keep
+# it in Numba's disk cache.
+
+
+@_jit
+def put(dst, i, src):
+    """``dst[i] = src`` for an array ``src`` (a stacked loop output or carry)."""
+    dst[i] = src
+
+
+@_jit
+def assign(dst, src):
+    """``dst[...] = src``: ``dst`` a view (a slice being updated)."""
+    dst[...] = src
+
+
+@_jit
+def grow(stack):
+    """``stack`` with its leading axis doubled (the new half uninitialised)."""
+    return np.concatenate((stack, np.empty_like(stack)))

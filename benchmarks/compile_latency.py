@@ -1,0 +1,302 @@
+"""Compile latency: how long the first call of a new gradient takes, by program size.
+
+Four program families, each at three or four sizes, all differentiated with respect to
+their first argument in float64 (``fg.grad(f)`` against ``jax.jit(jax.grad(f))`` with x64):
+
+- ``elementwise`` n: n elementwise ops (sin/exp/tanh/cos/log1p, products, sums) on a
+  1000-vector, then a sum (n = 5, 20, 80, 320);
+- ``mlp`` L: mean squared error of an L-layer tanh MLP (16 -> 32 -> ... -> 1, batch 64),
+  gradient w.r.t. all weights (L = 2, 8, 32);
+- ``loops`` k: k loops in a row, alternately a ``fori_loop`` and a ``scan`` of 10 steps
+  over a 64-vector (k = 1, 5, 20);
+- ``conds`` k: k ``cond``s nested in their true branches (k = 1, 5, 20).
+
+Every measurement runs in a fresh Python process. A process first imports the library and
+runs a one-op program (``x + 1``): that is the process's one-time start-up (the JIT's
+initialisation, loading the math library), reported on its own; then the program's first
+call is timed. fusegrad runs twice per program: with an empty ``FUSEGRAD_CACHE_DIR``
+(cold) and again in a new process with the directory the cold run left (warm). JAX has no
+persistent cache here; its first call is the comparison. Each program's result is checked
+against the other library's to 1e-9 when JAX is installed.
+
+    python -m benchmarks.compile_latency [--quick] [--families elementwise,mlp] [--json P]
+    fusegrad bench compile [...]
+
+Prints the table, the ratios to JAX, the fitted growth exponents (time ~ size^p, least
+squares on log-log over the family's sizes) and the start-up times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAMILIES = {
+    "elementwise": (5, 20, 80, 320),
+    "mlp": (2, 8, 32),
+    "loops": (1, 5, 20),
+    "conds": (1, 5, 20),
+}
+QUICK = {"elementwise": (5, 20, 80), "mlp": (2, 8), "loops": (1, 5), "conds": (1, 5)}
+
+
+class _Lib:
+    """The few calls the programs need, from fusegrad or from JAX."""
+
+    def __init__(self, name: str):
+        if name == "fusegrad":
+            import fusegrad as fg
+            import fusegrad.numpy as fnp
+
+            self.np, self.grad, self.jit = fnp, fg.grad, fg.jit
+            self.cond, self.fori_loop, self.scan = fg.cond, fg.fori_loop, fg.scan
+        else:
+            import jax
+            import jax.numpy as jnp
+
+            jax.config.update("jax_enable_x64", True)
+            self.np, self.grad, self.jit = jnp, lambda f: jax.jit(jax.grad(f)), jax.jit
+            self.cond, self.fori_loop, self.scan = (jax.lax.cond, jax.lax.fori_loop,
+                                                    jax.lax.scan)
+
+
+def program(lib: _Lib, family: str, size: int):
+    """``(f, args)``: the scalar function of the family at ``size`` and its arguments."""
+    import numpy as np
+
+    xnp = lib.np
+    rng = np.random.default_rng(0)
+    if family == "elementwise":
+        unary = (xnp.sin, xnp.exp, xnp.tanh, xnp.cos, xnp.log1p)
+
+        def f(x):
+            y = x
+            for i in range(size):
+                k = i % 4
+                if k == 0:
+                    y = unary[(i // 4) % 5](y * 0.5)
+                elif k == 1:
+                    y = y * x
+                elif k == 2:
+                    y = y + 0.25 * x
+                else:
+                    y = xnp.tanh(y)
+            return xnp.sum(y)
+
+        return f, (np.linspace(0.1, 0.9, 1000),)
+    if family == "mlp":
+        widths = [16] + [32] * (size - 1) + [1]
+        params = [(rng.normal(0, 1 / math.sqrt(a), (a, b)), np.zeros(b))
+                  for a, b in itertools.pairwise(widths)]
+
+        def f(params, x, y):
+            h = x
+            for i, (w, b) in enumerate(params):
+                h = h @ w + b
+                if i < len(params) - 1:
+                    h = xnp.tanh(h)
+            return xnp.mean((h - y) ** 2)
+
+        return f, (params, rng.normal(size=(64, 16)), rng.normal(size=(64, 1)))
+    if family == "loops":
+        xs = rng.normal(size=(10, 64)) * 0.1
+
+        def f(x, xs):
+            total = 0.0
+            for i in range(size):
+                if i % 2 == 0:
+                    x = lib.fori_loop(0, 10, lambda j, c: xnp.sin(c) * 0.9 + 0.1 * c * c, x)
+                else:
+                    x, ys = lib.scan(lambda c, xi: (xnp.tanh(c + xi) * 0.5, c * xi), x, xs)
+                    total = total + xnp.sum(ys)
+            return xnp.sum(x) + total
+
+        return f, (np.linspace(-1, 1, 64), xs)
+    if family == "conds":
+        def nest(level, x):
+            if level == size:
+                return xnp.sin(x) * x
+            return lib.cond(xnp.sum(x) > -100.0 * (level + 1),
+                            lambda v: nest(level + 1, v * 0.9),
+                            lambda v: xnp.cos(v) + v, x)
+
+        return lambda x: xnp.sum(nest(0, x)), (np.linspace(-1, 1, 64),)
+    raise ValueError(f"unknown family {family!r}")
+
+
+_CHILD = """
+import json, sys, time
+sys.path.insert(0, {root!r})
+t0 = time.perf_counter()
+import numpy as np
+from benchmarks.compile_latency import _Lib, program
+lib = _Lib({lib!r})
+t1 = time.perf_counter()
+np.asarray(lib.jit(lambda x: x + 1.0)(np.ones(3)))
+t2 = time.perf_counter()
+f, args = program(lib, {family!r}, {size})
+g = lib.grad(f)
+t3 = time.perf_counter()
+out = g(*args)
+leaves = out if isinstance(out, (list, tuple)) else [out]
+flat = [np.asarray(a) for leaf in leaves
+        for a in (leaf if isinstance(leaf, (list, tuple)) else [leaf])]
+t4 = time.perf_counter()
+np.save({out!r}, np.concatenate([a.ravel() for a in flat]))
+print(json.dumps({{"import_s": t1 - t0, "startup_s": t2 - t1, "first_s": t4 - t3}}))
+"""
+
+
+def _child(lib: str, family: str, size: int, env: dict, out: str) -> dict:
+    code = _CHILD.format(root=str(ROOT), lib=lib, family=family, size=size, out=out)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=3600)
+    if proc.returncode != 0:
+        tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+        return {"error": tail}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _has_jax() -> bool:
+    try:
+        import jax  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def measure(families: dict, rounds: int = 1, jax: bool = True) -> list[dict]:
+    """One row per (family, size): medians over ``rounds`` of fresh-process runs; the
+    implementations alternate within each round."""
+    import numpy as np
+
+    rows = []
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FUSEGRAD_")}
+    base["OMP_NUM_THREADS"] = base["NUMBA_NUM_THREADS"] = "1"
+    base["OPENBLAS_NUM_THREADS"] = base["MKL_NUM_THREADS"] = "1"
+    base["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
+    for family, sizes in families.items():
+        for size in sizes:
+            runs = {"cold": [], "warm": [], "jax": []}
+            check = None
+            for _ in range(rounds):
+                cache = tempfile.mkdtemp(prefix="fg-compile-bench-")
+                outs = [os.path.join(cache, f"{k}.npy") for k in ("fg", "jax")]
+                try:
+                    env = dict(base, FUSEGRAD_CACHE_DIR=cache)
+                    runs["cold"].append(_child("fusegrad", family, size, env, outs[0]))
+                    runs["warm"].append(_child("fusegrad", family, size, env, outs[0]))
+                    if jax:
+                        runs["jax"].append(_child("jax", family, size, base, outs[1]))
+                        if all(os.path.exists(p) for p in outs):
+                            a, b = (np.load(p) for p in outs)
+                            check = bool(np.allclose(a, b, rtol=1e-9, atol=1e-9 *
+                                                     max(1.0, float(np.abs(b).max()))))
+                finally:
+                    shutil.rmtree(cache, ignore_errors=True)
+            rows.append(_row(family, size, runs, check))
+            print(_format_row(rows[-1]), flush=True)
+    return rows
+
+
+def _median(runs: list[dict], key: str):
+    vals = [r[key] for r in runs if key in r]
+    return statistics.median(vals) if vals else None
+
+
+def _row(family: str, size: int, runs: dict, check) -> dict:
+    row = {"family": family, "size": size, "agrees_with_jax": check}
+    for impl, rs in runs.items():
+        for key in ("import_s", "startup_s", "first_s"):
+            row[f"{impl}_{key}"] = _median(rs, key)
+        errors = [r["error"] for r in rs if "error" in r]
+        if errors:
+            row[f"{impl}_error"] = errors[0]
+    cold, jx = row["cold_first_s"], row["jax_first_s"]
+    row["ratio_cold_to_jax"] = cold / jx if cold and jx else None
+    return row
+
+
+def _fmt(t) -> str:
+    return "-" if t is None else f"{t:.2f} s" if t >= 0.1 else f"{t * 1e3:.0f} ms"
+
+
+def _format_row(r: dict) -> str:
+    ratio = "-" if r["ratio_cold_to_jax"] is None else f"{r['ratio_cold_to_jax']:.1f}x"
+    agree = {True: "", False: "  RESULTS DIFFER", None: ""}[r["agrees_with_jax"]]
+    err = "".join(f"  {k}: {v}" for k, v in r.items() if k.endswith("_error"))
+    return (f"| {r['family']} | {r['size']} | {_fmt(r['cold_first_s'])} | "
+            f"{_fmt(r['warm_first_s'])} | {_fmt(r['jax_first_s'])} | {ratio} |{agree}{err}")
+
+
+def exponents(rows: list[dict], key: str) -> dict[str, float]:
+    """Per family, the least-squares slope of log(time) against log(size)."""
+    out = {}
+    for family in dict.fromkeys(r["family"] for r in rows):
+        pts = [(math.log(r["size"]), math.log(r[key])) for r in rows
+               if r["family"] == family and r.get(key)]
+        if len(pts) >= 2:
+            mx = sum(p[0] for p in pts) / len(pts)
+            my = sum(p[1] for p in pts) / len(pts)
+            num = sum((x - mx) * (y - my) for x, y in pts)
+            out[family] = num / sum((x - mx) ** 2 for x, _ in pts)
+    return out
+
+
+def report(rows: list[dict]) -> str:
+    lines = ["| family | size | fusegrad cold | fusegrad warm | JAX first call | cold / JAX |",
+             "|---|---:|---:|---:|---:|---:|"]
+    lines += [_format_row(r) for r in rows]
+    for key, label in (("cold_first_s", "fusegrad cold"), ("jax_first_s", "JAX")):
+        exps = exponents(rows, key)
+        if exps:
+            lines.append(f"\ngrowth exponents, {label}: " +
+                         ", ".join(f"{f} {p:.2f}" for f, p in exps.items()))
+    for impl, label in (("cold", "fusegrad, empty cache"), ("warm", "fusegrad, warm cache"),
+                        ("jax", "JAX")):
+        imp = [r[f"{impl}_import_s"] for r in rows if r.get(f"{impl}_import_s")]
+        up = [r[f"{impl}_startup_s"] for r in rows if r.get(f"{impl}_startup_s")]
+        if up:
+            lines.append(f"start-up, {label}: import {_fmt(statistics.median(imp))}, "
+                         f"first one-op call {_fmt(statistics.median(up))} (medians)")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="compile_latency", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="the smaller sizes only")
+    p.add_argument("--families", metavar="A,B", help=f"a subset of {', '.join(FAMILIES)}")
+    p.add_argument("--rounds", type=int, default=1, help="fresh-process runs per program")
+    p.add_argument("--no-jax", action="store_true", help="leave JAX out")
+    p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
+    args = p.parse_args(argv)
+    families = QUICK if args.quick else FAMILIES
+    if args.families:
+        wanted = [f.strip() for f in args.families.split(",") if f.strip()]
+        bad = [f for f in wanted if f not in FAMILIES]
+        if bad:
+            p.error(f"unknown family {', '.join(bad)}: choose from {', '.join(FAMILIES)}")
+        families = {f: families[f] for f in wanted}
+    jax = not args.no_jax and _has_jax()
+    print("| family | size | fusegrad cold | fusegrad warm | JAX first call | cold / JAX |")
+    rows = measure(families, rounds=max(1, args.rounds), jax=jax)
+    print()
+    print(report(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
