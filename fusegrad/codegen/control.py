@@ -136,7 +136,7 @@ def _scan(ctx, args, outs):
     n, t = f"{tag}n", f"{tag}t"
     out = [f"    {n} = {ctx.w.size(op.attrs['length'])}", *_assign(c, args[:nc], 0)]
     for y, r in zip(ys, op.results[nc:]):
-        out.append(f"    {y} = np.empty({ctx.w.shape(r.type.shape)}, {np_dtype(r.type)})")
+        out.append(f"    {y} = rt.empty({ctx.w.shape(r.type.shape)}, {np_dtype(r.type)})")
     index = f"{n} - 1 - {tag}it" if op.attrs["reverse"] else f"{tag}it"
     body_lines, res = ctx.region(0, [*c, *(f"{x}[{t}]" for x in xs), *consts], 1)
     out += [f"    for {tag}it in range({n}):", f"        {t} = {index}", *body_lines,
@@ -159,7 +159,7 @@ def _while_grad(ctx, args, outs):
     out = [*_assign(c, args[:nc], 0), f"    {n} = 0"]
     for s, p in zip(stacks, cond.params[:nc]):
         dims = "".join(f", {w.size(d)}" for d in p.type.shape)
-        out.append(f"    {s} = np.empty(({STACK0}{dims}), {np_dtype(p.type)})")
+        out.append(f"    {s} = rt.empty(({STACK0}{dims}), {np_dtype(p.type)})")
     body_lines, body_res = ctx.region(1, [*c, *consts], 1)
     out += ["    # forward: run the loop, pushing the carry entering each iteration",
             *_loop_head(ctx, c, consts)]
@@ -171,7 +171,7 @@ def _while_grad(ctx, args, outs):
     out += _assign(g, cts, 0)
     for a, t in zip(acc, k_float):
         zero = literal(0, t)
-        out.append(f"    {a} = " + (f"np.full({w.shape(t.shape)}, {zero})" if t.shape else zero))
+        out.append(f"    {a} = " + (f"rt.full({w.shape(t.shape)}, {zero})" if t.shape else zero))
     j = f"{tag}j"
     adj_lines, adj_res = ctx.region(2, [*(f"{s}[{j}]" for s in stacks), *consts, *g], 1)
     out += ["    # backward: pop the carries, running the body's VJP",
@@ -191,12 +191,12 @@ def _put(stack: str, i: str, value: str, t, lead: int = 1) -> str:
 
 def _zeros(w, name: str, t) -> str:
     zero = literal(0, t)
-    return f"    {name} = " + (f"np.full({w.shape(t.shape)}, {zero})" if t.shape else zero)
+    return f"    {name} = " + (f"rt.full({w.shape(t.shape)}, {zero})" if t.shape else zero)
 
 
 def _stack(w, name: str, n: str, t) -> str:
     dims = "".join(f", {w.size(d)}" for d in t.shape)
-    return f"    {name} = np.empty(({n}{dims}), {np_dtype(t)})"
+    return f"    {name} = rt.empty(({n}{dims}), {np_dtype(t)})"
 
 
 def _while_grad_vjp(ctx, args, outs):

@@ -46,7 +46,7 @@ def _pre_n_post(w: _Writer, shape, axis):
 
 def _flat(x: str, v: Value) -> str:
     if v.type.shape == ():
-        return f"np.full(1, {x})"
+        return f"rt.full(1, {x})"
     return f"rt.contiguous({x}).ravel()"
 
 
@@ -64,7 +64,7 @@ def _array_expr(w: _Writer, op: Op, args: list[str]) -> str:
     x = args[0] if args else None
     if op.name == "reshape":
         if op.operands[0].type.shape == ():
-            return f"np.full({w.shape(oshape)}, {x})"
+            return f"rt.full({w.shape(oshape)}, {x})"
         if oshape == ():
             return f"rt.contiguous({x}).ravel()[0]"
         return f"rt.contiguous({x}).reshape({w.shape(oshape)})"
@@ -147,7 +147,7 @@ def _batched_matmul(w: _Writer, op: Op, name: str, args) -> list[str]:
     return [
         f"    {name}_a = {a3}",
         f"    {name}_b = {b3}",
-        f"    {name}_o = np.empty(({nb}, {w.size(m)}, {w.size(n)}), {np_dtype(out.type)})",
+        f"    {name}_o = rt.empty(({nb}, {w.size(m)}, {w.size(n)}), {np_dtype(out.type)})",
         f"    for ib in range({nb}):",
         f"        {name}_o[ib] = {fn}({name}_a[{sa}], {name}_b[{sb}])",
         f"    {name} = {name}_o.reshape({w.shape(out.type.shape)})",

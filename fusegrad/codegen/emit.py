@@ -300,10 +300,10 @@ class _Kernel:
                 lines += [f"    {outer[res]} = {slot}",
                           f"    {outer[res]}[...] = {reduce_init(p.name, r.type)}"]
             elif kind == "array":
-                lines.append(f"    {outer[res]} = np.empty({w.shape(r.type.shape)}, "
+                lines.append(f"    {outer[res]} = rt.empty({w.shape(r.type.shape)}, "
                              f"{np_dtype(r.type)})")
             elif kind == "partial":
-                lines.append(f"    {outer[res]} = np.full({w.shape(r.type.shape)}, "
+                lines.append(f"    {outer[res]} = rt.full({w.shape(r.type.shape)}, "
                              f"{reduce_init(p.name, r.type)})")
             else:
                 lines.append(f"    {outer[res]} = {reduce_init(p.name, r.type)}")
@@ -337,14 +337,14 @@ class _Kernel:
                 stores[r] = f"{t}out{len(stores)}"
                 slot = w.slot(res)
                 lines.append(f"    {stores[r]} = " + (f"{slot}.reshape({n})" if slot else
-                                                      f"np.empty({n}, {np_dtype(r.type)})"))
+                                                      f"rt.empty({n}, {np_dtype(r.type)})"))
             else:
                 reds[r] = (p.name, f"{t}part{len(reds)}", f"{t}buf{len(reds)}", res)
-                part = w.slot((res, "part")) or f"np.empty({t}chunks, {np_dtype(r.type)})"
+                part = w.slot((res, "part")) or f"rt.empty({t}chunks, {np_dtype(r.type)})"
                 lines.append(f"    {reds[r][1]} = {part}")
         lines += self._constants(names, local)
         if flag:
-            lines.append(f"    {t}flags = np.zeros({t}chunks, np.bool_)")
+            lines.append(f"    {t}flags = rt.zeros({t}chunks, np.bool_)")
         lines += [f"    for {c} in numba.prange({t}chunks):",
                   f"        {t}lo = {c} * {CHUNK}",
                   f"        {t}hi = min({t}lo + {CHUNK}, {n})"]
@@ -353,7 +353,7 @@ class _Kernel:
         for r, (_, _, buf, res) in reds.items():
             rows = w.slot((res, "buf"))
             lines.append(f"        {buf} = " + (f"{rows}[{c}]" if rows else
-                                                f"np.empty({CHUNK}, {np_dtype(r.type)})"))
+                                                f"rt.empty({CHUNK}, {np_dtype(r.type)})"))
 
         def to_buffer(bop, arg):
             return f"{reds[bop.results[0]][2]}[{i} - {t}lo] = {arg}"
@@ -378,7 +378,7 @@ class _Kernel:
                 lines.append(f"    {outer[res]} = {stores[r]}" + (
                     f".reshape({shape})" if shape else ""))
         if flag:
-            lines.append(f"    {flag} = {t}flags.any()")
+            lines.append(f"    {flag} = rt.any_true({t}flags)")
         return lines
 
     def _index(self, shape, idx) -> str:

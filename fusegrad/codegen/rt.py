@@ -309,3 +309,28 @@ def assign(dst, src):
 def grow(stack):
     """``stack`` with its leading axis doubled (the new half uninitialised)."""
     return np.concatenate((stack, np.empty_like(stack)))
+
+
+# Allocations. Numba compiles its own implementation of np.empty, np.zeros, np.full and
+# ndarray.any for every new signature in every process (30-130 ms each); these keep it
+# in the disk cache.
+
+
+@_jit
+def empty(shape, dtype):
+    return np.empty(shape, dtype)
+
+
+@_jit
+def zeros(shape, dtype):
+    return np.zeros(shape, dtype)
+
+
+@_jit
+def full(shape, value):
+    return np.full(shape, value)
+
+
+@_jit
+def any_true(flags):
+    return flags.any()
