@@ -9,6 +9,7 @@ reproducer (the IR text), never a silent fallback.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -49,8 +50,8 @@ _DAMAGED = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, Unico
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "pool", "rare",
-                 "serial_blas", "source", "warm")
+    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "parallel", "pool",
+                 "rare", "serial_blas", "source", "warm")
 
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset()):
         self.fn = fn
@@ -69,9 +70,10 @@ class Executable:
         except Exception as e:
             raise _internal(fn, e) from e
         self.entry = self.module.entry
+        self.parallel = None
         if hasattr(self.module, "entry_parallel") and numba.config.NUMBA_NUM_THREADS > 1 and (
                 _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and _threads_ok():
-            self.entry = self.module.entry_parallel
+            self.parallel = _variant(self.module, self.source)
         self.dims = np.asarray(dims, dtype=np.int64)
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
@@ -98,17 +100,31 @@ class Executable:
 
     def _call(self, conv):
         if not self.warm:
-            with cg_compile.key_lock(cg_compile.module_key(self.source)):
-                out = self.entry(self.dims, *conv)
-            self.warm = True
-        else:
-            out = self.entry(self.dims, *conv)
+            self._compile(conv)
+        entry = self.entry
+        if self.parallel is not None:
+            entry = self.parallel.ready(self.dims, conv) or entry
+        out = entry(self.dims, *conv)
         if self.rare:
             if out[-1]:
                 out = self.module.entry_exact(self.dims, *conv)
             else:
                 out = out[:-1]
         return out
+
+    def _compile(self, conv) -> None:
+        """Compile the serial entry for these arguments' types, or load its machine code,
+        under the module's lock; log how long it took when asked to."""
+        sig = tuple(numba.typeof(a) for a in (self.dims, *conv))
+        hits = self.entry.stats.cache_hits[sig]
+        t0 = time.perf_counter()
+        with cg_compile.key_lock(cg_compile.module_key(self.source)):
+            self.entry.compile(sig)
+        self.warm = True
+        if config.LOG_COMPILES:
+            how = ("loaded its machine code from the cache"
+                   if self.entry.stats.cache_hits[sig] > hits else "compiled with Numba/LLVM")
+            _log(f"@{self.fn.name}: serial entry {how} in {_ms(time.perf_counter() - t0)}")
 
     def __call__(self, *args):
         conv = []
@@ -124,9 +140,11 @@ class Executable:
         return out
 
     def _reload(self, err: Exception) -> None:
-        parallel = self.entry is getattr(self.module, "entry_parallel", None)
         self.module = cg_compile.purge(self.source, err)
-        self.entry = self.module.entry_parallel if parallel else self.module.entry
+        self.entry = self.module.entry
+        self.warm = False
+        if self.parallel is not None:
+            self.parallel = _variant(self.module, self.source)
 
     def _checked(self, conv, args):
         """The entry's raw results; user errors re-raised by the interpreter, a damaged
@@ -154,6 +172,97 @@ class Executable:
         if config.DEBUG_NANS:
             debug_nans.check(self.fn, args, out)
         return out
+
+
+class _Parallel:
+    """A module's parallel entry, compiled in a background thread the first time a call
+    wants it; calls run the serial entry until it is ready, so crossing
+    ``FUSEGRAD_PARALLEL_THRESHOLD`` never stalls a call on a compile (results are the same
+    bits either way: the chunks are fixed)."""
+
+    __slots__ = ("dispatcher", "done", "lock", "path", "source", "started")
+
+    def __init__(self, dispatcher, source: str, path: str):
+        self.dispatcher, self.source, self.path = dispatcher, source, path
+        self.done = self.started = False
+        self.lock = threading.Lock()
+
+    def ready(self, dims, conv):
+        """The parallel dispatcher if it is compiled, else None (starting its compile)."""
+        if self.done:
+            return self.dispatcher
+        with self.lock:
+            if not self.started:
+                self.started = True
+                sig = tuple(numba.typeof(a) for a in (dims, *conv))
+                threading.Thread(target=self._build, args=(sig,), daemon=True,
+                                 name="fusegrad-compile-parallel").start()
+        return None
+
+    def _build(self, sig) -> None:
+        """Compile in another process, then load its machine code from the cache: a
+        compile in this process would hold the GIL for a second and stall the calls the
+        serial entry is serving meanwhile. If that process fails, compile here."""
+        t0 = time.perf_counter()
+        try:
+            _compile_in_subprocess(self.path, sig)
+            with cg_compile.key_lock(cg_compile.module_key(self.source)):
+                self.dispatcher.compile(sig)
+        except Exception as e:  # the serial entry keeps serving: slower, never wrong
+            warnings.warn(f"fusegrad: the parallel variant failed to compile ({type(e).__name__}"
+                          f": {e}); this function keeps running on one thread", RuntimeWarning,
+                          stacklevel=1)
+            return
+        self.done = True
+        if config.LOG_COMPILES:
+            _log(f"parallel entry (loops of at least FUSEGRAD_PARALLEL_THRESHOLD = "
+                 f"{config.PARALLEL_THRESHOLD} elements) compiled in the background in "
+                 f"{_ms(time.perf_counter() - t0)}")
+
+
+_variants: dict[int, _Parallel] = {}
+_variants_lock = threading.Lock()
+
+
+def _variant(module, source: str) -> _Parallel:
+    """The one ``_Parallel`` of ``module`` (shared by every Function using its text)."""
+    with _variants_lock:
+        v = _variants.get(id(module))
+        if v is None or v.dispatcher is not module.entry_parallel:
+            v = _variants[id(module)] = _Parallel(module.entry_parallel, source,
+                                                  module.__file__)
+        return v
+
+
+_SUBPROCESS = """
+import importlib.util, pickle, sys
+sig = pickle.loads(sys.stdin.buffer.read())
+name = "fusegrad_generated." + sys.argv[1].rsplit("/", 1)[-1][:-3]  # as codegen.compile
+spec = importlib.util.spec_from_file_location(name, sys.argv[1])
+module = sys.modules[name] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module.entry_parallel.compile(sig)
+"""
+
+
+def _compile_in_subprocess(path: str, sig) -> None:
+    """Compile ``entry_parallel`` of the module at ``path`` for ``sig`` in a child process,
+    which leaves the machine code in Numba's cache beside the module (quietly: a failure
+    only means this process compiles it itself)."""
+    import subprocess
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    with contextlib.suppress(Exception):
+        subprocess.run([sys.executable, "-c", _SUBPROCESS, path], input=pickle.dumps(sig),
+                       env=env, capture_output=True, timeout=600, check=False)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms"
+
+
+def _log(message: str) -> None:
+    print(f"fusegrad: {message}", file=sys.stderr)
 
 
 def _generate(fused: Function, buffers):
@@ -233,8 +342,7 @@ def executable(fn: Function, reason: str = "new function",
             exe = Executable(fn, donated)
             count_compile(fn.name)
             if config.LOG_COMPILES:
-                print(f"fusegrad: compiled @{fn.name} ({reason}) in "
-                      f"{(time.perf_counter() - t0) * 1e3:.1f} ms", file=sys.stderr)
+                _log(f"generated @{fn.name} ({reason}) in {_ms(time.perf_counter() - t0)}")
             with _cache_lock:
                 _cache[key] = (fn, exe)
                 while len(_cache) > _CACHE_SIZE:

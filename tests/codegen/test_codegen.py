@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -95,17 +96,41 @@ def test_parallel_loops_give_the_same_bits_on_one_and_two_threads(monkeypatch):
     monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1000)
     x = np.random.default_rng(0).normal(size=50_000)
     exe = executable(_grad_ir(w1, TensorType(x.shape, "f64")))
-    if exe.entry is exe.module.entry:
+    if exe.parallel is None:
         pytest.skip("no thread-safe threading layer on this machine")
     slots = exe.pool.slots(exe.pool.take(), [x, 1.0]) if exe.pool else []  # buffer slots
     serial = exe.module.entry(exe.dims, x, 1.0, *slots)[:-1]
     out = []
     for n in (1, 2):
         numba.set_num_threads(n)
-        out.append(exe.entry(exe.dims, x, 1.0, *slots)[:-1])
+        out.append(exe.module.entry_parallel(exe.dims, x, 1.0, *slots)[:-1])
     numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
     for a, b, c in zip(*out, serial):
         assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+def test_crossing_the_parallel_threshold_never_waits_for_a_compile(monkeypatch, capsys):
+    """The parallel entry compiles in another process while the serial one serves calls;
+    once it is ready, calls use it, with the same bits."""
+    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1000)
+    monkeypatch.setattr(config, "LOG_COMPILES", True)
+    x = np.random.default_rng(1).normal(size=30_000)
+    exe = executable(_grad_ir(lambda v: fnp.sum(fnp.cos(v) * fnp.exp(-0.25 * v * v)),
+                              TensorType(x.shape, "f64")))
+    if exe.parallel is None:
+        pytest.skip("no thread-safe threading layer on this machine")
+    first = exe(x, 1.0)
+    assert exe.parallel.started
+    assert not exe.module.entry_parallel.signatures  # the call ran the serial entry
+    deadline = time.monotonic() + 300
+    while not exe.parallel.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert exe.parallel.done
+    again = exe(x, 1.0)
+    assert exe.module.entry_parallel.signatures
+    for a, b in zip(first, again):
+        assert np.array_equal(a, b)
+    assert "parallel entry" in capsys.readouterr().err
 
 
 def test_log_compiles_says_why(monkeypatch, capsys):
