@@ -53,6 +53,19 @@ BUFFER_POOL: int = _int("FUSEGRAD_BUFFER_POOL", 2)
 BUFFER_POOL_MAX_MB: int = _int("FUSEGRAD_BUFFER_POOL_MAX_MB", 512)
 
 
+def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    raw = (os.environ.get(name) or default).strip().lower()
+    if raw not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return raw
+
+
+#: When a new function compiles: ``sync`` (its first call waits for the machine code) or
+#: ``background`` (calls run the NumPy interpreter until the machine code is ready,
+#: compiled in another process; results differ from compiled ones by a few ulps).
+COMPILE: str = _choice("FUSEGRAD_COMPILE", "sync", ("sync", "background"))
+
+
 def _cache_dir() -> str:
     explicit = os.environ.get("FUSEGRAD_CACHE_DIR")
     if explicit:

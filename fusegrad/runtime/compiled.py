@@ -51,7 +51,7 @@ class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
     __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "parallel", "pool",
-                 "rare", "serial_blas", "source", "warm")
+                 "rare", "serial_blas", "source", "tier", "warm")
 
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset()):
         self.fn = fn
@@ -73,7 +73,11 @@ class Executable:
         self.parallel = None
         if hasattr(self.module, "entry_parallel") and numba.config.NUMBA_NUM_THREADS > 1 and (
                 _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and _threads_ok():
-            self.parallel = _variant(self.module, self.source)
+            self.parallel = _variant(self.module, "entry_parallel", self.source,
+                                     _PARALLEL_WHY)
+        self.tier = None
+        if config.COMPILE == "background":
+            self.tier = _variant(self.module, "entry", self.source, "FUSEGRAD_COMPILE=background")
         self.dims = np.asarray(dims, dtype=np.int64)
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
@@ -100,7 +104,12 @@ class Executable:
 
     def _call(self, conv):
         if not self.warm:
-            self._compile(conv)
+            if self.tier is not None:
+                if self.tier.ready(self.dims, conv) is None:
+                    return None  # not compiled yet: the caller runs the interpreter
+                self.warm = True
+            else:
+                self._compile(conv)
         entry = self.entry
         if self.parallel is not None:
             entry = self.parallel.ready(self.dims, conv) or entry
@@ -143,15 +152,18 @@ class Executable:
         self.module = cg_compile.purge(self.source, err)
         self.entry = self.module.entry
         self.warm = False
+        self.tier = None  # compile the fresh module in this call
         if self.parallel is not None:
-            self.parallel = _variant(self.module, self.source)
+            self.parallel = _variant(self.module, "entry_parallel", self.source, _PARALLEL_WHY)
 
     def _checked(self, conv, args):
         """The entry's raw results; user errors re-raised by the interpreter, a damaged
         cache entry (Numba loads machine code lazily, at the first call) purged and
-        compiled again."""
+        compiled again. While the machine code compiles in the background
+        (``FUSEGRAD_COMPILE=background``), the interpreter's results."""
         try:
-            return self._entry(conv)
+            out = self._entry(conv)
+            return run(self.fn, *args) if out is None else out
         except _DAMAGED as e:
             err = e
         except (IndexError, ValueError, ZeroDivisionError) as e:
@@ -174,21 +186,23 @@ class Executable:
         return out
 
 
-class _Parallel:
-    """A module's parallel entry, compiled in a background thread the first time a call
-    wants it; calls run the serial entry until it is ready, so crossing
-    ``FUSEGRAD_PARALLEL_THRESHOLD`` never stalls a call on a compile (results are the same
-    bits either way: the chunks are fixed)."""
+class _Background:
+    """One entry of a module (``entry`` or ``entry_parallel``), compiled in another process
+    the first time a call asks for it, then loaded from the cache here: a compile in this
+    process would hold the GIL for a second or more and stall the calls that the serial
+    entry or the interpreter serve meanwhile. If that process fails, it compiles here."""
 
-    __slots__ = ("dispatcher", "done", "lock", "path", "source", "started")
+    __slots__ = ("dispatcher", "done", "lock", "name", "path", "source", "started", "why")
 
-    def __init__(self, dispatcher, source: str, path: str):
-        self.dispatcher, self.source, self.path = dispatcher, source, path
+    def __init__(self, module, name: str, source: str, why: str):
+        self.dispatcher, self.name, self.source, self.why = getattr(module, name), name, \
+            source, why
+        self.path = module.__file__
         self.done = self.started = False
         self.lock = threading.Lock()
 
     def ready(self, dims, conv):
-        """The parallel dispatcher if it is compiled, else None (starting its compile)."""
+        """The dispatcher if it is compiled, else None (starting its compile)."""
         if self.done:
             return self.dispatcher
         with self.lock:
@@ -196,41 +210,36 @@ class _Parallel:
                 self.started = True
                 sig = tuple(numba.typeof(a) for a in (dims, *conv))
                 threading.Thread(target=self._build, args=(sig,), daemon=True,
-                                 name="fusegrad-compile-parallel").start()
+                                 name=f"fusegrad-compile-{self.name}").start()
         return None
 
     def _build(self, sig) -> None:
-        """Compile in another process, then load its machine code from the cache: a
-        compile in this process would hold the GIL for a second and stall the calls the
-        serial entry is serving meanwhile. If that process fails, compile here."""
         t0 = time.perf_counter()
         try:
-            _compile_in_subprocess(self.path, sig)
+            _compile_in_subprocess(self.path, self.name, sig)
             with cg_compile.key_lock(cg_compile.module_key(self.source)):
                 self.dispatcher.compile(sig)
-        except Exception as e:  # the serial entry keeps serving: slower, never wrong
-            warnings.warn(f"fusegrad: the parallel variant failed to compile ({type(e).__name__}"
-                          f": {e}); this function keeps running on one thread", RuntimeWarning,
-                          stacklevel=1)
+        except Exception as e:  # the serial entry or the interpreter keep serving
+            warnings.warn(f"fusegrad: {self.name} failed to compile in the background "
+                          f"({type(e).__name__}: {e}); calls keep running without it",
+                          RuntimeWarning, stacklevel=1)
             return
         self.done = True
         if config.LOG_COMPILES:
-            _log(f"parallel entry (loops of at least FUSEGRAD_PARALLEL_THRESHOLD = "
-                 f"{config.PARALLEL_THRESHOLD} elements) compiled in the background in "
+            _log(f"{self.name} ({self.why}) compiled in the background in "
                  f"{_ms(time.perf_counter() - t0)}")
 
 
-_variants: dict[int, _Parallel] = {}
+_variants: dict[tuple[int, str], _Background] = {}
 _variants_lock = threading.Lock()
 
 
-def _variant(module, source: str) -> _Parallel:
-    """The one ``_Parallel`` of ``module`` (shared by every Function using its text)."""
+def _variant(module, name: str, source: str, why: str) -> _Background:
+    """The one ``_Background`` of ``module.<name>`` (shared by the Functions of its text)."""
     with _variants_lock:
-        v = _variants.get(id(module))
-        if v is None or v.dispatcher is not module.entry_parallel:
-            v = _variants[id(module)] = _Parallel(module.entry_parallel, source,
-                                                  module.__file__)
+        v = _variants.get((id(module), name))
+        if v is None or v.dispatcher is not getattr(module, name):
+            v = _variants[id(module), name] = _Background(module, name, source, why)
         return v
 
 
@@ -241,20 +250,23 @@ name = "fusegrad_generated." + sys.argv[1].rsplit("/", 1)[-1][:-3]  # as codegen
 spec = importlib.util.spec_from_file_location(name, sys.argv[1])
 module = sys.modules[name] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-module.entry_parallel.compile(sig)
+getattr(module, sys.argv[2]).compile(sig)
 """
 
 
-def _compile_in_subprocess(path: str, sig) -> None:
-    """Compile ``entry_parallel`` of the module at ``path`` for ``sig`` in a child process,
+def _compile_in_subprocess(path: str, name: str, sig) -> None:
+    """Compile entry ``name`` of the module at ``path`` for ``sig`` in a child process,
     which leaves the machine code in Numba's cache beside the module (quietly: a failure
     only means this process compiles it itself)."""
     import subprocess
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     with contextlib.suppress(Exception):
-        subprocess.run([sys.executable, "-c", _SUBPROCESS, path], input=pickle.dumps(sig),
+        subprocess.run([sys.executable, "-c", _SUBPROCESS, path, name], input=pickle.dumps(sig),
                        env=env, capture_output=True, timeout=600, check=False)
+
+
+_PARALLEL_WHY = "loops of at least FUSEGRAD_PARALLEL_THRESHOLD elements"
 
 
 def _ms(seconds: float) -> str:

@@ -17,6 +17,7 @@ from fusegrad.api import stages
 from fusegrad.ir import TensorType
 from fusegrad.runtime import compiled
 from fusegrad.runtime.compiled import CodegenError, executable
+from fusegrad.runtime.interpreter import run
 
 pytestmark = pytest.mark.compiled
 
@@ -122,15 +123,35 @@ def test_crossing_the_parallel_threshold_never_waits_for_a_compile(monkeypatch, 
     first = exe(x, 1.0)
     assert exe.parallel.started
     assert not exe.module.entry_parallel.signatures  # the call ran the serial entry
-    deadline = time.monotonic() + 300
-    while not exe.parallel.done and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert exe.parallel.done
+    assert _wait(exe.parallel)
     again = exe(x, 1.0)
     assert exe.module.entry_parallel.signatures
     for a, b in zip(first, again):
         assert np.array_equal(a, b)
-    assert "parallel entry" in capsys.readouterr().err
+    assert "entry_parallel (loops of at least" in capsys.readouterr().err
+
+
+def _wait(background, seconds=300):
+    deadline = time.monotonic() + seconds
+    while not background.done and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return background.done
+
+
+def test_background_compile_mode_answers_with_the_interpreter_until_ready(monkeypatch):
+    monkeypatch.setattr(config, "COMPILE", "background")
+    x = np.linspace(-2.0, 2.0, 300)
+    fn = _grad_ir(lambda v: fnp.sum(fnp.tanh(v) * fnp.exp(-0.3 * v)), TensorType(x.shape, "f64"))
+    exe = executable(fn)
+    first = exe(x, 1.0)
+    assert exe.tier.started and not exe.module.entry.signatures  # nothing compiled here
+    for a, b in zip(first, run(fn, x, 1.0)):
+        assert np.array_equal(a, b)  # the interpreter's own bits
+    assert _wait(exe.tier)
+    compiled_out = exe(x, 1.0)
+    assert exe.module.entry.signatures
+    for a, b in zip(compiled_out, first):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 def test_log_compiles_says_why(monkeypatch, capsys):
