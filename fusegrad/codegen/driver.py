@@ -69,15 +69,18 @@ def _array_expr(w: _Writer, op: Op, args: list[str]) -> str:
             return f"rt.contiguous({x}).ravel()[0]"
         return f"rt.contiguous({x}).reshape({w.shape(oshape)})"
     if op.name == "transpose":
-        if tuple(op.attrs["perm"]) == (1, 0):
+        perm = tuple(op.attrs["perm"])
+        if perm == tuple(range(len(perm))):
+            return x
+        if perm == (1, 0):
             return f"{x}.T"  # Fortran order when x is C order: BLAS reads it in place
-        return f"{x}.transpose({tuple(op.attrs['perm'])})"
+        return f"rt.transpose({x}, {perm})"
     if op.name == "slice":
         return f"{x}[{_slices(w, op)}]"
     if op.name == "concatenate":
         return f"np.concatenate(({', '.join(args)},), axis={op.attrs['axis']})"
     if op.name == "iota":
-        return f"np.arange({w.number(op.attrs['n'])}).astype({np_dtype(out.type)})"
+        return f"rt.iota({w.number(op.attrs['n'])}, {np_dtype(out.type)})"
     if op.name in ("take", "index_add", "index_set"):
         return _gather(w, op, args)
     if op.name == "cumsum":

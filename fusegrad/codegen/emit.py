@@ -298,7 +298,7 @@ class _Kernel:
                 lines.append(f"    {outer[res]} = {slot}")
             elif slot and kind == "partial":
                 lines += [f"    {outer[res]} = {slot}",
-                          f"    {outer[res]}[...] = {reduce_init(p.name, r.type)}"]
+                          f"    rt.fill({outer[res]}, {reduce_init(p.name, r.type)})"]
             elif kind == "array":
                 lines.append(f"    {outer[res]} = rt.empty({w.shape(r.type.shape)}, "
                              f"{np_dtype(r.type)})")

@@ -306,6 +306,12 @@ def assign(dst, src):
 
 
 @_jit
+def fill(dst, value):
+    """``dst[...] = value`` for a scalar ``value``."""
+    dst[...] = value
+
+
+@_jit
 def grow(stack):
     """``stack`` with its leading axis doubled (the new half uninitialised)."""
     return np.concatenate((stack, np.empty_like(stack)))
@@ -329,6 +335,19 @@ def zeros(shape, dtype):
 @_jit
 def full(shape, value):
     return np.full(shape, value)
+
+
+@_jit
+def transpose(x, perm):
+    """``x.transpose(perm)`` (Numba compiles its axis checks, with their messages, into
+    the function that calls it)."""
+    return x.transpose(perm)
+
+
+@_jit
+def iota(n, dtype):
+    """``np.arange(n).astype(dtype)``."""
+    return np.arange(n).astype(dtype)
 
 
 @_jit

@@ -25,7 +25,7 @@ from .runner import LARGE_START, failure_message
 from .shrink import shrink
 
 N_DEFAULT = 300
-N_COMPILED = 15
+N_COMPILED = 100
 N_LARGE = 10_000
 LARGE_COMPILED_EVERY = 50
 
