@@ -277,6 +277,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="compile_latency", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="the smaller sizes only")
     p.add_argument("--families", metavar="A,B", help=f"a subset of {', '.join(FAMILIES)}")
+    p.add_argument("--sizes", metavar="N,M", help="these sizes for every family chosen")
     p.add_argument("--rounds", type=int, default=1, help="fresh-process runs per program")
     p.add_argument("--no-jax", action="store_true", help="leave JAX out")
     p.add_argument("--json", metavar="PATH", help="also write the rows as JSON")
@@ -288,6 +289,12 @@ def main(argv=None) -> int:
         if bad:
             p.error(f"unknown family {', '.join(bad)}: choose from {', '.join(FAMILIES)}")
         families = {f: families[f] for f in wanted}
+    if args.sizes:
+        try:
+            sizes = tuple(int(n) for n in args.sizes.split(","))
+        except ValueError:
+            p.error(f"--sizes takes integers, got {args.sizes!r}")
+        families = {f: sizes for f in families}
     jax = not args.no_jax and _has_jax()
     print("| family | size | fusegrad cold | fusegrad warm | JAX first call | cold / JAX |")
     rows = measure(families, rounds=max(1, args.rounds), jax=jax)

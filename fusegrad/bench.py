@@ -19,15 +19,15 @@ class BenchUnavailable(Exception):
     """No ``benchmarks/`` folder next to this fusegrad (an installed, non-editable copy)."""
 
 
-def _suite():
-    if not (ROOT / "benchmarks" / "run.py").is_file():
+def _suite(module: str = "run"):
+    if not (ROOT / "benchmarks" / f"{module}.py").is_file():
         raise BenchUnavailable(
             f"the benchmark suite lives in the benchmarks/ folder of a fusegrad source checkout "
             f"and there is none next to this fusegrad ({ROOT}); clone the repository and "
             "run `pip install -e .` there")
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    return importlib.import_module("benchmarks.run")
+    return importlib.import_module(f"benchmarks.{module}")
 
 
 def parse_workloads(text: str | None) -> list[str]:
@@ -59,3 +59,13 @@ def run(quick: bool = False, only: str | None = None, json_path: str | None = No
         "partial": partial,
     }
     return suite.main(opts)
+
+
+def run_compile(quick: bool = False, json_path: str | None = None, rounds: int | None = None,
+                families: str | None = None) -> int:
+    """``fusegrad bench compile``: compile latency by program size, against JAX
+    (``benchmarks/compile_latency.py``); returns the exit code."""
+    argv = [*(["--quick"] if quick else []), *(["--json", json_path] if json_path else []),
+            *(["--rounds", str(rounds)] if rounds else []),
+            *(["--families", families] if families else [])]
+    return _suite("compile_latency").main(argv)

@@ -89,6 +89,19 @@ def _cmd_demo(args) -> int:
 def _cmd_bench(args) -> int:
     from . import bench
 
+    if args.what == "compile":
+        try:
+            families = bench._suite("compile_latency").FAMILIES
+            bad = [f for f in (args.only or "").split(",") if f.strip() and f not in families]
+            if bad:
+                raise ValueError(f"unknown family {', '.join(bad)}: choose from "
+                                 f"{', '.join(families)}")
+            if args.rounds is not None and args.rounds < 1:
+                raise ValueError(f"--rounds must be at least 1, got {args.rounds}")
+        except (ValueError, bench.BenchUnavailable) as e:
+            raise UsageError(str(e)) from None
+        return bench.run_compile(quick=args.quick, json_path=args.json, rounds=args.rounds,
+                                 families=args.only)
     try:
         bench.parse_workloads(args.only)
         if args.rounds is not None and args.rounds < 1:
@@ -103,7 +116,11 @@ def _cmd_bench(args) -> int:
 
 def _add_bench(sub) -> None:
     b = sub.add_parser("bench", help="time the workloads W1-W5 against NumPy, Numba, JAX, "
-                       "PyTorch (needs a source checkout)")
+                       "PyTorch, or compile latency against JAX (needs a source checkout)")
+    b.add_argument("what", nargs="?", choices=("workloads", "compile"), default="workloads",
+                   help="the workloads W1-W5 (default), or `compile`: cold and warm "
+                   "compile latency by program size (--only takes its families: "
+                   "elementwise,mlp,loops,conds)")
     b.add_argument("--quick", action="store_true", help="small sizes and few rounds")
     b.add_argument("--only", metavar="W1,W4", help="run only these workloads (W1..W5)")
     b.add_argument("--json", metavar="PATH",

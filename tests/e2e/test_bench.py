@@ -75,3 +75,32 @@ def test_bench_reports_crashes_and_wrong_results_in_the_table():
     text = table(recs)
     assert "| WX | n=3 | fusegrad | error: RuntimeError: kaboom | — | — |" in text
     assert "| WX | n=3 | other | WRONG: other: gradient differs" in text
+
+
+def test_bench_compile_runs_fresh_processes_and_fits_exponents(tmp_path, capsys):
+    out = tmp_path / "compile.json"
+    from fusegrad.bench import _suite
+
+    latency = _suite("compile_latency")
+    rc = latency.main(["--families", "elementwise", "--sizes", "2,4", "--no-jax",
+                       "--json", str(out)])
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert [(r["family"], r["size"]) for r in rows] == [("elementwise", 2), ("elementwise", 4)]
+    for r in rows:
+        assert r["cold_first_s"] > 0 and r["warm_first_s"] > 0 and r["cold_startup_s"] > 0
+        assert "cold_error" not in r and "warm_error" not in r
+    assert "growth exponents, fusegrad cold: elementwise" in capsys.readouterr().out
+
+
+def test_bench_compile_exponents_are_log_log_slopes():
+    from fusegrad.bench import _suite
+
+    latency = _suite("compile_latency")
+    rows = [{"family": "f", "size": n, "t": 0.01 * n ** 1.5} for n in (2, 8, 32)]
+    assert latency.exponents(rows, "t")["f"] == pytest.approx(1.5)
+
+
+def test_bench_compile_bad_family_is_a_usage_error(capsys):
+    assert main(["bench", "compile", "--only", "nope"]) == 2
+    assert "unknown family" in capsys.readouterr().err
