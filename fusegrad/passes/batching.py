@@ -29,6 +29,7 @@ from collections.abc import Sequence
 from ..ir import Function, TensorType, bind
 from ..ir.errors import FusegradError
 from ..ir.location import at
+from ..ir.stats import timed
 from ..tracer import Trace
 from .batching_rules import BATCH_RULES, moveaxis, with_batch
 from .simplify import dce
@@ -66,6 +67,7 @@ def batched_type(t: TensorType, axis: int | None, size: int) -> TensorType:
     return TensorType((*t.shape[:axis], size, *t.shape[axis:]), t.dtype)
 
 
+@timed("passes")
 def batch(fn: Function, in_axes: Axes, axis_size: int, out_axes: Axes = 0,
           name: str | None = None) -> Function:
     """``fn`` over a batch of ``axis_size``: see the module docstring.

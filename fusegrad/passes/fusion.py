@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from ..ir import Function, Op, Value
 from ..ir.optable import OPS
+from ..ir.stats import timed
 from .simplify import dce
 
 #: ops a loop can compute per element (broadcast_to is index arithmetic)
@@ -165,6 +166,7 @@ def _space(op: Op):
     return shape if len(shape) > 0 else None
 
 
+@timed("passes")
 def fuse(fn: Function) -> Function:
     """``fn`` with each group of loop ops replaced by one ``fused`` op."""
     fn = prepare(fn)

@@ -18,6 +18,7 @@ from ..ir import Function, Op, TensorType, Value
 from ..ir.bind import eval_numpy
 from ..ir.optable import OPS
 from ..ir.shapes import broadcast_shapes
+from ..ir.stats import timed
 from ..ir.types import dtype_name
 
 
@@ -318,6 +319,7 @@ def _canonical(fn: Function, table: dict) -> tuple:
     return tuple(key[r] for r in fn.results)
 
 
+@timed("passes")
 def simplify(fn: Function, max_sweeps: int = 20) -> Function:
     """Apply CSE, folding and ``REWRITES`` until nothing changes (or ``max_sweeps``).
 

@@ -30,7 +30,7 @@ from ..codegen.emit import generate
 from ..ir import Function
 from ..ir.errors import FusegradError
 from ..ir.printer import print_function
-from ..ir.stats import count_compile
+from ..ir.stats import add_phase, count_compile, take_phases
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
 from . import blas_threads, debug_nans
@@ -50,13 +50,15 @@ _DAMAGED = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, Unico
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "parallel", "pool",
-                 "rare", "serial_blas", "source", "tier", "warm")
+    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "parallel", "phases",
+                 "pool", "rare", "reason", "serial_blas", "source", "tier", "warm")
 
-    def __init__(self, fn: Function, donated: frozenset[int] = frozenset()):
-        self.fn = fn
+    def __init__(self, fn: Function, donated: frozenset[int] = frozenset(),
+                 reason: str = "new function"):
+        self.fn, self.reason = fn, reason
         try:
             self.fused = fuse(simplify(fn))
+            t0 = time.perf_counter()
             buffers = buffer_plan(self.fused, donated, config.REUSE_BUFFERS)
             self.source, dims = _generate(self.fused, buffers)
             if donated and "def entry_exact" in self.source:
@@ -65,6 +67,7 @@ class Executable:
                 self.source, dims = _generate(self.fused, buffers)
             self.pool = BufferPool(buffers) if buffers.slots else None
             self.module = cg_compile.load(self.source)
+            add_phase("codegen", time.perf_counter() - t0)
         except FusegradError:
             raise
         except Exception as e:
@@ -84,6 +87,7 @@ class Executable:
         self.warm = False
         # products in loop bodies: one BLAS thread (see runtime/blas_threads.py)
         self.serial_blas = blas_threads.wanted(self.fused, config.LOOP_BLAS_SERIAL_MAX)
+        self.phases = take_phases()  # trace, passes, codegen: for FUSEGRAD_LOG_COMPILES
 
     def _entry(self, conv):
         """Run the fast entry; if it flags rare inputs, the exact one. The first call
@@ -125,15 +129,18 @@ class Executable:
         """Compile the serial entry for these arguments' types, or load its machine code,
         under the module's lock; log how long it took when asked to."""
         sig = tuple(numba.typeof(a) for a in (self.dims, *conv))
-        hits = self.entry.stats.cache_hits[sig]
+        hits, reused = self.entry.stats.cache_hits[sig], sig in self.entry.overloads
         t0 = time.perf_counter()
         with cg_compile.key_lock(cg_compile.module_key(self.source)):
             self.entry.compile(sig)
         self.warm = True
         if config.LOG_COMPILES:
-            how = ("loaded its machine code from the cache"
-                   if self.entry.stats.cache_hits[sig] > hits else "compiled with Numba/LLVM")
-            _log(f"@{self.fn.name}: serial entry {how} in {_ms(time.perf_counter() - t0)}")
+            machine = ("machine code reused" if reused else "cache load"
+                       if self.entry.stats.cache_hits[sig] > hits else "Numba/LLVM")
+            phases = {**self.phases, machine: time.perf_counter() - t0}
+            parts = ", ".join(f"{k} {_ms(v)}" for k, v in phases.items())
+            _log(f"compiled @{self.fn.name} ({self.reason}; serial entry) in "
+                 f"{_ms(sum(phases.values()))}: {parts}")
 
     def __call__(self, *args):
         conv = []
@@ -350,11 +357,8 @@ def executable(fn: Function, reason: str = "new function",
             if hit is not None and hit[0] is fn:
                 return hit[1]
         try:
-            t0 = time.perf_counter()
-            exe = Executable(fn, donated)
+            exe = Executable(fn, donated, reason)
             count_compile(fn.name)
-            if config.LOG_COMPILES:
-                _log(f"generated @{fn.name} ({reason}) in {_ms(time.perf_counter() - t0)}")
             with _cache_lock:
                 _cache[key] = (fn, exe)
                 while len(_cache) > _CACHE_SIZE:

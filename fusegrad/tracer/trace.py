@@ -11,7 +11,7 @@ import numpy as np
 from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
 from ..ir.errors import ShapeError
-from ..ir.stats import count_trace
+from ..ir.stats import count_trace, timed
 from .core import Trace, Tracer, located
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 
@@ -68,6 +68,7 @@ def fn_name(fn: Callable) -> str:
     return name if name.isidentifier() else "f"
 
 
+@timed("trace")
 def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
     """Trace ``fn(*args)`` where ``args`` are pytrees of arrays or TensorTypes."""
     leaves, in_tree = tree_flatten(tuple(args))

@@ -161,7 +161,12 @@ def test_log_compiles_says_why(monkeypatch, capsys):
     g(np.ones(5))
     g(np.ones(5, np.float32))
     err = capsys.readouterr().err
-    assert "(new function)" in err and "(new shape)" in err and "(new dtype)" in err
+    assert "(new function;" in err and "(new shape;" in err and "(new dtype;" in err
+    first = next(line for line in err.splitlines() if "(new function;" in line)
+    for part in ("serial entry", "trace ", "passes ", "codegen "):
+        assert part in first
+    assert "Numba/LLVM " in first or "cache load " in first
+    assert "machine code reused" in next(line for line in err.splitlines() if "new shape" in line)
 
 
 def test_internal_failure_dumps_a_reproducer(monkeypatch):

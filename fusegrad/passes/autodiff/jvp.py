@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from ...ir import Function, bind
 from ...ir.bind import aval
 from ...ir.location import at
+from ...ir.stats import timed
 from ...tracer import Trace
 from ..simplify import dce
 from .jvp_rules import JVP_RULES
@@ -26,6 +27,7 @@ from .reverse import NotDifferentiableError
 from .vjp_rules import NON_DIFFERENTIABLE, zeros
 
 
+@timed("passes")
 def jvp(fn: Function, wrt: Sequence[int] | None = None, name: str | None = None) -> Function:
     """The forward-mode derivative of ``fn`` along tangents of the parameters ``wrt``.
 

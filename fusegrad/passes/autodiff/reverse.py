@@ -15,6 +15,7 @@ from ...ir import Function, bind
 from ...ir.bind import aval
 from ...ir.errors import FusegradError
 from ...ir.location import at
+from ...ir.stats import timed
 from ...tracer import Trace
 from ..simplify import dce
 from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, unbroadcast, zeros
@@ -39,6 +40,7 @@ def _active_ops(fn: Function, wrt: Sequence[int]) -> tuple[set, set]:
     return active, ops_active
 
 
+@timed("passes")
 def vjp(
     fn: Function,
     wrt: Sequence[int] | None = None,
