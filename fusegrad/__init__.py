@@ -28,13 +28,13 @@ from .api import (
     vjp,
 )
 from .control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
+from .eager.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
+from .eager.tensor_api import __all__ as _tensor_all
 from .forward import hessian, hvp, jacfwd, jvp
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
-from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
-from .runtime.tensor_api import __all__ as _tensor_all
 from .serialization import SerializationError, load, save
 from .vmap import BatchingError, vmap
 

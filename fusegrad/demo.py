@@ -19,8 +19,8 @@ import numpy as np
 
 from . import api, nn, optim
 from . import numpy as fnp
+from .eager import tensor_api as T
 from .nn import functional as F
-from .runtime import tensor_api as T
 
 HIDDEN = (2, 64, 64, 2)
 LEARNING_RATE = 1e-2

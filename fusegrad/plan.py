@@ -13,13 +13,13 @@ from __future__ import annotations
 import numpy as np
 
 from . import config
+from .eager.tensor import Tensor
 from .ir import Function, evaluate, ops
 from .ir.bind import aval, is_weak
 from .ir.errors import FusegradError
 from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
 from .passes.simplify import simplify
-from .runtime import Tensor
 from .runtime.compiled import executable
 from .runtime.debug_nans import run_checked
 from .tracer import Tracer

@@ -15,13 +15,13 @@ import functools
 import threading
 from collections.abc import Callable
 
+from .eager.grad_mode import is_grad_enabled
+from .eager.tensor import Tensor
 from .ir.bind import aval
 from .ir.types import TensorType
 from .jit_api import _keywords_last
 from .passes.batching import BatchingError, batch
 from .plan import _leaf, _Plan, _reason, _signature
-from .runtime import Tensor
-from .runtime.grad_mode import is_grad_enabled
 from .tracer import trace_pytree
 from .tracer.pytree import _node, tree_flatten, tree_map, tree_unflatten
 from .tracer.trace import arg_hints, fn_name

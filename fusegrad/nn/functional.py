@@ -18,12 +18,12 @@ import warnings
 
 import numpy as np
 
+from ..eager import replay
+from ..eager.record import operation
+from ..eager.tensor_base import TensorBase
 from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
-from ..runtime import replay
-from ..runtime.record import operation
-from ..runtime.tensor_base import TensorBase
 
 __all__ = ["cross_entropy", "erf", "gelu", "linear", "log_sigmoid", "log_softmax", "logsumexp",
            "mse_loss", "nll_loss", "relu", "sigmoid", "softmax", "softplus"]

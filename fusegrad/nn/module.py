@@ -21,9 +21,9 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator, Mapping
 
-from ..runtime import capture
-from ..runtime import tensor_base as TB
-from ..runtime.grad_mode import no_grad
+from ..eager import capture
+from ..eager import tensor_base as TB
+from ..eager.grad_mode import no_grad
 from .parameter import Parameter
 
 _IncompatibleKeysBase = collections.namedtuple("IncompatibleKeys",

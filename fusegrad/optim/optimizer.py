@@ -13,10 +13,10 @@ import collections
 import itertools
 import warnings
 
+from ..eager import capture
+from ..eager import tensor_base as TB
+from ..eager.grad_mode import enable_grad, no_grad
 from ..nn.module import clear_grad
-from ..runtime import capture
-from ..runtime import tensor_base as TB
-from ..runtime.grad_mode import enable_grad, no_grad
 
 __all__ = ["Optimizer", "required"]
 

@@ -24,7 +24,7 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad.codegen import mathlib
-from fusegrad.runtime import bigmath, fast, record, replay, tensor_inplace
+from fusegrad.eager import bigmath, fast, record, replay, tensor_inplace
 from tests.helpers import assert_close
 
 RNG = np.random.default_rng(7)

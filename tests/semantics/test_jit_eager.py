@@ -17,8 +17,8 @@ import pytest
 
 import fusegrad as fg
 from fusegrad import nn
+from fusegrad.eager.jit_eager import UnsupportedEagerJit
 from fusegrad.ir.errors import TracerError
-from fusegrad.jit_eager import UnsupportedEagerJit
 from tests.helpers import assert_close
 
 STEPS = 22

@@ -21,7 +21,7 @@ tensors written in place) becomes the outputs of the compiled function, and
 each later call writes them back into the same objects. The objects are found
 by looking at the function (a module, its arguments, the globals and closure
 cells it names) and by recording which modules and optimizers the trace calls
-(``runtime.capture``); a trace that meets an object not seen before is redone
+(``eager.capture``); a trace that meets an object not seen before is redone
 with it.
 
 The cache key (the guard) is the arguments' structure, shapes and dtypes plus
@@ -34,7 +34,7 @@ eagerly (uncompiled) when an optimizer has none yet.
 
 A function that changes no state and returns Tensors that require grad (a
 module applied to an input, say) returns them with one ``CompiledFunctionBackward``
-node (``runtime.compiled_node``), so ``fg.jit(model)(x).sum().backward()``
+node (``eager.compiled_node``), so ``fg.jit(model)(x).sum().backward()``
 fills the parameters' ``.grad`` with a compiled VJP. A step that updates state
 returns its results without history (the backward already ran inside it).
 """
@@ -43,19 +43,20 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import config
-from .ir.bind import aval
-from .jit_api import _split_static, _static_indices
+from .. import config
+from ..ir.bind import aval
+from ..jit_api import _split_static, _static_indices
+from ..plan import GradError, _leaf, _Plan, _reason, vjp_pass
+from ..runtime import run
+from ..runtime.compiled import executable
+from ..tracer import trace_pytree
+from ..tracer.core import _state as _trace_state
+from ..tracer.pytree import tree_flatten, tree_unflatten
+from . import capture
+from . import tensor_base as TB
+from .compiled_node import CompiledFunction
+from .grad_mode import is_grad_enabled
 from .jit_state import OBJECTS, Env, Snapshot, env_key, hashable, referenced, store
-from .plan import GradError, _leaf, _Plan, _reason, vjp_pass
-from .runtime import capture, run
-from .runtime import tensor_base as TB
-from .runtime.compiled import executable
-from .runtime.compiled_node import CompiledFunction
-from .runtime.grad_mode import is_grad_enabled
-from .tracer import trace_pytree
-from .tracer.core import _state as _trace_state
-from .tracer.pytree import tree_flatten, tree_unflatten
 
 
 def for_jit(jit_obj, args, kwargs) -> EagerJit | None:

@@ -9,11 +9,11 @@ import types
 
 import numpy as np
 
-from .nn.module import Module
-from .optim.optimizer import Optimizer
-from .runtime import dtypes as D
-from .runtime import tensor_base as TB
-from .runtime.grad_mode import is_grad_enabled
+from ..nn.module import Module
+from ..optim.optimizer import Optimizer
+from . import dtypes as D
+from . import tensor_base as TB
+from .grad_mode import is_grad_enabled
 
 OBJECTS = (Module, Optimizer)
 
