@@ -45,13 +45,13 @@ import numpy as np
 
 from .. import config
 from ..ir.bind import aval
-from ..jit_api import _split_static, _static_indices
-from ..plan import GradError, _leaf, _Plan, _reason, vjp_pass
 from ..runtime import run
 from ..runtime.compiled import executable
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_unflatten
+from ..transforms.jit_api import _split_static, _static_indices
+from ..transforms.plan import GradError, _leaf, _Plan, _reason, vjp_pass
 from . import capture
 from . import tensor_base as TB
 from .compiled_node import CompiledFunction

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
-from fusegrad.forward import _canonical_fns, jvp_pass
+from fusegrad.transforms.forward import _canonical_fns, jvp_pass
 from tests.api.test_random_programs import SETTINGS, describe, programs
 from tests.api.test_transforms import numeric_jacobian
 from tests.codegen.test_compiled import _one_per_op, _run_chunks

@@ -1,4 +1,4 @@
-"""The functional transforms of ``fusegrad.api`` (SEMANTICS.md, "Functional API").
+"""The functional transforms of ``fusegrad.transforms`` (SEMANTICS.md, "Functional API").
 
 grad / value_and_grad (argnums, has_aux, pytrees, dtypes), nested derivatives
 and perturbation confusion, vjp, jacobian, hessian, elementwise_grad,
@@ -17,9 +17,9 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad.api import STAGES, stages
 from fusegrad.ir.parser import parse_function
 from fusegrad.ir.verifier import verify
+from fusegrad.transforms.inspection import STAGES, stages
 from tests.helpers import FD_STEP, assert_close
 
 RNG = np.random.default_rng(1234)

@@ -17,10 +17,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from . import config
-from .ir import ops
-from .ir.bind import aval
-from .ir.types import TensorType
+from .. import config
+from ..ir import ops
+from ..ir.bind import aval
+from ..ir.types import TensorType
+from ..tracer import trace_pytree
+from ..tracer.core import _state as _trace_state
+from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -35,9 +38,6 @@ from .plan import (
     call,
     vjp_pass,
 )
-from .tracer import trace_pytree
-from .tracer.core import _state as _trace_state
-from .tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
 
 
 def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
@@ -245,7 +245,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0):
 
 
 def _stack(parts, shape, out_t: TensorType, x):
-    from .ir import array as A
+    from ..ir import array as A
 
     if not parts:
         return np.zeros(shape, aval(x).dtype)

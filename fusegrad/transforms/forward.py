@@ -2,7 +2,7 @@
 
 Each traces the user's function, applies the forward-mode pass
 (``passes.autodiff.jvp``) and runs the result like the reverse-mode
-transforms of ``transforms``: compiled on concrete arrays (the interpreter under
+transforms of ``reverse``: compiled on concrete arrays (the interpreter under
 ``FUSEGRAD_DISABLE_JIT``), inlined into the enclosing trace on tracers, which
 is what makes nested transforms of closures correct.
 """
@@ -17,16 +17,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .ir import Function
-from .ir import array as A
-from .ir.bind import aval, is_weak
-from .ir.printer import print_function
-from .passes.autodiff import jvp as _jvp_pass
-from .passes.simplify import simplify
+from ..ir import Function
+from ..ir import array as A
+from ..ir.bind import aval, is_weak
+from ..ir.printer import print_function
+from ..passes.autodiff import jvp as _jvp_pass
+from ..passes.simplify import simplify
+from ..tracer import trace_pytree
+from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from .plan import GradError, _argnums_tuple, _diff_leaves, _leaf, _Plan, _reason, _signature
-from .tracer import trace_pytree
-from .tracer.pytree import tree_flatten, tree_map, tree_unflatten
-from .transforms import grad
+from .reverse import grad
 
 
 def jvp_pass(fn: Function, wrt, name=None) -> Function:

@@ -23,12 +23,12 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .ir import TensorType, Value, ops
-from .ir.bind import is_weak
-from .ir.errors import FusegradError
-from .tracer.core import tracing
-from .tracer.pytree import tree_flatten, tree_unflatten
-from .tracer.trace import Traced, leaf_type, trace_pytree
+from ..ir import TensorType, Value, ops
+from ..ir.bind import is_weak
+from ..ir.errors import FusegradError
+from ..tracer.core import tracing
+from ..tracer.pytree import tree_flatten, tree_unflatten
+from ..tracer.trace import Traced, leaf_type, trace_pytree
 
 
 class ControlFlowError(FusegradError, TypeError):
@@ -299,7 +299,7 @@ def _scan(who: str, f, init, xs, n: int, reverse: bool):
 
 
 def _scan_eager(who, f, init, xs_leaves, xs_td, n, reverse):
-    from . import numpy as fnp
+    from .. import numpy as fnp
 
     td, types = _eager_types(init)
     carry, ys, y_td = init, [], None

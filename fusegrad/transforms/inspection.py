@@ -7,16 +7,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from .codegen.emit import generate
-from .ir import Function
-from .ir.printer import print_function
+from ..codegen.emit import generate
+from ..ir import Function
+from ..ir.printer import print_function
+from ..passes.autodiff import vjp as _vjp_pass
+from ..passes.fusion import fuse
+from ..passes.simplify import simplify
+from ..tracer import trace_pytree
+from ..tracer.pytree import tree_map
 from .jit_api import _split_static
-from .passes.autodiff import vjp as _vjp_pass
-from .passes.fusion import fuse
-from .passes.simplify import simplify
 from .plan import _leaf
-from .tracer import trace_pytree
-from .tracer.pytree import tree_map
 
 
 def make_ir(f: Callable, static_argnums: int | Sequence[int] = ()):

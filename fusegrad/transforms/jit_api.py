@@ -2,7 +2,7 @@
 
 Static arguments (``static_argnums``), keyword arguments and donated buffers
 (``donate_argnums``) are handled here; functions over eager Tensors, modules
-and optimizers are routed to ``jit_eager``.
+and optimizers are routed to ``eager.jit_eager``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import inspect
 import threading
 from collections.abc import Callable, Sequence
 
-from .eager.grad_mode import is_grad_enabled
-from .eager.tensor import Tensor
-from .ir.bind import aval
+from ..eager.grad_mode import is_grad_enabled
+from ..eager.tensor import Tensor
+from ..ir.bind import aval
+from ..runtime import fastcall
+from ..runtime.donation import donated_leaves
+from ..tracer import trace_pytree
+from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from .plan import GradError, _argnums_tuple, _leaf, _Plan, _reason
-from .runtime import fastcall
-from .runtime.donation import donated_leaves
-from .tracer import trace_pytree
-from .tracer.pytree import tree_flatten, tree_map, tree_unflatten
 
 
 def _static_indices(static_argnums, nargs: int, who: str) -> tuple[int, ...]:
@@ -124,7 +124,7 @@ class jit:
             plan = self._fast.get(fast) if fast is not None else None
             if plan is not None:
                 return tree_unflatten(plan.traced.out_tree, list(plan(fastcall.leaves(args))))
-        from .eager import jit_eager  # eager Tensors, modules, optimizers: see jit_eager
+        from ..eager import jit_eager  # eager Tensors, modules, optimizers: see jit_eager
 
         eager = jit_eager.for_jit(self, args, kwargs)
         if eager is not None:

@@ -15,16 +15,16 @@ import functools
 import threading
 from collections.abc import Callable
 
-from .eager.grad_mode import is_grad_enabled
-from .eager.tensor import Tensor
-from .ir.bind import aval
-from .ir.types import TensorType
+from ..eager.grad_mode import is_grad_enabled
+from ..eager.tensor import Tensor
+from ..ir.bind import aval
+from ..ir.types import TensorType
+from ..passes.batching import BatchingError, batch
+from ..tracer import trace_pytree
+from ..tracer.pytree import _node, tree_flatten, tree_map, tree_unflatten
+from ..tracer.trace import arg_hints, fn_name
 from .jit_api import _keywords_last
-from .passes.batching import BatchingError, batch
 from .plan import _leaf, _Plan, _reason, _signature
-from .tracer import trace_pytree
-from .tracer.pytree import _node, tree_flatten, tree_map, tree_unflatten
-from .tracer.trace import arg_hints, fn_name
 
 __all__ = ["BatchingError", "vmap"]
 

@@ -1,6 +1,6 @@
 """What every transform runs on: argument leaves, signatures and ``_Plan``.
 
-A transform (``transforms``, ``forward``, ``vmap``, ``jit_api``, ``jit_eager``)
+A transform (``reverse``, ``forward``, ``vectorize``, ``jit_api``, ``eager.jit_eager``)
 traces the user's function to IR (``tracer``), applies IR passes
 (``passes.autodiff``, ``passes.batching``) and wraps the result in a ``_Plan``:
 compiled on concrete arrays (the NumPy interpreter under
@@ -12,19 +12,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import config
-from .eager.tensor import Tensor
-from .ir import Function, evaluate, ops
-from .ir.bind import aval, is_weak
-from .ir.errors import FusegradError
-from .ir.types import TensorType
-from .passes.autodiff import vjp as _vjp_pass
-from .passes.simplify import simplify
-from .runtime.compiled import executable
-from .runtime.debug_nans import run_checked
-from .tracer import Tracer
-from .tracer.core import _state as _trace_state
-from .tracer.pytree import tree_flatten, tree_unflatten
+from .. import config
+from ..eager.tensor import Tensor
+from ..ir import Function, evaluate, ops
+from ..ir.bind import aval, is_weak
+from ..ir.errors import FusegradError
+from ..ir.types import TensorType
+from ..passes.autodiff import vjp as _vjp_pass
+from ..passes.simplify import simplify
+from ..runtime.compiled import executable
+from ..runtime.debug_nans import run_checked
+from ..tracer import Tracer
+from ..tracer.core import _state as _trace_state
+from ..tracer.pytree import tree_flatten, tree_unflatten
 
 
 class GradError(FusegradError, TypeError):
