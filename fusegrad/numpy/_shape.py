@@ -7,11 +7,11 @@ import math
 
 import numpy as np
 
-from .ir import array as A
-from .ir import ops
-from .ir.array import implements
-from .ir.bind import aval
-from .ir.errors import ShapeError
+from ..ir import array as A
+from ..ir import ops
+from ..ir.array import implements
+from ..ir.bind import aval
+from ..ir.errors import ShapeError
 
 __all__ = [
     "arange", "array", "asarray", "atleast_1d", "atleast_2d", "empty", "empty_like",
@@ -145,7 +145,7 @@ def split(ary, indices_or_sections, axis=0):
 
 
 def _slice(a, idx):
-    from .ir.indexing import getitem
+    from ..ir.indexing import getitem
 
     return getitem(a, idx)
 

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 
-from .ir import array as A
-from .ir import ops
-from .ir.array import implements as _implements
-from .ir.errors import ShapeError
-from .ir.types import dtype_name
+from ..ir import array as A
+from ..ir import ops
+from ..ir.array import implements as _implements
+from ..ir.errors import ShapeError
+from ..ir.types import dtype_name
 
 __all__ = ["norm"]
 

@@ -10,11 +10,11 @@ import math
 
 import numpy as np
 
-from .ir import array as A
-from .ir import ops
-from .ir.array import implements
-from .ir.bind import aval
-from .ir.errors import ShapeError
+from ..ir import array as A
+from ..ir import ops
+from ..ir.array import implements
+from ..ir.bind import aval
+from ..ir.errors import ShapeError
 
 __all__ = ["dot", "einsum", "inner", "outer", "tensordot", "vdot"]
 

@@ -3,6 +3,11 @@
 The common subset of ``jax.numpy``. On plain arrays each function computes with
 the op table's NumPy reference; inside a transform it records IR. The same
 functions back NumPy's protocols, so ``np.sin(tracer)`` records ``sin``.
+
+Here: elementwise functions and reductions; ``_shape``: shape ops, gathers and array
+creation; ``_contract``: dot, inner, outer, tensordot, einsum; ``linalg``: norms.
+A surface: it may import ``ir`` (and anything below the surfaces); nothing in the
+layers below imports it.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ import math
 
 import numpy as np
 
-from .ir import array as A
-from .ir import ops
-from .ir.array import (  # also re-exported as NumPy names
+from ..ir import array as A
+from ..ir import ops
+from ..ir.array import (  # also re-exported as NumPy names
     argmax,
     argmin,
     broadcast_to,
@@ -32,8 +37,8 @@ from .ir.array import (  # also re-exported as NumPy names
     transpose,
     var,
 )
-from .ir.array import implements as _implements
-from .ir.bind import aval as _aval
+from ..ir.array import implements as _implements
+from ..ir.bind import aval as _aval
 
 pi, e, inf, nan, newaxis = np.pi, np.e, np.inf, np.nan, None
 float32, float64, int32, int64, bool_ = np.float32, np.float64, np.int32, np.int64, np.bool_
@@ -314,6 +319,6 @@ _implements(np.transpose)(lambda a, axes=None: transpose(a, axes))
 _implements(np.squeeze)(lambda a, axis=None: squeeze(a, axis))
 _implements(np.broadcast_to)(lambda array, shape, subok=False: broadcast_to(array, shape))
 
-from . import _np_linalg as linalg  # noqa: E402, F401  (fusegrad.numpy.linalg.norm)
-from ._np_contract import *  # noqa: E402, F403  (dot, tensordot, einsum, outer)
-from ._np_shape import *  # noqa: E402, F403  (shape ops, take, creation)
+from . import linalg  # noqa: E402, F401  (fusegrad.numpy.linalg.norm)
+from ._contract import *  # noqa: E402, F403  (dot, tensordot, einsum, outer)
+from ._shape import *  # noqa: E402, F403  (shape ops, take, creation)
