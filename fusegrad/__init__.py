@@ -14,6 +14,7 @@ from . import (  # noqa: F401  (fills NumPy's protocol table)
     random,
     tree,
 )
+from ._version import __version__ as __version__
 from .eager.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .eager.tensor_api import __all__ as _tensor_all
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
@@ -36,8 +37,6 @@ from .transforms.reverse import (
     vjp,
 )
 from .transforms.vectorize import BatchingError, vmap
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ControlFlowError",

@@ -2,7 +2,7 @@
 
 Each loop is the math library's pattern (``mathlib.make_loop``): a vectorised
 pass that also flags the rare inputs the vector path gets wrong (finite
-``|x|`` beyond ``mathlib_trig.TRIG_LIMIT``), then a scalar fix-up pass over
+``|x|`` beyond ``mathlib.trig.TRIG_LIMIT``), then a scalar fix-up pass over
 those only when one was seen. Defined at module level so Numba caches them
 on disk: only the first process compiles.
 """

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusegrad.codegen import mathlib_coeffs as C
-from fusegrad.codegen.mathlib_core import copysign, exp2i, fma, mathfn, poly, rint
+from fusegrad.codegen.mathlib import coeffs as C
+from fusegrad.codegen.mathlib.core import copysign, exp2i, fma, mathfn, poly, rint
 
 
 def typed(ft, *values):

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusegrad.codegen import mathlib_coeffs as C
-from fusegrad.codegen.mathlib_core import copysign, mathfn, poly, split_exponent, sqrt
-from fusegrad.codegen.mathlib_exp import pick, typed
+from fusegrad.codegen.mathlib import coeffs as C
+from fusegrad.codegen.mathlib.core import copysign, mathfn, poly, split_exponent, sqrt
+from fusegrad.codegen.mathlib.exp import pick, typed
 
 
 def build(ft, ex: dict) -> dict:

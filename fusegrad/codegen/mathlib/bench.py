@@ -18,6 +18,8 @@ import time
 import numba
 import numpy as np
 
+from fusegrad.codegen import mathlib as ml
+
 #: the inputs' common range per function (the tests sample it densely too)
 COMMON_RANGE = {
     "exp": (-30, 30), "expm1": (-3, 3), "exp2": (-40, 40), "log": (0, 10),
@@ -108,8 +110,6 @@ def _time(loop, args, outs) -> float:
 
 def bench(name: str, dtype, n: int = 1_000_000, repeat: int = 9) -> tuple[float, float]:
     """(ours, libm) median ns per element of ``name`` at ``dtype``."""
-    from fusegrad.codegen import mathlib as ml
-
     args = _inputs(name, dtype, n, np.random.default_rng(0))
     outs = tuple(np.empty(n, dtype) for _ in range(ml.lookup(name, dtype).nout))
     ours, ref = ml.make_loop(name, dtype), libm_loop(name)
@@ -123,8 +123,6 @@ def bench(name: str, dtype, n: int = 1_000_000, repeat: int = 9) -> tuple[float,
 
 
 def main(argv=None) -> None:
-    from fusegrad.codegen import mathlib as ml
-
     p = argparse.ArgumentParser(prog="python -m fusegrad.codegen.mathlib", description=__doc__)
     p.add_argument("names", nargs="*", help="functions (default: all)")
     p.add_argument("--n", type=int, default=1_000_000)

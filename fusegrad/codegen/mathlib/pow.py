@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fusegrad.codegen import mathlib_coeffs as C
-from fusegrad.codegen.mathlib_core import (
+from fusegrad.codegen.mathlib import coeffs as C
+from fusegrad.codegen.mathlib.core import (
     copysign,
     fma,
     mathfn,
@@ -25,7 +25,7 @@ from fusegrad.codegen.mathlib_core import (
     split_exponent,
     two_prod,
 )
-from fusegrad.codegen.mathlib_exp import pick, typed
+from fusegrad.codegen.mathlib.exp import pick, typed
 
 
 def build(ft, ex: dict) -> dict:

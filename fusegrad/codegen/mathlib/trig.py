@@ -23,9 +23,9 @@ import math
 
 import numpy as np
 
-from fusegrad.codegen import mathlib_coeffs as C
-from fusegrad.codegen.mathlib_core import bit_set, fma, mathfn, poly
-from fusegrad.codegen.mathlib_exp import pick, typed
+from fusegrad.codegen.mathlib import coeffs as C
+from fusegrad.codegen.mathlib.core import bit_set, fma, mathfn, poly
+from fusegrad.codegen.mathlib.exp import pick, typed
 
 #: pi/2 split into pieces of 30 significant bits and a full last piece (float64)...
 PIO2_F64 = (
