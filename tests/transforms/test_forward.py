@@ -1,4 +1,4 @@
-"""The forward-mode transforms of ``fusegrad.forward``: jvp, jacfwd, hvp, hessian.
+"""The forward-mode transforms of ``fusegrad.transforms.forward``: jvp, jacfwd, hvp, hessian.
 
 jvp's contract (tuples, pytrees, tangent checks), nested transforms of
 closures in every mix of jvp and grad (no perturbation confusion), hvp against
@@ -19,12 +19,12 @@ import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.transforms.forward import _canonical_fns, jvp_pass
-from tests.api.test_random_programs import SETTINGS, describe, programs
-from tests.api.test_transforms import numeric_jacobian
 from tests.codegen.test_compiled import _one_per_op, _run_chunks
 from tests.helpers import assert_close, float_params
 from tests.jvp_check import random_tangents
 from tests.passes.test_jvp_rules import JVP_CASES
+from tests.transforms.test_random_programs import SETTINGS, describe, programs
+from tests.transforms.test_transforms import numeric_jacobian
 
 RNG = np.random.default_rng(2024)
 

@@ -1,4 +1,4 @@
-"""The eager fast path (``runtime.fast``) against the generic recording path.
+"""The eager fast path (``eager.fast``) against the generic recording path.
 
 * Every operation the fast path takes gives bit-identical values, the same
   ``grad_fn`` (name, next functions, saved tensors) and the same gradients

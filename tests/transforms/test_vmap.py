@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from tests.api.test_random_programs import SETTINGS, describe, programs
 from tests.helpers import assert_close
+from tests.transforms.test_random_programs import SETTINGS, describe, programs
 
 RNG = np.random.default_rng(0)
 XS = RNG.standard_normal((5, 3))
