@@ -13,6 +13,7 @@ May import ``config``, ``ir``, ``tracer``, ``passes``, ``codegen``, ``runtime`` 
 register what it needs to know about them.
 """
 
+from . import jit_eager  # noqa: F401  (routes fg.jit calls over eager code here)
 from .tensor import Tensor
 
 __all__ = ["Tensor"]

@@ -50,13 +50,13 @@ from ..runtime.compiled import executable
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_unflatten
-from ..transforms.jit_api import _split_static, _static_indices
+from ..transforms.jit_api import _split_static, _static_indices, register_route
 from ..transforms.plan import GradError, _leaf, _Plan, _reason, vjp_pass
-from . import capture
+from . import capture, jit_state
 from . import tensor_base as TB
 from .compiled_node import CompiledFunction
 from .grad_mode import is_grad_enabled
-from .jit_state import OBJECTS, Env, Snapshot, env_key, hashable, referenced, store
+from .jit_state import Env, Snapshot, env_key, hashable, referenced, store
 
 
 def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
@@ -72,8 +72,8 @@ def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
         return eager
     f = jit_obj.f
     if "_names_objects" not in d:
-        d["_names_objects"] = isinstance(f, OBJECTS) or bool(referenced(f))
-    if d["_names_objects"] or any(isinstance(x, (TB.TensorBase, *OBJECTS))
+        d["_names_objects"] = isinstance(f, jit_state.OBJECTS) or bool(referenced(f))
+    if d["_names_objects"] or any(isinstance(x, (TB.TensorBase, *jit_state.OBJECTS))
                                   for x in tree_flatten((args, kwargs))[0]):
         name = getattr(f, "__name__", type(f).__name__)
         eager = d["_eager"] = EagerJit(f, name, jit_obj.static_argnums)
@@ -136,7 +136,7 @@ def _trace(f, args, kwargs, env: Env, name: str, reason: str) -> _EagerPlan:
     arg_tensors = [x for x in leaves if isinstance(x, TB.TensorBase)]
     tensors = env.tensors(arg_tensors)
     array_idx = [i for i, x in enumerate(leaves)
-                 if not isinstance(x, (TB.TensorBase, *OBJECTS)) and _is_array_like(x)]
+                 if not isinstance(x, (TB.TensorBase, *jit_state.OBJECTS)) and _is_array_like(x)]
     ep = _EagerPlan()
     ids = {id(t) for t in tensors}
 
@@ -186,7 +186,7 @@ def _outputs(ep: _EagerPlan, out) -> list:
         if isinstance(o, TB.TensorBase):
             ep.out_kinds.append(o._rg)
             vals.append(o._data)
-        elif isinstance(o, OBJECTS):
+        elif isinstance(o, jit_state.OBJECTS):
             raise UnsupportedEagerJit(f"fg.jit: the function returned a {type(o).__name__}; "
                                       "return Tensors, arrays or scalars")
         else:
@@ -293,7 +293,7 @@ class EagerJit:
         for x in leaves:
             if isinstance(x, TB.TensorBase):
                 arg_keys.append(("T", x._data.shape, x._data.dtype.str, x._rg))
-            elif isinstance(x, OBJECTS):
+            elif isinstance(x, jit_state.OBJECTS):
                 arg_keys.append(("O", id(x)))
             elif _is_array_like(x):
                 arg_keys.append(aval(_leaf(x)))
@@ -307,7 +307,7 @@ class EagerJit:
             raise UnsupportedEagerJit(
                 f"fg.jit({self.name}) over eager Tensors, modules or optimizers cannot run "
                 "inside another transform's trace; call it at the top level")
-        self.env.add(x for x in tree_flatten((args, kwargs))[0] if isinstance(x, OBJECTS))
+        self.env.add(x for x in tree_flatten((args, kwargs))[0] if isinstance(x, jit_state.OBJECTS))
         self.calls += 1
         if self.calls == 1 and self._lazy_state():
             return self._eager(self.f, args, kwargs)
@@ -374,3 +374,6 @@ class EagerJit:
             _apply(ep, tensors, raw[n:])
             outs = [o if k is None else TB.make(o) for o, k in zip(raw[:n], ep.out_kinds)]
         return tree_unflatten(ep.out_tree, outs)
+
+
+register_route(for_jit)

@@ -9,13 +9,31 @@ import types
 
 import numpy as np
 
-from ..nn.module import Module
-from ..optim.optimizer import Optimizer
 from . import dtypes as D
 from . import tensor_base as TB
 from .grad_mode import is_grad_enabled
 
-OBJECTS = (Module, Optimizer)
+#: The classes of the objects whose state ``fg.jit`` tracks: ``fg.nn.Module`` and
+#: ``fg.optim.Optimizer`` register themselves when imported (those surfaces sit above the
+#: eager face). ``OBJECTS`` is both.
+MODULES: tuple[type, ...] = ()
+OPTIMIZERS: tuple[type, ...] = ()
+OBJECTS: tuple[type, ...] = ()
+
+
+def register_module_type(cls: type) -> None:
+    """Track instances of ``cls`` as modules: ``modules()``, ``parameters()``,
+    ``_parameters``, ``_buffers`` and ``training`` hold their state."""
+    global MODULES, OBJECTS
+    MODULES, OBJECTS = (*MODULES, cls), (*OBJECTS, cls)
+
+
+def register_optimizer_type(cls: type) -> None:
+    """Track instances of ``cls`` as optimizers: ``param_groups`` and ``state`` hold
+    their state."""
+    global OPTIMIZERS, OBJECTS
+    OPTIMIZERS, OBJECTS = (*OPTIMIZERS, cls), (*OBJECTS, cls)
+
 
 # --- finding the objects ----------------------------------------------------------------
 
@@ -58,8 +76,8 @@ class Env:
     """The modules and optimizers a jitted function touches, and the tensors they hold."""
 
     def __init__(self):
-        self.modules: dict[int, Module] = {}
-        self.optimizers: dict[int, Optimizer] = {}
+        self.modules: dict[int, object] = {}
+        self.optimizers: dict[int, object] = {}
         # other tensors: named by the function, or written in place by it
         self.extra: dict[int, object] = {}
         self._walked: dict = {}  # all_modules() and params() of the current call
@@ -72,7 +90,7 @@ class Env:
         """Add modules, optimizers and named Tensors; True if any was new."""
         new = False
         for o in objs:
-            reg = (self.modules if isinstance(o, Module) else self.extra
+            reg = (self.modules if isinstance(o, MODULES) else self.extra
                    if isinstance(o, TB.TensorBase) else self.optimizers)
             if id(o) not in reg:
                 reg[id(o)] = o
@@ -84,7 +102,7 @@ class Env:
     def all_modules(self) -> list:
         if "modules" in self._walked:
             return self._walked["modules"]
-        out: dict[int, Module] = {}
+        out: dict[int, object] = {}
         for m in self.modules.values():
             for sub in m.modules():
                 out.setdefault(id(sub), sub)

@@ -19,9 +19,11 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.types import dtype_name
+from ..transforms.plan import register_eager_tensor
 from . import dtypes as D
 from . import tensor_base as TB
 from .engine import backward
+from .grad_mode import is_grad_enabled
 from .names import NAMES
 from .record import operation
 from .tensor_inplace import TensorInplace
@@ -171,6 +173,15 @@ def _size(size) -> tuple[int, ...]:
 
 TB._CLASS.append(Tensor)
 TB._BACKWARD.append(backward)
+
+
+def _transform_data(t: Tensor) -> np.ndarray:
+    """What a transform (``fg.grad``, ``fg.jit``, ...) takes a Tensor argument as: its data,
+    outside its autograd graph."""
+    return t.detach()._data
+
+
+register_eager_tensor(Tensor, data=_transform_data, grad_enabled=is_grad_enabled)
 
 
 def _legacy(name: str, dt):

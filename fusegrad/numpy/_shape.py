@@ -9,9 +9,8 @@ import numpy as np
 
 from ..ir import array as A
 from ..ir import ops
-from ..ir.array import implements
+from ..ir.array import axis_list, expand_dims, implements, stack
 from ..ir.bind import aval
-from ..ir.errors import ShapeError
 
 __all__ = [
     "arange", "array", "asarray", "atleast_1d", "atleast_2d", "empty", "empty_like",
@@ -19,6 +18,9 @@ __all__ = [
     "ndim", "ones", "ones_like", "ravel", "repeat", "shape", "size", "split", "stack",
     "swapaxes", "take", "tile", "vstack", "zeros", "zeros_like",
 ]  # fmt: skip
+
+implements(np.expand_dims)(expand_dims)
+implements(np.stack)(stack)
 
 
 def _shape(x):
@@ -57,20 +59,12 @@ def swapaxes(a, axis1, axis2):
     return A.transpose(a, perm)
 
 
-def _axis_list(axes, nd: int, name: str) -> list[int]:
-    """Checked, non-negative, distinct axes in the given order."""
-    out = [A.norm_axis(int(ax), nd, name) for ax in np.atleast_1d(axes)]
-    if len(set(out)) != len(out):
-        raise ShapeError(f"{name}: repeated axis in {axes}")
-    return out
-
-
 @implements(np.moveaxis)
 def moveaxis(a, source, destination):
     a = A.asarray(a)
     nd = len(_shape(a))
-    src = _axis_list(source, nd, "moveaxis source")
-    dst = _axis_list(destination, nd, "moveaxis destination")
+    src = axis_list(source, nd, "moveaxis source")
+    dst = axis_list(destination, nd, "moveaxis destination")
     if len(src) != len(dst):
         raise ValueError("moveaxis: source and destination must have the same number of "
                          f"elements, got {source} and {destination}")
@@ -78,18 +72,6 @@ def moveaxis(a, source, destination):
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
     return A.transpose(a, order)
-
-
-@implements(np.expand_dims)
-def expand_dims(a, axis):
-    a = A.asarray(a)
-    n_new = 1 if isinstance(axis, int | np.integer) else len(axis)
-    nd = len(_shape(a)) + n_new
-    axes = _axis_list(axis, nd, "expand_dims")
-    new, it = [], iter(_shape(a))
-    for i in range(nd):
-        new.append(1 if i in axes else next(it))
-    return A.reshape(a, tuple(new))
 
 
 @implements(np.atleast_1d)
@@ -102,17 +84,6 @@ def atleast_1d(a):
 def atleast_2d(a):
     a = atleast_1d(a)
     return A.reshape(a, (1, *_shape(a))) if len(_shape(a)) == 1 else a
-
-
-@implements(np.stack)
-def stack(arrays, axis=0):
-    arrays = [A.asarray(x) for x in arrays]
-    if not arrays:
-        raise ValueError("stack: need at least one array")
-    shapes = {_shape(x) for x in arrays}
-    if len(shapes) != 1:
-        raise ValueError(f"stack: all input arrays must have the same shape, got {shapes}")
-    return A.concatenate([expand_dims(x, axis) for x in arrays], axis)
 
 
 @implements(np.hstack)

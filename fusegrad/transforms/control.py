@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ir import TensorType, Value, ops
+from ..ir import array as A
 from ..ir.bind import is_weak
 from ..ir.errors import FusegradError
 from ..tracer.core import tracing
@@ -299,8 +300,6 @@ def _scan(who: str, f, init, xs, n: int, reverse: bool):
 
 
 def _scan_eager(who, f, init, xs_leaves, xs_td, n, reverse):
-    from .. import numpy as fnp
-
     td, types = _eager_types(init)
     carry, ys, y_td = init, [], None
     for it in range(n):
@@ -313,7 +312,7 @@ def _scan_eager(who, f, init, xs_leaves, xs_td, n, reverse):
         ys.append(tree_flatten(y)[0])
     if reverse:
         ys.reverse()
-    stacked = [fnp.stack([y[k] for y in ys]) for k in range(y_td.num_leaves)]
+    stacked = [A.stack([y[k] for y in ys]) for k in range(y_td.num_leaves)]
     return carry, tree_unflatten(y_td, stacked)
 
 

@@ -12,14 +12,22 @@ import inspect
 import threading
 from collections.abc import Callable, Sequence
 
-from ..eager.grad_mode import is_grad_enabled
-from ..eager.tensor import Tensor
 from ..ir.bind import aval
 from ..runtime import fastcall
 from ..runtime.donation import donated_leaves
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
-from .plan import GradError, _argnums_tuple, _leaf, _Plan, _reason
+from .plan import GradError, _argnums_tuple, _grad_tensors, _leaf, _Plan, _reason
+
+#: Where calls over eager Tensors, modules and optimizers go: ``fusegrad.eager`` registers
+#: ``route(jit, args, kwargs)``, which returns a runner ``runner(args, kwargs)`` for such a
+#: call or None for plain array functions (the eager face sits above this layer).
+_ROUTES: list[Callable] = []
+
+
+def register_route(route: Callable) -> None:
+    """Give ``route`` the first look at every call that the cached fast path did not take."""
+    _ROUTES.append(route)
 
 
 def _static_indices(static_argnums, nargs: int, who: str) -> tuple[int, ...]:
@@ -124,11 +132,10 @@ class jit:
             plan = self._fast.get(fast) if fast is not None else None
             if plan is not None:
                 return tree_unflatten(plan.traced.out_tree, list(plan(fastcall.leaves(args))))
-        from ..eager import jit_eager  # eager Tensors, modules, optimizers: see jit_eager
-
-        eager = jit_eager.for_jit(self, args, kwargs)
-        if eager is not None:
-            return eager(args, kwargs)
+        for route in _ROUTES:  # eager Tensors, modules, optimizers: see eager.jit_eager
+            eager = route(self, args, kwargs)
+            if eager is not None:
+                return eager(args, kwargs)
         _refuse_grad_tensors(self.__name__, (args, kwargs))
         key, dyn = self._key(args, kwargs)
         plan = self._cache.get(key)
@@ -156,13 +163,12 @@ class jit:
 def _refuse_grad_tensors(name: str, tree) -> None:
     """A Tensor that requires grad hidden from ``jit_eager`` cannot get a gradient: say so,
     never detach."""
-    if not is_grad_enabled():
-        return
-    for leaf in tree_flatten(tree)[0]:
-        if isinstance(leaf, Tensor) and leaf.requires_grad:
-            raise GradError(
-                f"fg.jit({name}): got a Tensor that requires grad ({leaf.dtype}, shape "
-                f"{tuple(leaf.shape)}) that it could not make an input, so no gradient "
-                "could flow back to it. Pass it as an argument (or name it as a global) to "
-                "get a compiled node in its autograd graph, or pass tensor.detach() if no "
-                "gradient is needed.")
+    refused = _grad_tensors(tree)
+    if refused:
+        leaf = refused[0]
+        raise GradError(
+            f"fg.jit({name}): got a Tensor that requires grad ({leaf.dtype}, shape "
+            f"{tuple(leaf.shape)}) that it could not make an input, so no gradient "
+            "could flow back to it. Pass it as an argument (or name it as a global) to "
+            "get a compiled node in its autograd graph, or pass tensor.detach() if no "
+            "gradient is needed.")

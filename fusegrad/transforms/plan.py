@@ -10,10 +10,11 @@ which is what makes nested transforms of closures correct.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .. import config
-from ..eager.tensor import Tensor
 from ..ir import Function, evaluate, ops
 from ..ir.bind import aval, is_weak
 from ..ir.errors import FusegradError
@@ -29,6 +30,33 @@ from ..tracer.pytree import tree_flatten, tree_unflatten
 
 class GradError(FusegradError, TypeError):
     """A transform was asked for something it cannot do (non-scalar grad, int inputs...)."""
+
+
+# --- eager Tensors as arguments ----------------------------------------------------
+# The eager face sits above the transforms: ``fusegrad.eager`` registers its Tensor
+# class here when it is imported (as array classes register with ``ir.bind``), so
+# transforms take Tensors without importing eager code.
+
+_EAGER_TYPES: tuple[type, ...] = ()
+_EAGER_HOOKS: dict[str, Callable] = {}
+
+
+def register_eager_tensor(cls: type, *, data: Callable, grad_enabled: Callable) -> None:
+    """Let transforms take instances of ``cls`` as arguments: ``data(x)`` is the NumPy
+    array one counts as (no gradient flows back into its autograd graph), and while
+    ``grad_enabled()`` those with ``requires_grad`` set are refused where a transform
+    could not give them a gradient (``_grad_tensors``)."""
+    global _EAGER_TYPES
+    _EAGER_TYPES = (*_EAGER_TYPES, cls)
+    _EAGER_HOOKS.update(data=data, grad_enabled=grad_enabled)
+
+
+def _grad_tensors(tree) -> list:
+    """The eager Tensors in ``tree`` that require grad, while grad mode is on."""
+    if not _EAGER_TYPES or not _EAGER_HOOKS["grad_enabled"]():
+        return []
+    return [x for x in tree_flatten(tree)[0]
+            if isinstance(x, _EAGER_TYPES) and x.requires_grad]
 
 
 # --- execution ---------------------------------------------------------------------
@@ -47,7 +75,7 @@ def call(fn: Function, *args) -> tuple:
     """Execute ``fn``: compiled (or with NumPy if ``FUSEGRAD_DISABLE_JIT``) on concrete
     arrays; recorded into the enclosing trace otherwise. Eager Tensors (closed over by
     the function) count as their data."""
-    args = tuple(_leaf(a) if isinstance(a, Tensor) else a for a in args)
+    args = tuple(_leaf(a) if isinstance(a, _EAGER_TYPES) else a for a in args)
     if all(_concrete(a) for a in args) and not _trace_state.stack:
         if config.DISABLE_JIT:
             return run_checked(fn, *args)
@@ -63,8 +91,8 @@ def _leaf(x):
     """
     if isinstance(x, Tracer | np.ndarray | TensorType):
         return x
-    if isinstance(x, Tensor):
-        return x.detach()._data
+    if isinstance(x, _EAGER_TYPES):
+        return _EAGER_HOOKS["data"](x)
     if hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__"):
         return np.asarray(x)
     if is_weak(x) or isinstance(x, np.generic | list):

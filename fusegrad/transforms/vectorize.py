@@ -15,8 +15,6 @@ import functools
 import threading
 from collections.abc import Callable
 
-from ..eager.grad_mode import is_grad_enabled
-from ..eager.tensor import Tensor
 from ..ir.bind import aval
 from ..ir.types import TensorType
 from ..passes.batching import BatchingError, batch
@@ -24,7 +22,7 @@ from ..tracer import trace_pytree
 from ..tracer.pytree import _node, tree_flatten, tree_map, tree_unflatten
 from ..tracer.trace import arg_hints, fn_name
 from .jit_api import _keywords_last
-from .plan import _leaf, _Plan, _reason, _signature
+from .plan import _grad_tensors, _leaf, _Plan, _reason, _signature
 
 __all__ = ["BatchingError", "vmap"]
 
@@ -187,12 +185,11 @@ def _batch_size(name, fun, args, leaves, axes, axis_size) -> int:
 
 def _refuse_grad_tensors(name: str, tree) -> None:
     """No gradient could flow back into an eager graph through vmap: say so, never detach."""
-    if not is_grad_enabled():
-        return
-    for leaf in tree_flatten(tree)[0]:
-        if isinstance(leaf, Tensor) and leaf.requires_grad:
-            raise BatchingError(
-                f"vmap({name}): got a Tensor that requires grad (shape {tuple(leaf.shape)}); "
-                "fg.vmap runs compiled code that eager autograd cannot see through, so no "
-                "gradient would reach it. Pass tensor.detach(), or differentiate with fg.grad "
-                "around fg.vmap.")
+    refused = _grad_tensors(tree)
+    if refused:
+        raise BatchingError(
+            f"vmap({name}): got a Tensor that requires grad (shape "
+            f"{tuple(refused[0].shape)}); "
+            "fg.vmap runs compiled code that eager autograd cannot see through, so no "
+            "gradient would reach it. Pass tensor.detach(), or differentiate with fg.grad "
+            "around fg.vmap.")
