@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from ..codegen.emit import generate
+from ..codegen.module import generate
 from ..ir import Function
 from ..ir.printer import print_function
 from ..passes.autodiff import vjp as _vjp_pass
