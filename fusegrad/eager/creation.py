@@ -16,7 +16,6 @@ import numpy as np
 from ..tracer import Tracer
 from . import dtypes as D
 from . import tensor_base as TB
-from .tensor import Tensor
 
 
 def _infer(data) -> np.dtype:
@@ -251,7 +250,7 @@ def randn_like(input, *, dtype=None, requires_grad: bool = False, **kwargs):
 
 
 def is_tensor(obj) -> bool:
-    return isinstance(obj, Tensor)
+    return isinstance(obj, TB.TensorBase)
 
 
 __all__ = [

@@ -1,7 +1,8 @@
 """``fg.sin(x)``, ``fg.sum(x, dim)``, ``fg.cat([...])``, ...: PyTorch's ``torch.*`` functions.
 
 Most are the Tensor method of the same name (``fg.exp(x)`` is ``x.exp()``);
-``cat``, ``stack`` and ``where`` combine several tensors.
+``cat``, ``stack`` and ``where`` combine several tensors (``where`` lives in
+``tensor_math``, beside the ``Tensor.where`` method that calls it).
 """
 
 from __future__ import annotations
@@ -9,10 +10,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import array as A
-from ..ir import ops
-from . import dtypes as D
 from . import tensor_base as TB
-from .tensor_math import arg, cast, op
+from .tensor_math import _common, arg, op
+from .tensor_math import where as where  # fg.where: defined with the Tensor method it serves
 
 #: ``fg.<name>(input, ...)`` is ``input.<name>(...)``.
 METHOD_FUNCTIONS = (
@@ -51,12 +51,6 @@ for _name in METHOD_FUNCTIONS:
     globals()[_name] = _method_function(_name)
 
 
-def _common(tensors):
-    tensors = [arg(t) for t in tensors]
-    dt = D.result_type(*tensors)
-    return [cast(t, dt) for t in tensors]
-
-
 def cat(tensors, dim: int = 0):
     """Join tensors along an existing dimension."""
     tensors = list(tensors)
@@ -82,20 +76,6 @@ def stack(tensors, dim: int = 0):
     new = shape[:d] + (1,) + shape[d:]
     return op("stack", lambda: A.concatenate([A.reshape(t, new) for t in _common(tensors)],
                                              axis=d))
-
-
-def where(condition, input=None, other=None):
-    """``input`` where ``condition`` is true, else ``other``; with one argument, the indices
-    of the nonzero elements (a tuple of int64 tensors)."""
-    if input is None and other is None:
-        from .creation import from_numpy
-
-        return tuple(from_numpy(i.astype(np.int64)) for i in
-                     np.nonzero(arg(condition).detach().numpy()))
-    condition = arg(condition)
-    if condition._data.dtype != np.bool_:
-        condition = ops.ne(condition, 0)
-    return op("where", lambda: ops.select(condition, *_common([input, other])))
 
 
 def numel(input) -> int:

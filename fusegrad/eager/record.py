@@ -26,7 +26,6 @@ from .names import OP_NAMES
 from .node import edge_of, move_tensor_state, node_class
 from .recorded import Entry, OpNode, _is_slot, _kw_key, rule_needs
 from .saved import SavedTensor
-from .views import current
 
 
 class _State(threading.local):
@@ -35,6 +34,10 @@ class _State(threading.local):
 
 
 _state = _State()
+
+#: ``views.current``: replays a view input whose base was written in place (set by
+#: ``views``, which records through this module).
+_VIEW_CURRENT: list = []
 
 
 class Scope:
@@ -63,7 +66,7 @@ class Scope:
             self.inputs.append(x)
             if x._rg:
                 if x._base is not None:
-                    current(x)
+                    _VIEW_CURRENT[0](x)
                 self.grad = True
         return -1 - k
 

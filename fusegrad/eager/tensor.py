@@ -23,8 +23,10 @@ from ..transforms.plan import register_eager_tensor
 from . import dtypes as D
 from . import tensor_base as TB
 from .engine import backward
+from .formatting import tensor_repr
 from .grad_mode import is_grad_enabled
 from .names import NAMES
+from .node import register_tensor_hook, retain_on
 from .record import operation
 from .tensor_inplace import TensorInplace
 from .tensor_math import TensorMath
@@ -67,6 +69,27 @@ class Tensor(TensorMath, TensorReduce, TensorShape, TensorInplace, TB.TensorBase
         self._init(TB._Cell(data), TB._Version(), False, None, 0)
         if requires_grad:
             self.requires_grad_(True)
+
+    # --- hooks and printing (node, formatting) ----------------------------------------
+
+    def retain_grad(self) -> None:
+        """Keep this non-leaf tensor's gradient in ``.grad`` during backward."""
+        if not self._rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._grad_fn is None or self._retains:
+            return
+        self._retains = True
+        retain_on(self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; a Tensor it returns
+        replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        return register_tensor_hook(self, hook)
+
+    def __repr__(self) -> str:
+        return tensor_repr(self)
 
     # --- conversions ---------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 A Tensor's data is whatever ``bind`` accepts: a NumPy array, or a tracer when
 the eager engine runs inside a trace (a compiled training step). Nothing here
 assumes concrete data except the conversions that need values (``item()``,
-``numpy()``, ``repr``), which raise a clear error on traced data.
+``numpy()``), which raise a clear error on traced data. ``repr``, ``retain_grad`` and
+``register_hook`` are ``tensor.Tensor``'s (they use ``formatting`` and ``node``, which
+import this module).
 
 Data lives in a ``_Cell`` that ``detach()`` and ``.data`` share (so they see
 each other's in-place writes) and versions in a ``_Version`` counter that
@@ -269,26 +271,6 @@ class TensorBase:
         self._rg = False
         return self
 
-    def retain_grad(self) -> None:
-        """Keep this non-leaf tensor's gradient in ``.grad`` during backward."""
-        from .node import retain_on
-
-        if not self._rg:
-            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
-        if self._grad_fn is None or self._retains:
-            return
-        self._retains = True
-        retain_on(self)
-
-    def register_hook(self, hook):
-        """Call ``hook(grad)`` when this tensor's gradient is computed; a Tensor it returns
-        replaces the gradient. Returns a handle whose ``remove()`` unregisters it."""
-        from .node import register_tensor_hook
-
-        if not self._rg:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
-        return register_tensor_hook(self, hook)
-
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradient of this tensor into the leaves' ``.grad`` (see
         ``fusegrad.autograd.backward``)."""
@@ -362,11 +344,6 @@ class TensorBase:
         return (self[i] for i in range(self.shape[0]))
 
     __hash__ = object.__hash__
-
-    def __repr__(self) -> str:
-        from .formatting import tensor_repr
-
-        return tensor_repr(self)
 
     def __format__(self, spec: str) -> str:
         if self.ndim == 0 and is_concrete(self._data):

@@ -17,6 +17,7 @@ from ..ir.bind import handler_for
 from ..ir.indexing import IndexUpdateRef
 from . import dtypes as D
 from . import tensor_base as TB
+from .creation import _rng
 from .fast import quiet_fp
 from .grad_mode import _mode
 from .names import NAMES
@@ -210,15 +211,11 @@ class TensorInplace:
                        any_cast=True)
 
     def uniform_(self, a: float = 0.0, b: float = 1.0, *, generator=None):
-        from .creation import _rng
-
         data = _rng(generator).uniform(a, b, tuple(self.shape))
         return inplace("copy_", self, _set_all, TB.make(data.astype(self._data.dtype)),
                        any_cast=True)
 
     def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator=None):
-        from .creation import _rng
-
         data = _rng(generator).normal(mean, std, tuple(self.shape))
         return inplace("copy_", self, _set_all, TB.make(data.astype(self._data.dtype)),
                        any_cast=True)

@@ -19,6 +19,7 @@ from ..ir.types import dtype_name
 from . import dtypes as D
 from . import fast, replay
 from . import tensor_base as TB
+from .creation import from_numpy, tensor
 from .names import NAMES
 from .record import operation
 
@@ -44,8 +45,6 @@ def arg(x):
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, np.ndarray | list | tuple):
-        from .creation import tensor
-
         return tensor(x)
     raise TypeError(f"expected a Tensor or a number, got {type(x).__name__}")
 
@@ -55,6 +54,24 @@ def cast(x, dt):
     if isinstance(x, TB.TensorBase) and x._data.dtype != np.dtype(dt):
         return ops.convert(x, dtype=dtype_name(np.dtype(dt)))
     return x
+
+
+def _common(tensors):
+    tensors = [arg(t) for t in tensors]
+    dt = D.result_type(*tensors)
+    return [cast(t, dt) for t in tensors]
+
+
+def where(condition, input=None, other=None):
+    """``input`` where ``condition`` is true, else ``other``; with one argument, the indices
+    of the nonzero elements (a tuple of int64 tensors)."""
+    if input is None and other is None:
+        return tuple(from_numpy(i.astype(np.int64)) for i in
+                     np.nonzero(arg(condition).detach().numpy()))
+    condition = arg(condition)
+    if condition._data.dtype != np.bool_:
+        condition = ops.ne(condition, 0)
+    return op("where", lambda: ops.select(condition, *_common([input, other])))
 
 
 def to_float(x):
@@ -421,8 +438,6 @@ class TensorMath:
         return self.clamp(max=max)
 
     def where(self, condition, other):
-        from .functions import where
-
         return where(condition, self, other)
 
     def masked_fill(self, mask, value):

@@ -19,6 +19,7 @@ from ..ir import ops
 from ..ir.indexing import getitem as _ir_getitem
 from . import fast
 from . import tensor_base as TB
+from .tensor_inplace import setitem
 from .tensor_math import arg, op
 
 
@@ -256,8 +257,6 @@ class TensorShape:
         return out
 
     def __setitem__(self, idx, value):
-        from .tensor_inplace import setitem
-
         setitem(self, idx, value)
 
     def index_select(self, dim: int, index):

@@ -26,6 +26,7 @@ from ..ir.bind import aval
 from . import tensor_base as TB
 from .grad_mode import _mode
 from .node import Node, edge_of, move_tensor_state
+from .record import _VIEW_CURRENT, _state, operation, run_inplace
 
 _NO_VIEW_INDEX = (
     "fusegrad cannot tell which elements of its base this view covers (its data is traced, "
@@ -54,8 +55,6 @@ def view_index(v) -> np.ndarray | None:
 
 def refresh(v) -> None:
     """Give view ``v`` the history of a fresh view of its base (as of now)."""
-    from .record import _state, operation
-
     idx = view_index(v)
     if idx is None:
         raise RuntimeError(f"a view of a tensor that was modified in place is used in a "
@@ -81,6 +80,9 @@ def current(v) -> None:
     """Before a view is recorded as an input: replay it if its base changed in place."""
     if v._vc.n != v._base_version and _mode.grad:
         refresh(v)
+
+
+_VIEW_CURRENT.append(current)  # record calls it on every view input it records
 
 
 class CopySlices(Node):
@@ -116,8 +118,6 @@ class CopySlices(Node):
 
 def inplace_on_view(name: str, target, compute, *args):
     """``target`` (a view) = ``compute(old, *args)`` in place, recorded for autograd."""
-    from .record import run_inplace
-
     base = target._base
     if base._grad_fn is None and base._rg:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an "
