@@ -115,7 +115,7 @@ def _named(name: str, fn, *args, structure=_NOT_STRUCTURAL):
 
     ``structure``, if given, is everything besides the arguments' types that decides
     which ops ``fn`` binds: the operation is then replayed without the dispatch
-    (``runtime.replay``)."""
+    (``eager.replay``)."""
     if any(isinstance(a, TensorBase) for a in args):
         if structure is not _NOT_STRUCTURAL:
             return replay.run(name, structure, fn, *args)
