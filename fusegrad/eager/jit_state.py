@@ -15,9 +15,8 @@ from .grad_mode import is_grad_enabled
 
 #: The classes of the objects whose state ``fg.jit`` tracks: ``fg.nn.Module`` and
 #: ``fg.optim.Optimizer`` register themselves when imported (those surfaces sit above the
-#: eager face). ``OBJECTS`` is both.
+#: eager face). ``OBJECTS`` holds both kinds, ``MODULES`` the module classes.
 MODULES: tuple[type, ...] = ()
-OPTIMIZERS: tuple[type, ...] = ()
 OBJECTS: tuple[type, ...] = ()
 
 
@@ -31,8 +30,8 @@ def register_module_type(cls: type) -> None:
 def register_optimizer_type(cls: type) -> None:
     """Track instances of ``cls`` as optimizers: ``param_groups`` and ``state`` hold
     their state."""
-    global OPTIMIZERS, OBJECTS
-    OPTIMIZERS, OBJECTS = (*OPTIMIZERS, cls), (*OBJECTS, cls)
+    global OBJECTS
+    OBJECTS = (*OBJECTS, cls)
 
 
 # --- finding the objects ----------------------------------------------------------------
