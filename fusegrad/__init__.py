@@ -14,31 +14,29 @@ from . import (  # noqa: F401  (fills NumPy's protocol table)
     random,
     tree,
 )
-from .api import (
-    GradError,
-    custom_vjp,
-    dump,
-    elementwise_grad,
-    grad,
-    jacobian,
-    jit,
-    make_ir,
-    stop_gradient,
-    value_and_grad,
-    vjp,
-)
-from .control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
-from .forward import hessian, hvp, jacfwd, jvp
+from ._version import __version__ as __version__
+from .eager.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
+from .eager.tensor_api import __all__ as _tensor_all
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
-from .runtime.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
-from .runtime.tensor_api import __all__ as _tensor_all
 from .serialization import SerializationError, load, save
-from .vmap import BatchingError, vmap
-
-__version__ = "0.1.0"
+from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
+from .transforms.forward import hessian, hvp, jacfwd, jvp
+from .transforms.inspection import dump, make_ir
+from .transforms.jit_api import jit
+from .transforms.plan import GradError
+from .transforms.reverse import (
+    custom_vjp,
+    elementwise_grad,
+    grad,
+    jacobian,
+    stop_gradient,
+    value_and_grad,
+    vjp,
+)
+from .transforms.vectorize import BatchingError, vmap
 
 __all__ = [
     "ControlFlowError",

@@ -46,7 +46,7 @@ def _load_function(spec: str):
 
 
 def _cmd_dump(args) -> int:
-    from .api import STAGES, dump
+    from .transforms.inspection import STAGES, dump
 
     fn = _load_function(args.target)
     try:
@@ -138,7 +138,7 @@ def _add_bench(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .api import STAGES
+    from .transforms.inspection import STAGES
 
     p = argparse.ArgumentParser(
         prog="fusegrad", description="Differentiate NumPy-style functions; inspect their IR."

@@ -17,10 +17,11 @@ import time
 
 import numpy as np
 
-from . import api, nn, optim
+from . import nn, optim
 from . import numpy as fnp
+from .eager import tensor_api as T
 from .nn import functional as F
-from .runtime import tensor_api as T
+from .transforms import jit_api, reverse
 
 HIDDEN = (2, 64, 64, 2)
 LEARNING_RATE = 1e-2
@@ -72,11 +73,11 @@ def make_step(opt):
     """The compiled training step: ``(params, state, x, onehot) -> (params, state, loss)``."""
 
     def step(params, state, x, onehot):
-        loss, grads = api.value_and_grad(loss_fn)(params, x, onehot)
+        loss, grads = reverse.value_and_grad(loss_fn)(params, x, onehot)
         params, state = opt.update(grads, state, params)
         return params, state, loss
 
-    return api.jit(step)
+    return jit_api.jit(step)
 
 
 class EagerTrainer:

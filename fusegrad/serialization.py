@@ -64,9 +64,9 @@ import zlib
 
 import numpy as np
 
+from .eager import dtypes as D
+from .eager import tensor_base as TB
 from .ir.errors import FusegradError
-from .runtime import dtypes as D
-from .runtime import tensor_base as TB
 
 __all__ = ["MAX_DEPTH", "SerializationError", "load", "save"]
 

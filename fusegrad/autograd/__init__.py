@@ -6,15 +6,15 @@ operation with a hand-written backward; ``graph.saved_tensors_hooks`` packs
 and unpacks the tensors saved for backward.
 """
 
-from ..runtime.anomaly import (
+from ..eager.anomaly import (
     detect_anomaly,
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
     set_detect_anomaly,
 )
-from ..runtime.custom_function import Function, FunctionCtx, once_differentiable
-from ..runtime.engine import backward, grad
-from ..runtime.grad_mode import (
+from ..eager.custom_function import Function, FunctionCtx, once_differentiable
+from ..eager.engine import backward, grad
+from ..eager.grad_mode import (
     enable_grad,
     inference_mode,
     is_grad_enabled,

@@ -1,5 +1,5 @@
 """``fusegrad.autograd.function``: custom operations with a hand-written backward."""
 
-from ..runtime.custom_function import BackwardCFunction, Function, FunctionCtx, once_differentiable
+from ..eager.custom_function import BackwardCFunction, Function, FunctionCtx, once_differentiable
 
 __all__ = ["BackwardCFunction", "Function", "FunctionCtx", "once_differentiable"]

@@ -1,6 +1,6 @@
 """``fusegrad.autograd.graph``: the autograd graph's nodes and saved-tensor hooks."""
 
-from ..runtime.node import Node
-from ..runtime.saved import saved_tensors_hooks
+from ..eager.node import Node
+from ..eager.saved import saved_tensors_hooks
 
 __all__ = ["Node", "saved_tensors_hooks"]

@@ -30,6 +30,7 @@ except ImportError:  # not POSIX: threads still share one compile, processes may
     fcntl = None
 
 from .. import config
+from .._version import __version__
 from ..ir.stats import count_module
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -39,18 +40,26 @@ _locks_guard = threading.Lock()
 _fallback_dir: str | None = None
 
 
+def _sources() -> list[str]:
+    """The code generator's sources: every ``.py`` file under this directory (the math
+    library's subpackage included), as sorted ``/``-separated relative paths."""
+    found = []
+    for root, dirs, files in os.walk(_HERE):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        found += [os.path.relpath(os.path.join(root, name), _HERE).replace(os.sep, "/")
+                  for name in files if name.endswith(".py")]
+    return sorted(found)
+
+
 def _salt() -> str:
     import llvmlite
     import numba
     import numpy
 
-    from .. import __version__
-
     h = hashlib.sha256()
-    for name in sorted(os.listdir(_HERE)):
-        if name.endswith(".py"):
-            with open(os.path.join(_HERE, name), "rb") as f:
-                h.update(name.encode() + f.read())
+    for rel in _sources():
+        with open(os.path.join(_HERE, rel), "rb") as f:
+            h.update(rel.encode() + f.read())
     versions = (__version__, numba.__version__, llvmlite.__version__, numpy.__version__,
                 sys.version)
     h.update(repr(versions).encode())

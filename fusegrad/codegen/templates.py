@@ -1,7 +1,7 @@
 """Lowering templates: one Python/Numba expression per elementwise op, keyed by op name.
 
 ``{0}``, ``{1}``, ... are the operands' scalar names, ``{attr}`` an op attribute.
-Ops not listed here are lowered as whole-array statements by ``codegen.emit`` (``ARRAY_OPS``), or
+Ops not listed here are lowered as whole-array statements by ``codegen.driver`` (``ARRAY_OPS``), or
 never reach code generation (``NOT_LOWERED``, with the reason).
 """
 
@@ -46,7 +46,7 @@ SCALAR: dict[str, str] = {
     **{n: f"np.{n}({{0}})" for n in _UNARY_NP},
 }
 
-#: ops lowered as whole-array statements (see codegen.emit)
+#: ops lowered as whole-array statements (see codegen.driver)
 ARRAY_OPS = frozenset({
     "reshape", "transpose", "slice", "update_slice", "concatenate", "take", "index_add",
     "index_set", "matmul", "cumsum", "argmax", "argmin", "iota", "fused", "constant",

@@ -1,4 +1,8 @@
-"""The SSA IR: types, the op table, Function/Value/Op, bind, text form, verifier."""
+"""The SSA IR: types, the op table, Function/Value/Op, bind, text form, verifier.
+
+May import ``config`` only: every other part of fusegrad builds on it, and the
+array classes of higher layers (tracers, eager Tensors) register with ``bind``.
+"""
 
 from . import ops
 from .bind import aval, bind, register_array_type

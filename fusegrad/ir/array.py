@@ -266,6 +266,35 @@ def concatenate(xs, axis=0):
     return ops.concatenate(*xs, axis=axis)
 
 
+def axis_list(axes, nd: int, name: str) -> list[int]:
+    """Checked, non-negative, distinct axes in the given order."""
+    out = [norm_axis(int(ax), nd, name) for ax in np.atleast_1d(axes)]
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{name}: repeated axis in {axes}")
+    return out
+
+
+def expand_dims(a, axis):
+    a = asarray(a)
+    n_new = 1 if isinstance(axis, int | np.integer) else len(axis)
+    nd = len(shape(a)) + n_new
+    axes = axis_list(axis, nd, "expand_dims")
+    new, it = [], iter(shape(a))
+    for i in range(nd):
+        new.append(1 if i in axes else next(it))
+    return reshape(a, tuple(new))
+
+
+def stack(arrays, axis=0):
+    arrays = [asarray(x) for x in arrays]
+    if not arrays:
+        raise ValueError("stack: need at least one array")
+    shapes = {shape(x) for x in arrays}
+    if len(shapes) != 1:
+        raise ValueError(f"stack: all input arrays must have the same shape, got {shapes}")
+    return concatenate([expand_dims(x, axis) for x in arrays], axis)
+
+
 def matmul(a, b):
     """NumPy's ``matmul``: 1-D operands are promoted to matrices and squeezed back."""
     a, b = asarray(a), asarray(b)

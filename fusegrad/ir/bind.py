@@ -14,7 +14,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .errors import ShapeError
-from .optable import OPS, OpDef
+from .opdef import OPS, OpDef
 from .types import DTYPES, TensorType, dtype_name, is_float
 
 _HANDLERS: list[tuple[type, Callable, Callable]] = []

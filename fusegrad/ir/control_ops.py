@@ -1,9 +1,10 @@
 """Control-flow ops: branches and loops whose bodies are regions (closed sub-Functions).
 
-Registered into ``optable.OPS`` (kind ``"region"``). Every region is closed: a
-value the body closes over is an explicit operand of the op and a parameter
-of the region. The rules check that region signatures match the operands;
-``run_region`` runs a region with the NumPy reference implementations.
+Registered into ``opdef.OPS`` (kind ``"region"``) when ``optable`` imports this
+module. Every region is closed: a value the body closes over is an explicit operand
+of the op and a parameter of the region. The rules check that region signatures
+match the operands; ``run_region`` runs a region with the NumPy reference
+implementations.
 
 Operand and region layouts (the attrs say how the operand list splits):
 
@@ -37,8 +38,9 @@ import threading
 
 import numpy as np
 
+from .bind import eval_numpy
 from .errors import ShapeError
-from .optable import _def
+from .opdef import OPS, _def
 from .shapes import fmt
 from .types import TensorType, is_float
 
@@ -56,9 +58,6 @@ WATCH = _Watch()
 
 def run_region(fn, *args) -> tuple:
     """``fn(*args)`` on arrays with the op table's NumPy implementations."""
-    from .bind import eval_numpy
-    from .optable import OPS
-
     env = dict(zip(fn.params, args))
     for op in fn.ops:
         out = eval_numpy(OPS[op.name], [env[v] for v in op.operands], op.attrs, op.regions)

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from .printer import print_function
 from .types import TensorType
 
 
@@ -72,8 +73,6 @@ class Function:
         return tuple(r.type for r in self.results)
 
     def __str__(self) -> str:
-        from .printer import print_function
-
         return print_function(self)
 
     def _repr_pretty_(self, p, cycle):  # IPython

@@ -7,17 +7,16 @@ another transform); on eager Tensors it records autograd nodes.
 
 from __future__ import annotations
 
+from .bind import aval, bind
 from .core import Function
 from .errors import ShapeError
+from .location import at
 
 
 def evaluate(fn: Function, *args):
     """``fn(*args)``: returns a tuple of results, one per ``fn.results``."""
     if len(args) != len(fn.params):
         raise TypeError(f"@{fn.name} takes {len(fn.params)} arguments, got {len(args)}")
-    from .bind import aval, bind
-    from .location import at
-
     env = {}
     for p, a in zip(fn.params, args):
         got = aval(a)

@@ -4,45 +4,22 @@ Each entry gives the op's name, arity, attribute names, shape/dtype rule, how
 ``bind`` promotes its operands, and its NumPy reference implementation. That
 table *is* the semantics: the interpreter runs the implementations, the
 autodiff pass and code generator key their own rules by these names.
+
+The entries are made here (the control-flow ones in ``control_ops``, imported at
+the end); the table itself (``OPS``, ``OpDef``) lives in ``opdef``, which ``bind``
+reads, so that region ops here can run their regions through ``evaluate`` (which
+binds) without an import cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 import numpy as np
 
 from . import shapes as S
+from .evaluate import evaluate
+from .opdef import OPS, OpDef, _def
 from .threefry import threefry2x32, threefry_rule
 from .types import DTYPES
-
-
-@dataclass(frozen=True, slots=True)
-class OpDef:
-    """Schema of one primitive op.
-
-    ``promote``: how ``bind`` makes operand dtypes agree before the rule runs:
-    ``"same"`` (common NumPy 2 dtype, Python scalars weak), ``"float"`` (the
-    same, then integers -> f64), ``"select"`` (like ``same`` for all operands
-    but the boolean condition) or ``None`` (operands taken as they are).
-    """
-
-    name: str
-    arity: int | None
-    attrs: tuple[str, ...]
-    rule: Callable
-    impl: Callable
-    kind: str
-    promote: str | None = None
-    doc: str = ""
-
-
-OPS: dict[str, OpDef] = {}
-
-
-def _def(name, arity, rule, impl, kind, *, attrs=(), promote=None, doc=""):
-    OPS[name] = OpDef(name, arity, tuple(attrs), rule, impl, kind, promote, doc)
 
 
 def _scipy_special(fname):
@@ -284,8 +261,6 @@ def _custom_vjp_rule(types, *, num_out, regions):
 
 
 def _custom_vjp_impl(*args, num_out, regions):
-    from .evaluate import evaluate
-
     fwd = regions[0]
     out = evaluate(fwd, *args[: len(fwd.params)])
     return out[0] if len(out) == 1 else out
@@ -309,8 +284,6 @@ def _fused_rule(types, *, regions):
 
 
 def _fused_impl(*args, regions):
-    from .evaluate import evaluate
-
     out = evaluate(regions[0], *args)
     return out[0] if len(out) == 1 else out
 

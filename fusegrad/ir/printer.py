@@ -39,11 +39,12 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core import Function, Op, Value
+if TYPE_CHECKING:  # annotations only: core imports this module for Function.__str__
+    from .core import Function, Op, Value
 
 #: Names the text form writes bare: ASCII identifiers.
 IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -18,12 +18,12 @@ import warnings
 
 import numpy as np
 
+from ..eager import replay
+from ..eager.record import operation
+from ..eager.tensor_base import TensorBase
 from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
-from ..runtime import replay
-from ..runtime.record import operation
-from ..runtime.tensor_base import TensorBase
 
 __all__ = ["cross_entropy", "erf", "gelu", "linear", "log_sigmoid", "log_softmax", "logsumexp",
            "mse_loss", "nll_loss", "relu", "sigmoid", "softmax", "softplus"]
@@ -115,7 +115,7 @@ def _named(name: str, fn, *args, structure=_NOT_STRUCTURAL):
 
     ``structure``, if given, is everything besides the arguments' types that decides
     which ops ``fn`` binds: the operation is then replayed without the dispatch
-    (``runtime.replay``)."""
+    (``eager.replay``)."""
     if any(isinstance(a, TensorBase) for a in args):
         if structure is not _NOT_STRUCTURAL:
             return replay.run(name, structure, fn, *args)

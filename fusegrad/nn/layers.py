@@ -5,9 +5,9 @@ from __future__ import annotations
 import collections
 import math
 
-from ..runtime import dtypes as D
-from ..runtime.creation import _cpu, empty
-from ..runtime.grad_mode import no_grad
+from ..eager import dtypes as D
+from ..eager.creation import _cpu, empty
+from ..eager.grad_mode import no_grad
 from . import functional as F
 from .module import Module
 from .parameter import Parameter

@@ -21,9 +21,9 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator, Mapping
 
-from ..runtime import capture
-from ..runtime import tensor_base as TB
-from ..runtime.grad_mode import no_grad
+from ..eager import capture, jit_state
+from ..eager import tensor_base as TB
+from ..eager.grad_mode import no_grad
 from .parameter import Parameter
 
 _IncompatibleKeysBase = collections.namedtuple("IncompatibleKeys",
@@ -456,3 +456,6 @@ def _assigned(target, value):
     if isinstance(value, Parameter):
         return value.requires_grad_(target.requires_grad)
     return Parameter(value, requires_grad=target.requires_grad)
+
+
+jit_state.register_module_type(Module)  # fg.jit tracks modules' parameters and buffers

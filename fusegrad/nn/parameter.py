@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..runtime import tensor_base as TB
-from ..runtime.creation import empty
-from ..runtime.tensor import Tensor
+from ..eager import tensor_base as TB
+from ..eager.creation import empty
+from ..eager.tensor import Tensor
 
 
 class Parameter(Tensor):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from ..runtime import dtypes as D
-from ..runtime import tensor_base as TB
-from ..runtime.creation import tensor, zeros_like
+from ..eager import dtypes as D
+from ..eager import tensor_base as TB
+from ..eager.creation import tensor, zeros_like
 from .optimizer import Optimizer
 
 

@@ -13,10 +13,10 @@ import collections
 import itertools
 import warnings
 
+from ..eager import capture, jit_state
+from ..eager import tensor_base as TB
+from ..eager.grad_mode import enable_grad, no_grad
 from ..nn.module import clear_grad
-from ..runtime import capture
-from ..runtime import tensor_base as TB
-from ..runtime.grad_mode import enable_grad, no_grad
 
 __all__ = ["Optimizer", "required"]
 
@@ -173,3 +173,6 @@ def _cast(param, name: str, value):
     if name != "step" and param.is_floating_point() and value.is_floating_point():
         return value.to(param.dtype, copy=True)
     return value.clone()
+
+
+jit_state.register_optimizer_type(Optimizer)  # fg.jit tracks optimizer state

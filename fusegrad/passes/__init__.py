@@ -1,3 +1,8 @@
-"""IR -> IR passes: autodiff (vjp and its rules), simplification."""
+"""IR -> IR passes: autodiff (vjp, jvp and their rule tables), batching (vmap),
+simplify (DCE, CSE, folding, rewrites) and fusion.
 
-from . import batching_control  # noqa: F401  (registers the control-flow batching rules)
+May import ``config``, ``ir`` and ``tracer`` (passes replay a Function into a new
+trace); never ``codegen``, ``runtime`` or anything above.
+"""
+
+from . import batching_control  # noqa: F401  (registers the region ops' batching rules)

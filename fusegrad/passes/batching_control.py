@@ -1,4 +1,5 @@
-"""Batching rules of the control-flow ops (``fusegrad.ir.control_ops``), keyed by op name.
+"""Batching rules of the region ops, keyed by op name: the control-flow ops
+(``fusegrad.ir.control_ops``), ``custom_vjp_call`` and ``fused``.
 
 Regions are batched with ``batching.batch`` (each parameter batched at axis 0 or
 shared, as its operand), so a batched op is the same op over batched regions
@@ -19,6 +20,8 @@ where the control is the same for the whole batch:
   consts. Batched xs have the batch at axis 0 and the scanned axis at 1; they are
   transposed so that the scanned axis leads, and batched ys come back transposed.
 - ``checkpoint``: a ``checkpoint`` of the batched body.
+- ``custom_vjp_call``: both regions batched with every operand batched; ``fused``: the
+  kernel's body inlined, batched.
 - ``while_grad`` / ``while_grad_vjp`` (reverse mode through ``while_loop``, e.g.
   ``vmap(grad(f))``): their float operands are all batched (each example has its
   own cotangents). With a shared predicate the regions are batched as they are;
@@ -41,7 +44,7 @@ from ..ir import evaluate, ops
 from ..ir.bind import aval
 from ..tracer import trace_pytree
 from .autodiff.vjp_rules import zeros_like
-from .batching import batch
+from .batching import batch, replay
 from .batching_rules import lift, moveaxis, rule, with_batch
 
 
@@ -266,3 +269,26 @@ def scan_batch(op, size, batched, *xs, length, num_carry, num_xs, reverse, regio
 def checkpoint_batch(op, size, batched, *xs, regions):
     (body,) = regions
     return ops.checkpoint(*xs, regions=(batch(body, _axes(batched), size, 0),))
+
+
+# --- region ops ---------------------------------------------------------------------
+
+
+@rule("custom_vjp_call")
+def custom_vjp_call_batch(op, size, batched, *xs, num_out, regions):
+    """Both rules are batched with every operand batched (unbatched ones broadcast, so their
+    batched cotangents are summed back by broadcast_to's VJP)."""
+    fwd, bwd = regions
+    xs = [with_batch(x, b, size) for x, b in zip(xs, batched)]
+    fwd_b = batch(fwd, (0,) * len(fwd.params), size)
+    bwd_b = batch(bwd, (0,) * len(bwd.params), size)
+    return ops.custom_vjp_call(*xs, regions=(fwd_b, bwd_b), num_out=num_out)
+
+
+@rule("fused")
+def fused_batch(op, size, batched, *xs, regions):
+    """A kernel is inlined batched (fusion runs again on the result)."""
+    (body,) = regions
+    outs, out_batched = replay(body, size, xs, batched)
+    outs = tuple(with_batch(o, b, size) for o, b in zip(outs, out_batched))
+    return outs[0] if len(outs) == 1 else outs

@@ -6,6 +6,8 @@ the op's name (ops of one kind share a rule), ``size`` the batch size,
 as its leading axis. The rule returns the op's result(s), each batched along
 axis 0, built from the op table's own ops, so a batched Function is plain IR.
 The engine (``passes.batching``) calls a rule only when some operand is batched.
+The region ops' rules (control flow, ``custom_vjp_call``, ``fused``) batch their
+regions with the pass itself, so they live above it, in ``batching_control``.
 """
 
 from __future__ import annotations
@@ -232,30 +234,3 @@ def _vector_products(a, b):
     if sa[-1] == 1:
         return reshape(prod, (*s[:-3], s[-3], s[-1]))
     return ops.reduce_sum(prod, axes=(len(s) - 2,))
-
-
-# --- region ops ---------------------------------------------------------------------
-
-
-@rule("custom_vjp_call")
-def custom_vjp_call_batch(op, size, batched, *xs, num_out, regions):
-    """Both rules are batched with every operand batched (unbatched ones broadcast, so their
-    batched cotangents are summed back by broadcast_to's VJP)."""
-    from .batching import batch
-
-    fwd, bwd = regions
-    xs = [with_batch(x, b, size) for x, b in zip(xs, batched)]
-    fwd_b = batch(fwd, (0,) * len(fwd.params), size)
-    bwd_b = batch(bwd, (0,) * len(bwd.params), size)
-    return ops.custom_vjp_call(*xs, regions=(fwd_b, bwd_b), num_out=num_out)
-
-
-@rule("fused")
-def fused_batch(op, size, batched, *xs, regions):
-    """A kernel is inlined batched (fusion runs again on the result)."""
-    from .batching import replay
-
-    (body,) = regions
-    outs, out_batched = replay(body, size, xs, batched)
-    outs = tuple(with_batch(o, b, size) for o, b in zip(outs, out_batched))
-    return outs[0] if len(outs) == 1 else outs

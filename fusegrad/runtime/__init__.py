@@ -1,6 +1,14 @@
-"""Executors: the NumPy reference interpreter and the eager Tensor with its autograd engine."""
+"""Executors: the NumPy reference interpreter and compiled calls.
+
+``interpreter`` runs IR with the op table's NumPy references; ``compiled`` turns a
+Function into a cached native callable (simplify, fuse, generate, load) and runs it,
+with ``buffer_pool`` (reused intermediates), ``donation`` (donated argument buffers),
+``fastcall`` (the cached-signature fast path), ``blas_threads`` and ``debug_nans``.
+
+May import ``config``, ``ir``, ``tracer``, ``passes`` and ``codegen``; never the
+transforms, the eager Tensor or the surfaces above them.
+"""
 
 from .interpreter import run
-from .tensor import Tensor
 
-__all__ = ["Tensor", "run"]
+__all__ = ["run"]

@@ -26,7 +26,7 @@ import numpy as np
 from .. import config
 from ..codegen import compile as cg_compile
 from ..codegen.buffers import plan as buffer_plan
-from ..codegen.emit import generate
+from ..codegen.module import generate
 from ..ir import Function
 from ..ir.errors import FusegradError
 from ..ir.printer import print_function

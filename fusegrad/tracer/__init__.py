@@ -1,4 +1,7 @@
-"""Python function -> IR: Tracer, trace levels, trace(), pytrees."""
+"""Python function -> IR: Tracer, trace levels, trace(), pytrees.
+
+May import ``config`` and ``ir``; never ``passes`` or anything above.
+"""
 
 from . import pytree
 from .core import Trace, Tracer, user_location

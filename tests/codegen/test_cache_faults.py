@@ -8,10 +8,12 @@ function has no transcendental ops so that a cold compile stays short.
 
 from __future__ import annotations
 
+import importlib
 import json
 import multiprocessing
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -160,14 +162,29 @@ def test_stale_numba_index_is_a_miss_never_a_load(warm, tmp_path, change):
 
 @pytest.mark.parametrize("field", ["fusegrad", "numba", "llvmlite", "numpy"])
 def test_a_version_change_changes_every_module_key(monkeypatch, field):
-    import importlib
-
     from fusegrad.codegen import compile as cg
 
-    module = importlib.import_module(field)
+    # fusegrad's own version is read by the cache key where it lives (the compile module)
+    module = cg if field == "fusegrad" else importlib.import_module(field)
     monkeypatch.setattr(cg, "_SALT", None)
     before = cg.module_key("def entry(): pass\n")
     monkeypatch.setattr(module, "__version__", module.__version__ + ".post-other")
+    monkeypatch.setattr(cg, "_SALT", None)
+    assert cg.module_key("def entry(): pass\n") != before
+
+
+@pytest.mark.parametrize("source", ["emit.py", "mathlib/exp.py"])
+def test_a_code_generator_change_changes_every_module_key(monkeypatch, tmp_path, source):
+    # the key hashes every source under codegen/, the math library's subpackage too
+    from fusegrad.codegen import compile as cg
+
+    here = tmp_path / "codegen"
+    shutil.copytree(cg._HERE, here, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cg, "_HERE", str(here))
+    monkeypatch.setattr(cg, "_SALT", None)
+    before = cg.module_key("def entry(): pass\n")
+    with open(here / source, "a") as f:
+        f.write("# edited\n")
     monkeypatch.setattr(cg, "_SALT", None)
     assert cg.module_key("def entry(): pass\n") != before
 

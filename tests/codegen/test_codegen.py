@@ -13,11 +13,11 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
-from fusegrad.api import stages
 from fusegrad.ir import TensorType
 from fusegrad.runtime import compiled
 from fusegrad.runtime.compiled import CodegenError, executable
 from fusegrad.runtime.interpreter import run
+from fusegrad.transforms.inspection import stages
 
 pytestmark = pytest.mark.compiled
 

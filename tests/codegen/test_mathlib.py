@@ -25,8 +25,8 @@ import numpy as np
 import pytest
 
 from fusegrad.codegen import mathlib as ml
-from fusegrad.codegen.mathlib_bench import COMMON_RANGE
-from fusegrad.codegen.mathlib_trig import TRIG_LIMIT
+from fusegrad.codegen.mathlib.bench import COMMON_RANGE
+from fusegrad.codegen.mathlib.trig import TRIG_LIMIT
 
 DTYPES = (np.float64, np.float32)
 LD = np.longdouble
@@ -231,7 +231,7 @@ def test_max_ulp_error_without_fma():
     polynomial steps), compiled for generic x86-64 in a subprocess."""
     env = dict(os.environ, NUMBA_CPU_NAME="x86-64", NUMBA_CPU_FEATURES="")
     script = (
-        "from fusegrad.codegen.mathlib_core import HAS_FMA; assert not HAS_FMA\n"
+        "from fusegrad.codegen.mathlib.core import HAS_FMA; assert not HAS_FMA\n"
         "from tests.codegen.test_mathlib import ALL, DTYPES, measure\n"
         "for n in ALL:\n"
         "    for dt in DTYPES:\n"

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 import fusegrad
-from fusegrad.api import STAGES
 from fusegrad.cli import main
 from fusegrad.ir.parser import parse_function
 from fusegrad.ir.verifier import verify
+from fusegrad.transforms.inspection import STAGES
 from tests.ir.test_printer_parser import GOLDEN
 
 ROOT = Path(fusegrad.__file__).resolve().parents[1]

@@ -8,11 +8,11 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad.api import vjp_pass
 from fusegrad.ir import Builder, TensorType, VerifyError, parse_function, print_function, verify
 from fusegrad.passes.fusion import fuse
 from fusegrad.passes.simplify import simplify
 from fusegrad.runtime import run
+from fusegrad.transforms.plan import vjp_pass
 from tests.helpers import assert_close
 
 SCAN = """\

@@ -5,12 +5,12 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad.api import stages
 from fusegrad.ir import TensorType
 from fusegrad.ir.parser import parse_function
 from fusegrad.ir.verifier import verify
 from fusegrad.passes.simplify import REWRITES, dce, simplify
 from fusegrad.runtime import run
+from fusegrad.transforms.inspection import stages
 
 
 def _grad_ir(f, *args):

@@ -16,8 +16,8 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
-from fusegrad.api import vjp_pass
 from fusegrad.cli import main as cli_main
+from fusegrad.transforms.plan import vjp_pass
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""JVP rules of the control-flow ops (``fusegrad.ir.control_ops``), keyed by op name.
+"""JVP rules of the region ops, keyed by op name: the control-flow ops
+(``fusegrad.ir.control_ops``), ``custom_vjp_call`` (refused) and ``fused`` (its body's JVP).
 
 Every rule is the same construction: the op again, over (primal, tangent) pairs,
 with each region replaced by its JVP. The op's operands are split into groups
@@ -32,10 +33,11 @@ primal and once, paired with the tangents, in the rule's op.
 
 from __future__ import annotations
 
-from ...ir import Function, ops
+from ...ir import Function, evaluate, ops
 from ..simplify import dce
 from .jvp import jvp
 from .jvp_rules import rule
+from .reverse import NotDifferentiableError
 from .vjp_rules import zeros_like
 
 
@@ -208,3 +210,27 @@ def while_grad_vjp_jvp(tangents, out, *operands, num_carry, regions):
                              num_carry=nc + nfc)
     ot = avf.out_types
     return _result(_split(res, (nfc, nfk, nfc), (ot[:nfc], ot[nfc:nfc + nfk], ot[nfc + nfk:])))
+
+
+# --- region ops ------------------------------------------------------------------
+
+
+@rule("custom_vjp_call")
+def custom_vjp_call_jvp(tangents, out, *operands, num_out, regions):
+    """A custom_vjp function defines only its reverse-mode rule; like JAX, no JVP."""
+    fwd = regions[0]
+    raise NotDifferentiableError(
+        f"cannot apply forward-mode differentiation (jvp, jacfwd, hvp, hessian) to the "
+        f"custom_vjp function @{fwd.name.removesuffix('_fwd')}: a custom_vjp defines only a "
+        "reverse-mode rule (JAX refuses this too). Use reverse mode instead (fg.grad, "
+        "fg.vjp, fg.jacobian; fg.jacobian(fg.grad(f)) for its Hessian)"
+    )
+
+
+@rule("fused")
+def fused_jvp(tangents, out, *operands, regions):
+    """A kernel's JVP is its body's (fusion runs after differentiation, but stays exact)."""
+    (body,) = regions
+    wrt = tuple(i for i, t in enumerate(tangents) if t is not None)
+    res = evaluate(jvp(body, wrt), *operands, *(tangents[i] for i in wrt))
+    return tuple(res[len(body.results):])

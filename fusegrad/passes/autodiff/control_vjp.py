@@ -1,4 +1,5 @@
-"""VJP rules of the control-flow ops (``fusegrad.ir.control_ops``), keyed by op name.
+"""VJP rules of the region ops, keyed by op name: the control-flow ops
+(``fusegrad.ir.control_ops``), ``custom_vjp_call`` and ``fused``.
 
 Each rule builds the adjoint out of control-flow ops again, with regions made by
 differentiating the op's regions (``vjp`` of a closed Function), so the result
@@ -19,6 +20,8 @@ is plain IR that can be differentiated once more:
   Python int bounds or ``scan``, differentiable to any order).
 - ``checkpoint``: the VJP of the body, recomputing the body's forward values in the
   backward pass.
+- ``custom_vjp_call``: the user's ``bwd`` (and ``fwd``'s own VJP for cotangents of its
+  residuals); ``fused``: the VJP of the kernel's body.
 
 Only floating-point operands and results take part; integer carries (loop
 counters) are stored and replayed but get no cotangent.
@@ -30,7 +33,7 @@ from ...ir import evaluate, ops
 from ...tracer import trace_pytree
 from ..simplify import dce
 from .reverse import NotDifferentiableError, vjp
-from .vjp_rules import rule, zeros
+from .vjp_rules import rule, zeros, zeros_like
 
 
 def _gs(g, n: int) -> tuple:
@@ -187,3 +190,36 @@ def checkpoint_vjp(g, out, *operands, regions):
     back = evaluate(_adjoint(body, wrt, seeds, f"{body.name}_vjp"), *operands,
                     *(gs[i] for i in seeds))
     return tuple(_scatter(len(operands), wrt, back))
+
+
+# --- region ops ------------------------------------------------------------------
+
+
+@rule("custom_vjp_call")
+def custom_vjp_call_vjp(g, out, *operands, num_out, regions):
+    """Cotangents of the outputs go through the user's ``bwd``; cotangents of the
+    residuals (present when differentiating a second time) through ``fwd``'s own VJP."""
+    fwd, bwd = regions
+    gs = g if isinstance(g, tuple) else (g,)
+    outs = out if isinstance(out, tuple) else (out,)
+    nf = len(fwd.params)
+    cts: list = [None] * len(operands)
+    if any(x is not None for x in gs[:num_out]):
+        g_out = [zeros_like(o) if x is None else x for x, o in zip(gs[:num_out], outs)]
+        cts[: len(bwd.results)] = evaluate(bwd, *outs[num_out:], *g_out, *operands[nf:])
+    if any(x is not None for x in gs[num_out:]):
+        seeds = tuple(i for i, x in enumerate(gs) if i >= num_out and x is not None)
+        back = evaluate(vjp(fwd, seeds=seeds), *operands[:nf],
+                        *(gs[i] for i in seeds))[len(fwd.results):]
+        cts[:nf] = [b if c is None else c + b for c, b in zip(cts[:nf], back)]
+    return tuple(cts)
+
+
+@rule("fused")
+def fused_vjp(g, out, *operands, regions):
+    """A kernel's VJP is its body's (fusion runs after differentiation, but stays exact)."""
+    (body,) = regions
+    gs = g if isinstance(g, tuple) else (g,)
+    seeds = tuple(i for i, x in enumerate(gs) if x is not None)
+    back = evaluate(vjp(body, seeds=seeds), *operands, *(gs[i] for i in seeds))
+    return tuple(back[len(body.results):])

@@ -12,6 +12,9 @@ Conventions at non-differentiable points are the VJP rules' (docs/gradients.md),
 so that forward and reverse mode agree: abs'(0) = 0, ties in
 maximum/minimum/max/min split evenly, clamp passes the tangent of ``x`` at its
 bounds, d(x**y)/dy at x = 0 is 0 for y >= 0.
+
+The region ops' rules (control flow, ``custom_vjp_call``, ``fused``) live above the
+pass, in ``control_jvp``, and register here.
 """
 
 from __future__ import annotations
@@ -358,32 +361,3 @@ def matmul_jvp(tangents, out, a, b):
     ta, tb = tangents
     return _sum(None if ta is None else ops.matmul(ta, b),
                 None if tb is None else ops.matmul(a, tb))
-
-
-# --- region ops ------------------------------------------------------------------
-
-
-@rule("custom_vjp_call")
-def custom_vjp_call_jvp(tangents, out, *operands, num_out, regions):
-    """A custom_vjp function defines only its reverse-mode rule; like JAX, no JVP."""
-    from .reverse import NotDifferentiableError
-
-    fwd = regions[0]
-    raise NotDifferentiableError(
-        f"cannot apply forward-mode differentiation (jvp, jacfwd, hvp, hessian) to the "
-        f"custom_vjp function @{fwd.name.removesuffix('_fwd')}: a custom_vjp defines only a "
-        "reverse-mode rule (JAX refuses this too). Use reverse mode instead (fg.grad, "
-        "fg.vjp, fg.jacobian; fg.jacobian(fg.grad(f)) for its Hessian)"
-    )
-
-
-@rule("fused")
-def fused_jvp(tangents, out, *operands, regions):
-    """A kernel's JVP is its body's (fusion runs after differentiation, but stays exact)."""
-    from ...ir import evaluate
-    from .jvp import jvp
-
-    (body,) = regions
-    wrt = tuple(i for i, t in enumerate(tangents) if t is not None)
-    res = evaluate(jvp(body, wrt), *operands, *(tangents[i] for i in wrt))
-    return tuple(res[len(body.results):])

@@ -10,6 +10,10 @@ back to each operand's shape (``unbroadcast``), rules never do.
 Conventions at non-differentiable points follow PyTorch (docs/gradients.md):
 abs'(0) = 0, ties in maximum/minimum/max/min split evenly, clamp passes the
 gradient at its bounds, d(x**y)/dy at x = 0 is 0 for y >= 0.
+
+The region ops' rules (control flow, ``custom_vjp_call``, ``fused``) differentiate
+their regions with the pass itself, so they live above it, in ``control_vjp``,
+and register here.
 """
 
 from __future__ import annotations
@@ -409,42 +413,3 @@ def _swap_last(x):
 @rule("matmul")
 def matmul_vjp(g, out, a, b):
     return ops.matmul(g, _swap_last(b)), ops.matmul(_swap_last(a), g)
-
-
-# --- region ops ------------------------------------------------------------------
-
-
-@rule("custom_vjp_call")
-def custom_vjp_call_vjp(g, out, *operands, num_out, regions):
-    """Cotangents of the outputs go through the user's ``bwd``; cotangents of the
-    residuals (present when differentiating a second time) through ``fwd``'s own VJP."""
-    from ...ir import evaluate
-    from .reverse import vjp
-
-    fwd, bwd = regions
-    gs = g if isinstance(g, tuple) else (g,)
-    outs = out if isinstance(out, tuple) else (out,)
-    nf = len(fwd.params)
-    cts: list = [None] * len(operands)
-    if any(x is not None for x in gs[:num_out]):
-        g_out = [zeros_like(o) if x is None else x for x, o in zip(gs[:num_out], outs)]
-        cts[: len(bwd.results)] = evaluate(bwd, *outs[num_out:], *g_out, *operands[nf:])
-    if any(x is not None for x in gs[num_out:]):
-        seeds = tuple(i for i, x in enumerate(gs) if i >= num_out and x is not None)
-        back = evaluate(vjp(fwd, seeds=seeds), *operands[:nf],
-                        *(gs[i] for i in seeds))[len(fwd.results):]
-        cts[:nf] = [b if c is None else c + b for c, b in zip(cts[:nf], back)]
-    return tuple(cts)
-
-
-@rule("fused")
-def fused_vjp(g, out, *operands, regions):
-    """A kernel's VJP is its body's (fusion runs after differentiation, but stays exact)."""
-    from ...ir import evaluate
-    from .reverse import vjp
-
-    (body,) = regions
-    gs = g if isinstance(g, tuple) else (g,)
-    seeds = tuple(i for i, x in enumerate(gs) if x is not None)
-    back = evaluate(vjp(body, seeds=seeds), *operands, *(gs[i] for i in seeds))
-    return tuple(back[len(body.results):])

@@ -1,0 +1,91 @@
+"""``fg.sin(x)``, ``fg.sum(x, dim)``, ``fg.cat([...])``, ...: PyTorch's ``torch.*`` functions.
+
+Most are the Tensor method of the same name (``fg.exp(x)`` is ``x.exp()``);
+``cat``, ``stack`` and ``where`` combine several tensors (``where`` lives in
+``tensor_math``, beside the ``Tensor.where`` method that calls it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..ir import array as A
+from . import tensor_base as TB
+from .tensor_math import _common, arg, op
+from .tensor_math import where as where  # fg.where: defined with the Tensor method it serves
+
+#: ``fg.<name>(input, ...)`` is ``input.<name>(...)``.
+METHOD_FUNCTIONS = (
+    "abs", "absolute", "acos", "acosh", "add", "all", "allclose", "amax", "amin", "any",
+    "argmax", "argmin", "asin", "asinh", "atan", "atan2", "atanh", "bmm", "ceil", "chunk",
+    "clamp", "clip", "clone", "cos", "cosh", "count_nonzero", "cumsum", "div", "divide", "dot",
+    "equal", "eq", "erf", "exp", "expm1", "flatten", "flip", "floor", "floor_divide", "gather",
+    "ge", "gt", "index_select", "isfinite", "isnan", "le", "lerp", "log", "log10", "log1p",
+    "log2", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor",
+    "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm",
+    "mul", "multiply", "mv", "narrow", "ne", "neg", "negative", "norm", "outer",
+    "permute", "pow", "prod", "reciprocal", "relu", "remainder", "reshape", "round", "rsqrt",
+    "select", "sigmoid", "sign", "sin", "sinh", "softmax", "split", "sqrt", "square", "squeeze",
+    "std", "sub", "subtract", "sum", "t", "tan", "tanh", "transpose", "true_divide", "unbind",
+    "unsqueeze", "var",
+)  # fmt: skip
+
+
+def _method_function(name: str):
+    def f(input, *args, **kwargs):
+        if not isinstance(input, TB.TensorBase):
+            if name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2") and \
+                    args and isinstance(args[0], TB.TensorBase):
+                input = arg(input)
+            else:
+                raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                                f"{type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = f"``fusegrad.{name}(input, ...)`` is ``input.{name}(...)`` (PyTorch's function)."
+    return f
+
+
+for _name in METHOD_FUNCTIONS:
+    globals()[_name] = _method_function(_name)
+
+
+def cat(tensors, dim: int = 0):
+    """Join tensors along an existing dimension."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
+    return op("cat", lambda: A.concatenate(_common(tensors), axis=dim))
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim: int = 0):
+    """Join tensors along a new dimension."""
+    tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    shape = tuple(arg(tensors[0]).shape)
+    for t in tensors[1:]:
+        if tuple(arg(t).shape) != shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(shape)} "
+                               f"and {list(arg(t).shape)}")
+    d = TB._norm_dim(dim, len(shape) + 1)
+    new = shape[:d] + (1,) + shape[d:]
+    return op("stack", lambda: A.concatenate([A.reshape(t, new) for t in _common(tensors)],
+                                             axis=d))
+
+
+def numel(input) -> int:
+    return input.numel()
+
+
+def broadcast_tensors(*tensors):
+    shape = np.broadcast_shapes(*(tuple(t.shape) for t in tensors))
+    return tuple(t.expand(shape) for t in tensors)
+
+
+def is_floating_point(input) -> bool:
+    return input.is_floating_point()

@@ -1,0 +1,58 @@
+"""``fusegrad.numpy.linalg``: vector norms (and the Frobenius norm) of arrays and tracers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import array as A
+from ..ir import ops
+from ..ir.array import implements as _implements
+from ..ir.errors import ShapeError
+from ..ir.types import dtype_name
+
+__all__ = ["norm"]
+
+
+def _safe_root(s, p: float):
+    """``s ** (1/p)`` with derivative 0 where ``s == 0``, so norm'(0) = 0 (a subgradient)."""
+    zero = s == 0
+    one = ops.select(zero, 1, s)
+    root = ops.sqrt(one) if p == 2 else one ** (1.0 / p)
+    return ops.select(zero, 0, root)
+
+
+@_implements(np.linalg.norm)
+def norm(x, ord=None, axis=None, keepdims=False):
+    """``np.linalg.norm`` for vector norms: ``ord`` None/2, 1, inf, -inf, 0 or any p over
+    ``axis`` (None: every element, as one vector), and ``"fro"`` over two axes.
+
+    At ``x == 0`` the gradient is 0 (PyTorch's convention; NumPy-based autodiff gives NaN).
+    Matrix norms other than Frobenius (``ord`` 1, 2, inf, "nuc" over two axes) need a
+    singular-value decomposition, which fusegrad does not differentiate: they raise.
+    """
+    x = A.to_float(A.asarray(x))
+    nd = A.ndim(x)
+    axes = A.norm_axes(axis, nd, "norm")
+    matrix = (axis is None and ord is not None and nd == 2) or len(axes) == 2
+    if matrix and ord not in (None, "fro"):
+        raise NotImplementedError(
+            f"fusegrad.numpy.linalg.norm: the matrix norm ord={ord!r} needs singular "
+            "values, which fusegrad does not provide; use ord='fro' or a vector norm")
+    if not matrix and len(axes) > 1 and axis is not None:
+        raise ShapeError(f"norm: axis must name one or two axes, got {axis!r}")
+    if ord in (None, "fro", 2):
+        return _safe_root(A.sum(x * x, axes, keepdims=keepdims), 2)
+    if ord == "nuc" or isinstance(ord, str):
+        raise ValueError(f"norm: invalid ord {ord!r} for a vector norm")
+    if ord == math.inf:
+        return A.max(ops.abs(x), axes, keepdims=keepdims)
+    if ord == -math.inf:
+        return A.min(ops.abs(x), axes, keepdims=keepdims)
+    if ord == 0:
+        nonzero = ops.convert(ops.ne(x, 0), dtype=dtype_name(A.dtype(x)))
+        return A.sum(nonzero, axes, keepdims=keepdims)
+    if ord == 1:
+        return A.sum(ops.abs(x), axes, keepdims=keepdims)
+    return _safe_root(A.sum(ops.abs(x) ** float(ord), axes, keepdims=keepdims), float(ord))

@@ -1,0 +1,174 @@
+"""``fg.jit``: trace once per argument signature and static values, run compiled.
+
+Static arguments (``static_argnums``), keyword arguments and donated buffers
+(``donate_argnums``) are handled here; functions over eager Tensors, modules
+and optimizers are routed to ``eager.jit_eager``.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections.abc import Callable, Sequence
+
+from ..ir.bind import aval
+from ..runtime import fastcall
+from ..runtime.donation import donated_leaves
+from ..tracer import trace_pytree
+from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
+from .plan import GradError, _argnums_tuple, _grad_tensors, _leaf, _Plan, _reason
+
+#: Where calls over eager Tensors, modules and optimizers go: ``fusegrad.eager`` registers
+#: ``route(jit, args, kwargs)``, which returns a runner ``runner(args, kwargs)`` for such a
+#: call or None for plain array functions (the eager face sits above this layer).
+_ROUTES: list[Callable] = []
+
+
+def register_route(route: Callable) -> None:
+    """Give ``route`` the first look at every call that the cached fast path did not take."""
+    _ROUTES.append(route)
+
+
+def _static_indices(static_argnums, nargs: int, who: str) -> tuple[int, ...]:
+    return _argnums_tuple(static_argnums, nargs, who, "static_argnums", ValueError)
+
+
+def _split_static(f, args, static_argnums, who: str):
+    static = _static_indices(static_argnums, len(args), f"{who}({getattr(f, '__name__', 'f')})")
+    if not static:
+        return f, args
+    dyn_idx = [i for i in range(len(args)) if i not in static]
+
+    def fun(*dyn, **kwargs):
+        full = list(args)
+        for i, d in zip(dyn_idx, dyn):
+            full[i] = d
+        return f(*full, **kwargs)
+
+    fun.__name__ = getattr(f, "__name__", "f")
+    fun.__signature__ = _dynamic_signature(f, dyn_idx)
+    return fun, tuple(args[i] for i in dyn_idx)
+
+
+def _dynamic_signature(f, dyn_idx) -> inspect.Signature | None:
+    """``f``'s signature without its static parameters, so the IR keeps the user's names."""
+    try:
+        params = list(inspect.signature(f).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) <= max(dyn_idx, default=-1):
+        return None
+    return inspect.Signature([positional[i].replace(default=inspect.Parameter.empty)
+                              .replace(kind=inspect.Parameter.POSITIONAL_ONLY)
+                              for i in dyn_idx])
+
+
+def _keywords_last(fun: Callable, nargs: int, kwargs: dict) -> Callable:
+    """``fun`` taking its keyword arguments as one dict after its ``nargs`` positional ones."""
+
+    def with_kwargs(*args):
+        return fun(*args[:-1], **args[-1])
+
+    with_kwargs.__name__ = getattr(fun, "__name__", "f")
+    try:
+        params = list(inspect.signature(fun).parameters.values())
+    except (TypeError, ValueError):
+        return with_kwargs
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len(positional) >= nargs:
+        kw_name = next(iter(kwargs)) if len(kwargs) == 1 else "kwargs"
+        kw_param = inspect.Parameter(
+            kw_name if kw_name.isidentifier() else "kwargs", inspect.Parameter.POSITIONAL_ONLY)
+        with_kwargs.__signature__ = inspect.Signature(
+            [p.replace(kind=p.POSITIONAL_ONLY, default=p.empty) for p in positional[:nargs]]
+            + [kw_param]
+        )
+    return with_kwargs
+
+
+class jit:
+    """Trace ``f`` once per argument structure, shapes, dtypes and static values.
+
+    Calls with a signature seen before reuse its IR; ``static_argnums`` are
+    passed as Python values (they must be hashable) and may steer control flow.
+    ``donate_argnums``: arguments whose arrays the compiled code may overwrite with
+    results of the same shape and dtype (see ``docs/performance.md``); their contents
+    are unspecified after the call, so do not read them again.
+    """
+
+    def __init__(self, f: Callable, static_argnums: int | Sequence[int] = (),
+                 donate_argnums: int | Sequence[int] = ()):
+        functools.update_wrapper(self, f)
+        self.f = f
+        self.donate_argnums = ((donate_argnums,) if isinstance(donate_argnums, int)
+                               else tuple(donate_argnums))
+        self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
+                               else tuple(static_argnums))
+        self._cache: dict = {}
+        self._fast: dict = {}  # runtime.fastcall signature -> plan
+        self._lock = threading.RLock()
+
+    def _key(self, args, kwargs):
+        static = _static_indices(self.static_argnums, len(args), f"jit({self.__name__})")
+        try:
+            svals = tuple((i, args[i]) for i in static)
+            hash(svals)
+        except TypeError:
+            raise TypeError(f"jit: static arguments {static} must be hashable") from None
+        dyn = tuple(a for i, a in enumerate(args) if i not in static)
+        if kwargs:
+            dyn = (*dyn, kwargs)
+        leaves, td = tree_flatten(dyn)
+        types = tuple(aval(_leaf(x)) for x in leaves)
+        return (td, types, svals), dyn
+
+    def __call__(self, *args, **kwargs):
+        """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        fast = None
+        if "_eager" not in self.__dict__:  # plain array calls: the cached fast path first
+            fast = None if kwargs or self.static_argnums else fastcall.signature(args)
+            plan = self._fast.get(fast) if fast is not None else None
+            if plan is not None:
+                return tree_unflatten(plan.traced.out_tree, list(plan(fastcall.leaves(args))))
+        for route in _ROUTES:  # eager Tensors, modules, optimizers: see eager.jit_eager
+            eager = route(self, args, kwargs)
+            if eager is not None:
+                return eager(args, kwargs)
+        _refuse_grad_tensors(self.__name__, (args, kwargs))
+        key, dyn = self._key(args, kwargs)
+        plan = self._cache.get(key)
+        if plan is None:
+            with self._lock:  # one trace per signature, whichever thread comes first
+                plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
+        leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
+        _refuse_grad_tensors(self.__name__, plan.traced.free)
+        if fast is not None and plan.cacheable and not plan.traced.free:
+            self._fast[fast] = plan
+        return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
+
+    def _trace(self, args, kwargs, key, dyn) -> _Plan:
+        fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
+        if kwargs:
+            fun = _keywords_last(fun, len(dyn_args), kwargs)
+        traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
+        plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
+                     donated=donated_leaves(args, self.static_argnums, self.donate_argnums))
+        if plan.cacheable:
+            self._cache[key] = plan
+        return plan
+
+
+def _refuse_grad_tensors(name: str, tree) -> None:
+    """A Tensor that requires grad hidden from ``jit_eager`` cannot get a gradient: say so,
+    never detach."""
+    refused = _grad_tensors(tree)
+    if refused:
+        leaf = refused[0]
+        raise GradError(
+            f"fg.jit({name}): got a Tensor that requires grad ({leaf.dtype}, shape "
+            f"{tuple(leaf.shape)}) that it could not make an input, so no gradient "
+            "could flow back to it. Pass it as an argument (or name it as a global) to "
+            "get a compiled node in its autograd graph, or pass tensor.detach() if no "
+            "gradient is needed.")

@@ -1,0 +1,199 @@
+"""What every transform runs on: argument leaves, signatures and ``_Plan``.
+
+A transform (``reverse``, ``forward``, ``vectorize``, ``jit_api``, ``eager.jit_eager``)
+traces the user's function to IR (``tracer``), applies IR passes
+(``passes.autodiff``, ``passes.batching``) and wraps the result in a ``_Plan``:
+compiled on concrete arrays (the NumPy interpreter under
+``FUSEGRAD_DISABLE_JIT``), inlined into the enclosing trace when given tracers,
+which is what makes nested transforms of closures correct.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .. import config
+from ..ir import Function, evaluate, ops
+from ..ir.bind import aval, is_weak
+from ..ir.errors import FusegradError
+from ..ir.types import TensorType
+from ..passes.autodiff import vjp as _vjp_pass
+from ..passes.simplify import simplify
+from ..runtime.compiled import executable
+from ..runtime.debug_nans import run_checked
+from ..tracer import Tracer
+from ..tracer.core import _state as _trace_state
+from ..tracer.pytree import tree_flatten, tree_unflatten
+
+
+class GradError(FusegradError, TypeError):
+    """A transform was asked for something it cannot do (non-scalar grad, int inputs...)."""
+
+
+# --- eager Tensors as arguments ----------------------------------------------------
+# The eager face sits above the transforms: ``fusegrad.eager`` registers its Tensor
+# class here when it is imported (as array classes register with ``ir.bind``), so
+# transforms take Tensors without importing eager code.
+
+_EAGER_TYPES: tuple[type, ...] = ()
+_EAGER_HOOKS: dict[str, Callable] = {}
+
+
+def register_eager_tensor(cls: type, *, data: Callable, grad_enabled: Callable) -> None:
+    """Let transforms take instances of ``cls`` as arguments: ``data(x)`` is the NumPy
+    array one counts as (no gradient flows back into its autograd graph), and while
+    ``grad_enabled()`` those with ``requires_grad`` set are refused where a transform
+    could not give them a gradient (``_grad_tensors``)."""
+    global _EAGER_TYPES
+    _EAGER_TYPES = (*_EAGER_TYPES, cls)
+    _EAGER_HOOKS.update(data=data, grad_enabled=grad_enabled)
+
+
+def _grad_tensors(tree) -> list:
+    """The eager Tensors in ``tree`` that require grad, while grad mode is on."""
+    if not _EAGER_TYPES or not _EAGER_HOOKS["grad_enabled"]():
+        return []
+    return [x for x in tree_flatten(tree)[0]
+            if isinstance(x, _EAGER_TYPES) and x.requires_grad]
+
+
+# --- execution ---------------------------------------------------------------------
+
+
+def vjp_pass(fn: Function, wrt, seeds=None, name=None) -> Function:
+    """Reverse mode, then simplification: the gradient IR every transform executes."""
+    return simplify(_vjp_pass(fn, wrt, seeds=seeds, name=name))
+
+
+def _concrete(x) -> bool:
+    return not isinstance(x, Tracer)
+
+
+def call(fn: Function, *args) -> tuple:
+    """Execute ``fn``: compiled (or with NumPy if ``FUSEGRAD_DISABLE_JIT``) on concrete
+    arrays; recorded into the enclosing trace otherwise. Eager Tensors (closed over by
+    the function) count as their data."""
+    args = tuple(_leaf(a) if isinstance(a, _EAGER_TYPES) else a for a in args)
+    if all(_concrete(a) for a in args) and not _trace_state.stack:
+        if config.DISABLE_JIT:
+            return run_checked(fn, *args)
+        return executable(fn)(*args)
+    return evaluate(fn, *args)
+
+
+def _leaf(x):
+    """Normalise one argument leaf: Python scalars and lists become NumPy arrays.
+
+    An eager ``Tensor`` counts as its data (no gradient flows back into its
+    autograd graph; ``fg.jit`` refuses tensors that require grad).
+    """
+    if isinstance(x, Tracer | np.ndarray | TensorType):
+        return x
+    if isinstance(x, _EAGER_TYPES):
+        return _EAGER_HOOKS["data"](x)
+    if hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "__array__"):
+        return np.asarray(x)
+    if is_weak(x) or isinstance(x, np.generic | list):
+        return np.asarray(x)
+    raise TypeError(
+        f"fusegrad cannot take an argument of type {type(x).__name__}; pass NumPy arrays, "
+        "Python scalars or pytrees (tuple, list, dict, NamedTuple, dataclass) of them"
+    )
+
+
+def _argnums_tuple(argnums, nargs: int, who: str, what: str = "argnums",
+                   error: type[Exception] = GradError) -> tuple[int, ...]:
+    """``argnums`` (an int or ints, negative counting from the end) as indices."""
+    nums = (argnums,) if isinstance(argnums, int) else tuple(argnums)
+    for i in nums:
+        if not -nargs <= i < nargs:
+            raise error(f"{who}: {what}={argnums} but the function was called with "
+                        f"{nargs} positional argument(s)")
+    return tuple(i % nargs for i in nums)
+
+
+def _diff_leaves(args, argnums, who) -> list[int]:
+    """Flat leaf indices of the differentiated arguments, in ``argnums`` order.
+
+    That is the order ``_structure_grads`` reads the cotangents back in, so
+    ``argnums=(1, 0)`` (or a repeated index) gives the gradients in that order.
+    Integer inputs are an error.
+    """
+    flat = [tree_flatten(a)[0] for a in args]
+    starts = [sum(len(leaves) for leaves in flat[:i]) for i in range(len(args))]
+    idx = []
+    for i in argnums:
+        leaves = flat[i]
+        for k, leaf in enumerate(leaves):
+            dt = aval(leaf).dtype
+            if not np.issubdtype(dt, np.floating):
+                where = f"argument {i}" + (f" (leaf {k})" if len(leaves) > 1 else "")
+                raise GradError(
+                    f"{who}: {where} has dtype {dt}, and only floating-point inputs can "
+                    "be differentiated. Pass it as a float array (e.g. x.astype(float)) "
+                    "or leave it out of argnums."
+                )
+            idx.append(starts[i] + k)
+    return idx
+
+
+def _signature(args, extra=()):
+    """A hashable key for the structure, shapes and dtypes of ``args`` (already leaves)."""
+    leaves, td = tree_flatten(args)
+    return td, tuple((aval(x).shape, aval(x).dtype) for x in leaves), extra
+
+
+class _Plan:
+    """A transformed Function with what calling it needs: closed-over arrays after the
+    arguments, then ``extra`` (e.g. the seed cotangent). Runs compiled code (compiled
+    on first use), the interpreter with ``FUSEGRAD_DISABLE_JIT``, or inlines into the
+    enclosing trace when given tracers."""
+
+    __slots__ = ("donated", "exe", "extra", "fn", "reason", "traced")
+
+    def __init__(self, fn: Function, traced, extra: tuple = (), reason: str = "new function",
+                 donated: frozenset[int] = frozenset()):
+        self.fn, self.traced, self.extra, self.exe = fn, traced, extra, None
+        self.reason, self.donated = reason, donated
+
+    @property
+    def cacheable(self) -> bool:
+        """False when it closes over a tracer of an enclosing trace (valid only there)."""
+        return not any(isinstance(x, Tracer) for x in self.traced.free)
+
+    def __call__(self, leaves) -> tuple:
+        args = (*leaves, *self.traced.free, *self.extra)
+        if _trace_state.stack or not all(_concrete(a) for a in leaves):
+            return evaluate(self.fn, *args)
+        if config.DISABLE_JIT:
+            return run_checked(self.fn, *args)
+        if self.exe is None:
+            self.exe = executable(self.fn, self.reason, self.donated)
+        return self.exe(*args)
+
+
+def _reason(cache: dict, key) -> str:
+    """Why a signature needs a new compile: the first one, or what differs from the last."""
+    if not cache:
+        return "new function"
+    last = next(reversed(cache))
+    if not isinstance(last, tuple) or len(last) < 2 or last[0] != key[0]:
+        return "new argument structure"
+    dtypes = [t.dtype if hasattr(t, "dtype") else t[1] for t in last[1]]
+    new_dtypes = [t.dtype if hasattr(t, "dtype") else t[1] for t in key[1]]
+    return "new dtype" if dtypes != new_dtypes else "new shape"
+
+
+def _ones_like(x):
+    t = aval(x)
+    return ops.broadcast_to(np.ones((), t.dtype), shape=t.shape)
+
+
+def _structure_grads(args, argnums, flat_grads, single: bool):
+    out, it = [], iter(flat_grads)
+    for i in argnums:
+        leaves, td = tree_flatten(args[i])
+        out.append(tree_unflatten(td, [next(it) for _ in leaves]))
+    return out[0] if single else tuple(out)

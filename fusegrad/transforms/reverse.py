@@ -1,0 +1,349 @@
+"""Reverse-mode transforms: grad, value_and_grad, vjp, elementwise_grad, jacobian,
+stop_gradient and custom_vjp.
+
+Forward mode (jvp, jacfwd, hvp, hessian) lives in ``forward``, ``jit`` in
+``jit_api``. Each transform traces the user's function to IR (``tracer``),
+applies reverse mode (``plan.vjp_pass``) and runs the result through a
+``plan._Plan`` or ``plan.call``: compiled on concrete arrays, inlined into the
+enclosing trace on tracers.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .. import config
+from ..ir import ops
+from ..ir.bind import aval
+from ..ir.types import TensorType
+from ..tracer import trace_pytree
+from ..tracer.core import _state as _trace_state
+from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
+from .plan import (
+    GradError,
+    _argnums_tuple,
+    _concrete,
+    _diff_leaves,
+    _leaf,
+    _ones_like,
+    _Plan,
+    _reason,
+    _signature,
+    _structure_grads,
+    call,
+    vjp_pass,
+)
+
+
+def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
+                   has_aux: bool = False):
+    """``f``'s value and its gradient w.r.t. ``argnums``; ``f`` must return a scalar.
+
+    With ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is
+    ``((value, aux), grad)``, as in JAX.
+    """
+    if f is None:
+        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
+
+    plans: dict = {}
+    lock = threading.RLock()
+
+    def plan_for(args, kwargs):
+        nums = _argnums_tuple(argnums, len(args), "grad")
+        key = _signature(args, (nums, has_aux)) if not kwargs else None
+        plan = plans.get(key) if key is not None else None
+        if plan is not None:
+            return plan, nums
+        with lock:  # one trace per signature, whichever thread comes first
+            plan = plans.get(key) if key is not None else None
+            return (plan, nums) if plan is not None else (make_plan(args, kwargs, key, nums), nums)
+
+    def make_plan(args, kwargs, key, nums):
+        wrt = _diff_leaves(args, nums, "grad")
+        fun = functools.partial(f, **kwargs) if kwargs else f
+        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
+        fn = traced.function
+        if has_aux:
+            if traced.out_tree.kind not in ("tuple", "list") or len(traced.out_tree.children) != 2:
+                raise GradError("grad(has_aux=True): the function must return a pair "
+                                f"(value, aux), got structure {traced.out_tree}")
+        elif traced.out_tree.num_leaves != 1:
+            raise GradError(f"grad: the function must return one scalar, got {traced.out_tree}")
+        loss_t = fn.out_types[0]
+        if loss_t.shape != () or not loss_t.is_float:
+            raise GradError(
+                f"grad: the function must return a floating-point scalar (shape ()), but it "
+                f"returned {loss_t}. Reduce it (e.g. .sum() or .mean()), or use fg.jacobian "
+                "for vector outputs and fg.vjp for vector-Jacobian products."
+            )
+        g = vjp_pass(fn, wrt, seeds=(0,), name=f"{fn.name}_grad")
+        plan = _Plan(g, traced, (np.ones((), loss_t.dtype),),
+                     _reason(plans, key) if key is not None else "new function")
+        if key is not None and plan.cacheable:
+            plans[key] = plan
+        return plan
+
+    fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
+
+    @functools.wraps(f)
+    def value_and_grad_f(*args, **kwargs):
+        if not kwargs and not _trace_state.stack and not config.DISABLE_JIT and all(
+                type(a) is np.ndarray for a in args):
+            hit = fast.get(tuple((a.shape, a.dtype) for a in args))
+            if hit is not None:
+                exe, n, grads_of, extra = hit
+                outs = exe.call_unchecked((*args, *extra))
+                return (outs[0] if n == 1 else (outs[0], outs[1:n])), grads_of(outs[n:])
+        args = tree_map(_leaf, args)
+        plan, nums = plan_for(args, kwargs)
+        outs = plan(tree_flatten(args)[0])
+        n = len(plan.traced.function.results)
+        value = tree_unflatten(plan.traced.out_tree, outs[:n])
+        grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
+        if (not kwargs and not has_aux and plan.exe is not None and plan.cacheable
+                and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
+            single = isinstance(argnums, int)
+            fast[tuple((a.shape, a.dtype) for a in args)] = (
+                plan.exe, n, (lambda g: g[0]) if single else tuple, plan.extra)
+        return value, grads
+
+    value_and_grad_f._plans = plans
+    return value_and_grad_f
+
+
+def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+    """The gradient of scalar-valued ``f`` w.r.t. argument(s) ``argnums``.
+
+    Usable as ``@fg.grad`` or ``fg.grad(f, argnums=(0, 1))``. The result has
+    the structure of the differentiated argument(s); with ``has_aux`` it is
+    ``(grad, aux)``.
+
+    >>> import numpy as np
+    >>> float(grad(lambda x: x ** 3)(2.0))
+    12.0
+    """
+    if f is None:
+        return functools.partial(grad, argnums=argnums, has_aux=has_aux)
+    vg = value_and_grad(f, argnums, has_aux)
+
+    @functools.wraps(f)
+    def grad_f(*args, **kwargs):
+        value, g = vg(*args, **kwargs)
+        return (g, value[1]) if has_aux else g
+
+    return grad_f
+
+
+def vjp(f: Callable, *primals, has_aux: bool = False):
+    """``(f(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
+    primals = tree_map(_leaf, primals)
+    wrt = _diff_leaves(primals, tuple(range(len(primals))), "vjp")
+    traced = trace_pytree(f, primals)
+    fn = traced.function
+    n_out = len(fn.results)
+    aux_tree = None
+    if has_aux:
+        out_td = traced.out_tree
+        if out_td.kind not in ("tuple", "list") or len(out_td.children) != 2:
+            raise GradError(f"vjp(has_aux=True): f must return (out, aux), got {out_td}")
+        n_main = out_td.children[0].num_leaves
+        main_tree, aux_tree = out_td.children
+    else:
+        n_main, main_tree = n_out, traced.out_tree
+    leaves = tree_flatten(primals)[0]
+    outs = call(fn, *leaves, *traced.free)
+    g = vjp_pass(fn, wrt, seeds=tuple(range(n_main)), name=f"{fn.name}_vjp")
+
+    def vjp_fn(cotangent):
+        ct_leaves, ct_tree = tree_flatten(cotangent)
+        if ct_tree != main_tree:
+            raise GradError(f"vjp_fn: cotangent structure {ct_tree} != output structure "
+                            f"{main_tree}")
+        cts = []
+        for c, t in zip(ct_leaves, fn.out_types):
+            c = _leaf(c)
+            if aval(c).shape != t.shape:
+                raise GradError(f"vjp_fn: cotangent of shape {aval(c).shape} for an output of "
+                                f"shape {t.shape}; they must match")
+            cts.append(c if aval(c).dtype == t.dtype else ops.convert(c, dtype=t.dtype))
+        res = call(g, *leaves, *traced.free, *cts)
+        return _structure_grads(primals, range(len(primals)), res[n_out:], single=False)
+
+    main = tree_unflatten(main_tree, outs[:n_main])
+    if has_aux:
+        return main, vjp_fn, tree_unflatten(aux_tree, outs[n_main:])
+    return main, vjp_fn
+
+
+def elementwise_grad(f: Callable, argnums: int = 0):
+    """Sum of the Jacobian's rows: the derivative of each output element, for elementwise ``f``."""
+
+    @functools.wraps(f)
+    def ew(*args):
+        (i,) = _argnums_tuple(argnums, len(args), "elementwise_grad")
+
+        def partial_f(x):
+            return f(*args[:i], x, *args[i + 1:])
+
+        out, vjp_fn = vjp(partial_f, args[i])
+        return vjp_fn(tree_map(_ones_like, out))[0]
+
+    return ew
+
+
+def jacobian(f: Callable, argnums: int | Sequence[int] = 0):
+    """The Jacobian by reverse mode: one VJP per output element.
+
+    The result has the output's structure, each leaf holding an array of shape
+    ``out.shape + in.shape`` per differentiated argument (JAX's ``jacrev``).
+    """
+
+    @functools.wraps(f)
+    def jac(*args):
+        args = tree_map(_leaf, args)
+        nums = _argnums_tuple(argnums, len(args), "jacobian")
+
+        def sub(*dyn):
+            full = list(args)
+            for i, d in zip(nums, dyn):
+                full[i] = d
+            return f(*full)
+
+        out, vjp_fn = vjp(sub, *(args[i] for i in nums))
+        out_leaves, out_tree = tree_flatten(out)
+        rows_per_leaf = []
+        for k, o in enumerate(out_leaves):
+            t = aval(o)
+            rows = []
+            for j in range(t.size):
+                cts = [np.zeros(aval(x).shape, aval(x).dtype) for x in out_leaves]
+                basis = np.zeros(t.size, t.dtype)
+                basis[j] = 1
+                cts[k] = basis.reshape(t.shape)
+                rows.append(vjp_fn(tree_unflatten(out_tree, cts)))
+            rows_per_leaf.append((t, rows))
+        results = []
+        for t, rows in rows_per_leaf:
+            per_arg = []
+            for a_i in range(len(nums)):
+                in_leaves, in_tree = tree_flatten(args[nums[a_i]])
+                stacked = []
+                for li, x in enumerate(in_leaves):
+                    xs = aval(x).shape
+                    parts = [tree_flatten(r[a_i])[0][li] for r in rows]
+                    stacked.append(_stack(parts, t.shape + xs, t, x))
+                per_arg.append(tree_unflatten(in_tree, stacked))
+            results.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
+        return tree_unflatten(out_tree, results)
+
+    return jac
+
+
+def _stack(parts, shape, out_t: TensorType, x):
+    from ..ir import array as A
+
+    if not parts:
+        return np.zeros(shape, aval(x).dtype)
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.stack(parts).reshape(shape)
+    rows = [A.reshape(p, (1, math.prod(aval(p).shape))) for p in parts]
+    return A.reshape(A.concatenate(rows, axis=0), shape)
+
+
+def stop_gradient(x):
+    """``x`` with no gradient flowing back through it (values unchanged)."""
+    return tree_map(lambda leaf: ops.stop_gradient(_leaf(leaf)), x)
+
+
+# --- custom rules -------------------------------------------------------------------
+
+
+class custom_vjp:
+    """A function with a hand-written VJP, as ``jax.custom_vjp``.
+
+    >>> @custom_vjp
+    ... def clip_grad(x):
+    ...     return x
+    >>> def fwd(x):
+    ...     return x, None
+    >>> def bwd(res, g):
+    ...     return (np.clip(g, -1.0, 1.0),)
+    >>> clip_grad.defvjp(fwd, bwd)
+
+    ``fwd(*args) -> (out, residuals)``; ``bwd(residuals, g) -> tuple`` with one
+    cotangent per argument (``None`` for zero). Under a transform the forward
+    computation runs ``fwd``. Arrays ``fun``/``fwd`` close over get no gradient.
+    """
+
+    def __init__(self, fun: Callable):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd: Callable | None = None
+        self.bwd: Callable | None = None
+
+    def defvjp(self, fwd: Callable, bwd: Callable) -> None:
+        self.fwd, self.bwd = fwd, bwd
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            raise GradError(f"custom_vjp function {self.__name__} has no VJP: call "
+                            f"{self.__name__}.defvjp(fwd, bwd) first")
+        args = tree_map(_leaf, args)
+        leaves = tree_flatten(args)[0]
+        if all(_concrete(x) for x in leaves) and not _trace_state.stack:
+            return self.fun(*args)
+        fwd_t = trace_pytree(self.fwd, args, name=f"{self.__name__}_fwd")
+        td = fwd_t.out_tree
+        if td.kind not in ("tuple", "list") or len(td.children) != 2:
+            raise GradError(f"custom_vjp {self.__name__}: fwd must return (out, residuals), "
+                            f"got structure {td}")
+        out_td, res_td = td.children
+        n_out = out_td.num_leaves
+        fwd_fn = fwd_t.function
+        out_types = fwd_fn.out_types
+        res_avals = [t for t in out_types[n_out:]]
+        ct_avals = [t for t in out_types[:n_out]]
+
+        def bwd_flat(*flat):
+            res = tree_unflatten(res_td, list(flat[: len(res_avals)]))
+            g = tree_unflatten(out_td, list(flat[len(res_avals):]))
+            cts = self.bwd(res, g)
+            if not isinstance(cts, tuple) or len(cts) != len(args):
+                raise GradError(f"custom_vjp {self.__name__}: bwd must return a tuple with one "
+                                f"cotangent per argument ({len(args)}), got {cts!r:.80}")
+            flat_cts = []
+            for i, (a, c) in enumerate(zip(args, cts)):
+                a_leaves, a_td = tree_flatten(a)
+                try:
+                    c_leaves = tree_flatten_up_to(a_td, c)
+                except ValueError:
+                    raise GradError(
+                        f"custom_vjp {self.__name__}: bwd's cotangent for argument {i} has "
+                        f"structure {tree_flatten(c)[1]}, but the argument has {a_td}"
+                    ) from None
+                for x, cl in zip(a_leaves, c_leaves):
+                    if cl is None:
+                        cl = np.zeros(aval(x).shape, aval(x).dtype)
+                    elif aval(cl).shape != aval(x).shape:
+                        raise GradError(
+                            f"custom_vjp {self.__name__}: bwd returned a cotangent of shape "
+                            f"{aval(cl).shape} for argument {i} of shape {aval(x).shape}; "
+                            "they must match"
+                        )
+                    flat_cts.append(cl)
+            return tuple(flat_cts)
+
+        bwd_t = trace_pytree(lambda *xs: bwd_flat(*xs), (*res_avals, *ct_avals),
+                             name=f"{self.__name__}_bwd")
+        outs = ops.custom_vjp_call(
+            *leaves, *fwd_t.free, *bwd_t.free,
+            regions=(fwd_fn, bwd_t.function), num_out=n_out,
+        )
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        return tree_unflatten(out_td, list(outs[:n_out]))
+
