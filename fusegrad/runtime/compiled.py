@@ -1,6 +1,7 @@
 """Compiled execution of a Function: fuse, generate, load, call.
 
-``executable(fn)`` returns a callable running ``fn`` as native code. A user
+``executable(fn)`` returns a callable running ``fn`` as native code. Numba and the code
+generator are imported by the first compile, not by ``import fusegrad``. A user
 mistake caught inside compiled code (an index out of bounds, say) is re-run
 through the interpreter, which raises the full, precise error; an internal
 code-generation failure raises ``CodegenError`` with the path of a dumped
@@ -20,13 +21,11 @@ import time
 import warnings
 from collections import OrderedDict
 
-import numba
 import numpy as np
 
 from .. import config
 from ..codegen import compile as cg_compile
 from ..codegen.buffers import plan as buffer_plan
-from ..codegen.module import generate
 from ..ir import Function
 from ..ir.errors import FusegradError
 from ..ir.printer import print_function
@@ -72,6 +71,8 @@ class Executable:
             raise
         except Exception as e:
             raise _internal(fn, e) from e
+        import numba
+
         self.entry = self.module.entry
         self.parallel = None
         if hasattr(self.module, "entry_parallel") and numba.config.NUMBA_NUM_THREADS > 1 and (
@@ -128,6 +129,8 @@ class Executable:
     def _compile(self, conv) -> None:
         """Compile the serial entry for these arguments' types, or load its machine code,
         under the module's lock; log how long it took when asked to."""
+        import numba
+
         sig = tuple(numba.typeof(a) for a in (self.dims, *conv))
         hits, reused = self.entry.stats.cache_hits[sig], sig in self.entry.overloads
         t0 = time.perf_counter()
@@ -214,6 +217,8 @@ class _Background:
             return self.dispatcher
         with self.lock:
             if not self.started:
+                import numba
+
                 self.started = True
                 sig = tuple(numba.typeof(a) for a in (dims, *conv))
                 threading.Thread(target=self._build, args=(sig,), daemon=True,
@@ -285,6 +290,8 @@ def _log(message: str) -> None:
 
 
 def _generate(fused: Function, buffers):
+    from ..codegen.module import generate
+
     return generate(fused, buffers) if buffers.slots else generate(fused)
 
 
@@ -302,6 +309,8 @@ def _threads_ok() -> bool:
     OpenMP: ``NUMBA_THREADING_LAYER=threadsafe``); if not, parallel loops stay serial,
     with one warning."""
     if not _threads:
+        import numba
+
         if os.environ.get("NUMBA_THREADING_LAYER") is None:
             numba.config.THREADING_LAYER = "threadsafe"
         try:

@@ -7,7 +7,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from ..codegen.module import generate
 from ..ir import Function
 from ..ir.printer import print_function
 from ..passes.autodiff import vjp as _vjp_pass
@@ -54,7 +53,7 @@ def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, obje
         cur = stage("grad", _vjp_pass, cur, wrt, None, f"{cur.name}_grad")
     cur = stage("simplified", simplify, cur)
     cur = stage("fused", fuse, cur)
-    stage("source", lambda fn: generate(fn)[0], cur)
+    stage("source", _source, cur)
     return out
 
 
@@ -76,3 +75,10 @@ def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None,
             print(f"// ---- stage: {name} ({secs * 1e3:.2f} ms) ----", file=file)
             print(print_function(fn, locs=True) if locs and isinstance(fn, Function) else fn,
                   file=file)
+
+
+def _source(fn: Function) -> str:
+    """The generated module's text (the code generator, and Numba with it, load here)."""
+    from ..codegen.module import generate
+
+    return generate(fn)[0]

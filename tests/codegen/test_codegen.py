@@ -231,3 +231,25 @@ def test_two_processes_compile_the_same_function_at_once(tmp_path):
     for p in procs:
         out, err = p.communicate(timeout=300)
         assert out.strip() == "OK", err
+
+
+def test_import_loads_neither_numba_nor_the_code_generator():
+    """``import fusegrad`` stays cheap: Numba (and the math library, which needs it) load
+    with the first compile."""
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import fusegrad as fg, fusegrad.numpy as fnp
+        fg.make_ir(lambda x: fnp.sum(fnp.sin(x)))(np.ones(3))
+        fg.tensor([1.0, 2.0], requires_grad=True).sum().backward()
+        assert "numba" not in sys.modules, "numba imported"
+        assert "fusegrad.codegen.mathlib" not in sys.modules
+        fg.jit(lambda x: x * 2.0)(np.ones(3))
+        assert "numba" in sys.modules
+        print("ok")
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "FUSEGRAD_DISABLE_JIT"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
