@@ -45,9 +45,8 @@ def relu(x):
 
 
 def softplus(x):
-    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow for large x."""
-    x = _f(x)
-    return ops.maximum(x, 0) + ops.log1p(ops.exp(-ops.abs(x)))
+    """log(1 + exp(x)) = logaddexp(x, 0): no overflow for large x, smooth also at 0."""
+    return A.logaddexp(_f(x), 0)
 
 
 def log_sigmoid(x):
