@@ -159,7 +159,11 @@ def var(x, axis=None, ddof=0, keepdims=False):
 
 
 def std(x, axis=None, ddof=0, keepdims=False):
-    return ops.sqrt(var(x, axis, ddof, keepdims))
+    """sqrt(var): where the variance is 0 the derivative is 0 (a subgradient, as norm'(0)),
+    so the derivative of a constant std (one element, ddof=0) is exactly 0."""
+    v = var(x, axis, ddof, keepdims)
+    zero = v == 0
+    return ops.select(zero, 0, ops.sqrt(ops.select(zero, 1, v)))
 
 
 def prod(x, axis=None, keepdims=False, dtype=None):
