@@ -23,7 +23,16 @@ from .ir.bind import aval, is_weak
 from .ir.printer import print_function
 from .passes.autodiff import jvp as _jvp_pass
 from .passes.simplify import simplify
-from .plan import GradError, _argnums_tuple, _diff_leaves, _leaf, _Plan, _reason, _signature
+from .plan import (
+    GradError,
+    _argnums_tuple,
+    _diff_leaves,
+    _leaf,
+    _Plan,
+    _reason,
+    _signature,
+    warn_effects,
+)
 from .tracer import trace_pytree
 from .tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from .transforms import grad
@@ -83,6 +92,7 @@ class _Pushforward:
         wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])
                if aval(flat[k]).is_float]
         traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"))
+        warn_effects("jvp", self.f, traced)
         fn = _jvp_pass(traced.function, wrt, name=f"{traced.function.name}_jvp")
         if not self.primal_out:
             fn = fn.replace(results=fn.results[len(traced.function.results):])

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from .ir.bind import aval
-from .plan import GradError, _argnums_tuple, _leaf, _Plan, _reason
+from .plan import GradError, _argnums_tuple, _leaf, _Plan, _reason, warn_effects
 from .runtime import Tensor, fastcall
 from .runtime.donation import donated_leaves
 from .runtime.grad_mode import is_grad_enabled
@@ -136,7 +136,7 @@ class jit:
                 plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         _refuse_grad_tensors(self.__name__, plan.traced.free)
-        if fast is not None and plan.cacheable and not plan.traced.free:
+        if fast is not None and plan.reusable and not plan.traced.free:
             self._fast[fast] = plan
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
@@ -147,8 +147,9 @@ class jit:
         traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
         plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
                      donated=donated_leaves(args, self.static_argnums, self.donate_argnums))
-        if plan.cacheable:
+        if plan.reusable:
             self._cache[key] = plan
+        warn_effects("jit", self.f, traced, jit=True)
         return plan
 
 

@@ -10,6 +10,9 @@ which is what makes nested transforms of closures correct.
 
 from __future__ import annotations
 
+import threading
+import warnings
+
 import numpy as np
 
 from . import config
@@ -24,6 +27,7 @@ from .runtime.compiled import executable
 from .runtime.debug_nans import run_checked
 from .tracer import Tracer
 from .tracer.core import _state as _trace_state
+from .tracer.effects import describe as _describe_effects
 from .tracer.pytree import tree_flatten, tree_unflatten
 
 
@@ -131,15 +135,21 @@ class _Plan:
         self.reason, self.donated = reason, donated
 
     @property
-    def cacheable(self) -> bool:
+    def reusable(self) -> bool:
         """False when it closes over a tracer of an enclosing trace (valid only there)."""
         return not any(isinstance(x, Tracer) for x in self.traced.free)
+
+    @property
+    def cacheable(self) -> bool:
+        """Reusable, and tracing drew no random numbers and read no clock (``tracer.effects``):
+        reusing such a trace would replay the same draws on every call."""
+        return self.reusable and not self.traced.effects
 
     def __call__(self, leaves) -> tuple:
         args = (*leaves, *self.traced.free, *self.extra)
         if _trace_state.stack or not all(_concrete(a) for a in leaves):
             return evaluate(self.fn, *args)
-        if config.DISABLE_JIT:
+        if config.DISABLE_JIT or self.traced.effects:  # used once: not worth compiling
             return run_checked(self.fn, *args)
         if self.exe is None:
             self.exe = executable(self.fn, self.reason, self.donated)
@@ -169,3 +179,44 @@ def _structure_grads(args, argnums, flat_grads, single: bool):
         leaves, td = tree_flatten(args[i])
         out.append(tree_unflatten(td, [next(it) for _ in leaves]))
     return out[0] if single else tuple(out)
+
+
+class SideEffectWarning(UserWarning):
+    """The traced function drew random numbers (``random``, ``np.random``) or read a clock."""
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def warn_effects(who: str, f, traced, jit: bool = False) -> None:
+    """Warn once per function (and transform) that tracing ``f`` met side effects.
+
+    ``grad``, ``jvp`` & co. trace such a function again on every call, so each call
+    draws afresh as calling ``f`` would; ``jit`` keeps the trace (its draws are
+    constants of the compiled code). Only the outermost transform warns.
+    """
+    if not traced.effects or _trace_state.stack:
+        return
+    key = (who, getattr(f, "__code__", None) or id(f))
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    name = getattr(f, "__name__", "f")
+    found = _describe_effects(traced.effects)
+    if jit:
+        msg = (f"fg.jit({name}) traced a function that draws random numbers or reads a clock "
+               f"({found}): that ran once, while tracing, and the compiled function returns "
+               "the same numbers on every call. To draw new numbers per call, pass a key "
+               "argument and draw with fg.random (key = fg.random.key(0); key, sub = "
+               "fg.random.split(key); fg.random.normal(sub, shape)); see docs/random.md.")
+    else:
+        msg = (f"fg.{who}({name}): the function draws random numbers or reads a clock "
+               f"({found}), so it is traced again on every call (no trace or compiled code "
+               "is reused) and each call draws afresh, as calling it would. For fast, "
+               "reproducible randomness pass a key argument and draw with fg.random "
+               "(fg.random.normal(key, shape)); see docs/random.md.")
+    site = traced.effects[0][1]
+    filename, _, line = site.rpartition(":")
+    warnings.warn_explicit(msg, SideEffectWarning, filename, int(line) if line.isdigit() else 0)

@@ -34,6 +34,7 @@ from .plan import (
     _structure_grads,
     call,
     vjp_pass,
+    warn_effects,
 )
 from .tracer import trace_pytree
 from .tracer.core import _state as _trace_state
@@ -67,6 +68,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         wrt = _diff_leaves(args, nums, "grad")
         fun = functools.partial(f, **kwargs) if kwargs else f
         traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
+        warn_effects("grad", f, traced)
         fn = traced.function
         if has_aux:
             if traced.out_tree.kind not in ("tuple", "list") or len(traced.out_tree.children) != 2:

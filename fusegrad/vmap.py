@@ -19,7 +19,7 @@ from .ir.bind import aval
 from .ir.types import TensorType
 from .jit_api import _keywords_last
 from .passes.batching import BatchingError, batch
-from .plan import _leaf, _Plan, _reason, _signature
+from .plan import _leaf, _Plan, _reason, _signature, warn_effects
 from .runtime import Tensor
 from .runtime.grad_mode import is_grad_enabled
 from .tracer import trace_pytree
@@ -85,6 +85,7 @@ def _plan(fun, name, args, in_tree, leaves, axes, size, out_axes, reason) -> _Pl
     """Trace ``fun`` on one example of the batch, then batch its Function."""
     example = [_unbatched_type(aval(x), ax) for x, ax in zip(leaves, axes)]
     traced = trace_pytree(fun, tree_unflatten(in_tree, example), name=name)
+    warn_effects("vmap", fun, traced)
     out_axes = _prefix_axes(traced.out_tree, out_axes, "out_axes", "the output", name)
     for j, (t, ax) in enumerate(zip(traced.function.out_types, out_axes)):
         if ax is not None and not -(t.ndim + 1) <= ax <= t.ndim:

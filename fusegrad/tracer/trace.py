@@ -13,6 +13,7 @@ from ..ir.bind import aval, is_weak
 from ..ir.errors import ShapeError
 from ..ir.stats import count_trace
 from .core import Trace, Tracer, located
+from .effects import Recorder
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 
 
@@ -23,12 +24,15 @@ class Traced:
     The Function's parameters are the flattened arguments followed by one
     implicit parameter per object in ``free`` (closed-over arrays and tracers of
     enclosing transforms), which the caller passes after the arguments.
+    ``effects`` lists the random draws and clock reads made while tracing
+    (``tracer.effects``): their results are constants of this trace.
     """
 
     function: Function
     in_tree: TreeDef
     out_tree: TreeDef
     free: tuple
+    effects: tuple = ()
 
 
 def leaf_type(x) -> TensorType:
@@ -77,12 +81,14 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
     with Trace(name or fn_name(fn)) as t:
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
         try:
-            out = fn(*tree_unflatten(in_tree, tracers))
+            with Recorder(fn) as effects:
+                out = fn(*tree_unflatten(in_tree, tracers))
         except (ShapeError, IndexError) as e:  # the user's line, if the op did not give it
             raise located(e, t.name) from None
         out_leaves, out_tree = tree_flatten(out)
         results = [t.to_value(_as_output(o)) for o in out_leaves]
-    return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values))
+    return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values),
+                  tuple(effects.effects))
 
 
 def _as_output(x):
