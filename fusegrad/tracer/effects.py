@@ -244,10 +244,9 @@ def _attrs(v, code, found) -> None:
 
 def _filled(cell) -> bool:
     try:
-        cell.cell_contents
-    except ValueError:
+        return cell.cell_contents is not cell
+    except ValueError:  # an empty cell
         return False
-    return True
 
 
 def _names(code):
