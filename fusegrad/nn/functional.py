@@ -39,9 +39,9 @@ def sigmoid(x):
 
 
 def relu(x):
-    """max(x, 0) with relu'(0) = 0 (PyTorch's convention)."""
+    """max(x, 0) with relu'(0) = 0 (PyTorch's convention); NaN stays NaN (as np.maximum)."""
     x = A.asarray(x)
-    return ops.select(x > 0, x, 0)
+    return ops.select(x <= 0, 0, x)
 
 
 def softplus(x):
