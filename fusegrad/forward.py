@@ -31,6 +31,7 @@ from .plan import (
     _Plan,
     _reason,
     _signature,
+    api_boundary,
     warn_effects,
 )
 from .tracer import trace_pytree
@@ -155,6 +156,7 @@ def _as_tuple(who: str, what: str, x) -> tuple:
     return tuple(x)
 
 
+@api_boundary
 def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple:
     """``(f(*primals), J f(primals) @ tangents)``: a Jacobian-vector product, forward mode.
 
@@ -186,6 +188,7 @@ def hvp(f: Callable) -> Callable:
     push = _Pushforward(grad(f), primal_out=False)
 
     @functools.wraps(f)
+    @api_boundary
     def hvp_f(x, v):
         primals = (tree_map(_leaf, x),)
         t_leaves = _tangent_leaves("hvp", primals, (v,))
@@ -206,6 +209,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     push = _Pushforward(f, primal_out=False)
 
     @functools.wraps(f)
+    @api_boundary
     def jac(*args):
         args = tree_map(_leaf, args)
         nums = _argnums_tuple(argnums, len(args), "jacfwd")

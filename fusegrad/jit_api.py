@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from .ir.bind import aval
-from .plan import GradError, _argnums_tuple, _leaf, _Plan, _reason, warn_effects
+from .plan import GradError, _argnums_tuple, _leaf, _Plan, _reason, api_boundary, warn_effects
 from .runtime import Tensor, fastcall
 from .runtime.donation import donated_leaves
 from .runtime.grad_mode import is_grad_enabled
@@ -115,6 +115,7 @@ class jit:
         types = tuple(aval(_leaf(x)) for x in leaves)
         return (td, types, svals), dyn
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
         fast = None

@@ -10,7 +10,10 @@ which is what makes nested transforms of closures correct.
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
+import types
 import warnings
 
 import numpy as np
@@ -23,7 +26,7 @@ from .ir.types import TensorType
 from .passes.autodiff import vjp as _vjp_pass
 from .passes.simplify import simplify
 from .runtime import Tensor
-from .runtime.compiled import executable
+from .runtime.compiled import CodegenError, executable
 from .runtime.debug_nans import run_checked
 from .tracer import Tracer
 from .tracer.core import _state as _trace_state
@@ -220,3 +223,52 @@ def warn_effects(who: str, f, traced, jit: bool = False) -> None:
     site = traced.effects[0][1]
     filename, _, line = site.rpartition(":")
     warnings.warn_explicit(msg, SideEffectWarning, filename, int(line) if line.isdigit() else 0)
+
+
+# --- tracebacks ------------------------------------------------------------------------
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: Raised for a user's mistake (or by the user's own code): shown without fusegrad's frames.
+_USER_ERRORS = (FusegradError, TypeError, ValueError, IndexError, FloatingPointError,
+                NotImplementedError)
+_NOTE = ("(fusegrad's own frames were removed from this traceback; set "
+         "FUSEGRAD_TRACEBACK_FILTERING=off to see them)")
+
+
+def _ours(tb) -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PKG_DIR)
+
+
+def filter_traceback(e: BaseException) -> None:
+    """Drop fusegrad's frames from ``e.__traceback__``, as JAX's traceback filtering does,
+    for user mistakes and errors of the user's own code; internal errors keep them."""
+    tb = e.__traceback__
+    if not config.TRACEBACK_FILTERING or tb is None or isinstance(e, CodegenError):
+        return
+    keep = []
+    while tb is not None:
+        if not _ours(tb):
+            keep.append(tb)
+        last, tb = tb, tb.tb_next
+    if not isinstance(e, _USER_ERRORS) and _ours(last):
+        return  # raised inside fusegrad and not a user mistake: maybe a bug, keep it all
+    new = None
+    for t in reversed(keep):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    e.__traceback__ = new
+    if _NOTE not in getattr(e, "__notes__", ()):
+        e.add_note(_NOTE)
+
+
+def api_boundary(fn):
+    """``fn`` with ``filter_traceback`` applied to what it raises (public transforms)."""
+
+    @functools.wraps(fn)
+    def boundary(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            filter_traceback(e)
+            raise
+
+    return boundary

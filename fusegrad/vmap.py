@@ -19,7 +19,7 @@ from .ir.bind import aval
 from .ir.types import TensorType
 from .jit_api import _keywords_last
 from .passes.batching import BatchingError, batch
-from .plan import _leaf, _Plan, _reason, _signature, warn_effects
+from .plan import _leaf, _Plan, _reason, _signature, api_boundary, warn_effects
 from .runtime import Tensor
 from .runtime.grad_mode import is_grad_enabled
 from .tracer import trace_pytree
@@ -52,6 +52,7 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
     lock = threading.RLock()
 
     @functools.wraps(f)
+    @api_boundary
     def vmapped(*args, **kwargs):
         _refuse_grad_tensors(name, (args, kwargs))
         fun, top = f, _top_axes(in_axes, len(args), name)
