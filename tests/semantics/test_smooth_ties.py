@@ -71,6 +71,8 @@ def test_mixed_second_derivative_of_logaddexp_at_the_tie():
     hvp = fg.grad(lambda x: fnp.vdot(fg.grad(lambda y: fnp.sum(F.softplus(y)))(x),
                                      np.ones(2)))(np.zeros(2))
     assert_close(hvp, np.full(2, 0.25), "exact64")
+    hvp = fg.hvp(lambda x: fnp.sum(fnp.logaddexp(x, C)))(np.full(2, C), np.array([1.0, 2.0]))
+    assert_close(hvp, np.array([0.25, 0.5]), "exact64")
 
 
 def test_infinite_and_nan_operands_keep_numpys_values_and_finite_gradients():
