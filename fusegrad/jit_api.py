@@ -147,7 +147,8 @@ class jit:
             fun = _keywords_last(fun, len(dyn_args), kwargs)
         traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
         plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
-                     donated=donated_leaves(args, self.static_argnums, self.donate_argnums))
+                     donated=donated_leaves(args, self.static_argnums, self.donate_argnums),
+                     kept=True)
         if plan.reusable:
             self._cache[key] = plan
         warn_effects("jit", self.f, traced, jit=True)

@@ -47,7 +47,7 @@ from . import config
 from .ir.bind import aval
 from .jit_api import _split_static, _static_indices
 from .jit_state import OBJECTS, Env, Snapshot, env_key, hashable, referenced, store
-from .plan import GradError, _leaf, _Plan, _reason, vjp_pass
+from .plan import GradError, _leaf, _Plan, _reason, vjp_pass, warn_effects
 from .runtime import capture, run
 from .runtime import tensor_base as TB
 from .runtime.compiled import executable
@@ -166,7 +166,8 @@ def _trace(f, args, kwargs, env: Env, name: str, reason: str) -> _EagerPlan:
 
     traced = trace_pytree(body, ([_leaf(t) for t in tensors],
                                  [_leaf(leaves[i]) for i in array_idx]), name=name)
-    ep.plan = _Plan(traced.function, traced, reason=reason)
+    ep.plan = _Plan(traced.function, traced, reason=reason, kept=True)
+    warn_effects("jit", f, traced, jit=True)
     ep.array_idx = array_idx
     if not ep.changes and any(ep.out_kinds) and is_grad_enabled():
         _make_differentiable(ep, tensors)

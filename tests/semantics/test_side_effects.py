@@ -151,3 +151,13 @@ def test_entry_points_are_restored_after_tracing():
     assert not hasattr(np.random.randn, "__fusegrad_wrapped__")
     assert "random" not in random.Random.__dict__
     assert not hasattr(time.time, "__fusegrad_wrapped__")
+
+
+@pytest.mark.compiled
+def test_compiled_jit_keeps_and_compiles_its_trace():
+    jf = fg.jit(lambda x: x * random.random())
+    with pytest.warns(SideEffectWarning):
+        a, b = jf(np.ones(2)), jf(np.ones(2))
+    np.testing.assert_array_equal(a, b)
+    (plan,) = jf._cache.values()
+    assert plan.exe is not None  # compiled, not run by the interpreter
