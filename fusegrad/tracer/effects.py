@@ -34,6 +34,7 @@ import functools
 import os
 import random
 import sys
+import sysconfig
 import threading
 import time
 import types
@@ -62,6 +63,9 @@ _TARGETS = (
     + [(time, n, f"time.{n}") for n in _CLOCKS]
     + [(os, "urandom", "os.urandom")]
 )
+_CLOCK_NAMES = frozenset(what for owner, _, what in _TARGETS if owner in (time, os))
+_SYSTEM_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for p in (
+    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))}))
 _LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST", "LOAD_ATTR",
                     "LOAD_METHOD", "LOAD_CLASSDEREF"))
 
@@ -76,12 +80,16 @@ _patch_lock = threading.Lock()
 _patch_count = 0
 
 
-def _wrap(orig, what: str):
+def _wrap(orig, what: str | None):
+    #: clocks count only when the user's code reads them: libraries read them for their own
+    #: bookkeeping (logging stamps its records, Numba times its passes)
+    skip = _LIB_DIRS + _LIB_FILES + (_SYSTEM_DIRS if what in _CLOCK_NAMES else ())
+
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         recs = _local.recorders
         caller = sys._getframe(1)
-        if recs and not caller.f_code.co_filename.startswith(_LIB_DIRS + _LIB_FILES):
+        if recs and not caller.f_code.co_filename.startswith(skip):
             if what is None:  # a random.Random method: args[0] is the generator
                 owner = "random" if args[0] is random._inst else type(args[0]).__name__
                 entry = (f"{owner}.{orig.__name__}", _user_site(caller))

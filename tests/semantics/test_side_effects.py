@@ -161,3 +161,19 @@ def test_compiled_jit_keeps_and_compiles_its_trace():
     np.testing.assert_array_equal(a, b)
     (plan,) = jf._cache.values()
     assert plan.exe is not None  # compiled, not run by the interpreter
+
+
+def test_library_clock_reads_do_not_count(caplog):
+    """logging stamps its records with time.time(): not the user's clock read."""
+    import logging
+
+    def f(x):
+        logging.getLogger("fusegrad.test").warning("tracing")
+        return fnp.sum(x)
+
+    vg = fg.value_and_grad(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SideEffectWarning)
+        vg(X)
+        vg(X)
+    assert len(vg._plans) == 1 and "tracing" in caplog.text
