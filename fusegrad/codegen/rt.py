@@ -70,14 +70,14 @@ def remainder(a, b):
     return np.remainder(a, b)
 
 
+@_jit
 def _float_floor_divide(a, b):
     """NumPy's float floor division (``npy_divmod``): ``inf // 3`` is NaN, as in NumPy."""
     if b == 0:
         return a / b
     mod = np.fmod(a, b)
-    div = (a - mod) / b
-    if mod != 0 and (b < 0) != (mod < 0):
-        div -= 1
+    exact = (a - mod) / b
+    div = exact - 1 if mod != 0 and (b < 0) != (mod < 0) else exact
     if div == 0:
         return np.copysign(div - div, a / b)
     fl = np.floor(div)
@@ -88,7 +88,9 @@ def _float_floor_divide(a, b):
 def power(a, b):
     """``a ** b`` in a fast loop. A negative integer exponent gives 0 here and sets the
     loop's rare flag (``emit._rare_flag``), so the call is redone by ``power_checked``."""
-    return a - a if b < 0 else a**b
+    if b < 0:
+        return a - a
+    return a**b
 
 
 @_inline
@@ -99,6 +101,7 @@ def power_checked(a, b):
     return a**b
 
 
+@_jit
 def _float_remainder(a, b):
     """NumPy's float remainder (``npy_divmod``): a zero result has the divisor's sign."""
     mod = np.fmod(a, b)
@@ -116,7 +119,7 @@ def _signed_ints(a, b) -> bool:
 @overload(floor_divide, inline="always", jit_options={"cache": True})
 def _floor_divide(a, b):
     if isinstance(a, types.Float) or isinstance(b, types.Float):
-        return _float_floor_divide
+        return lambda a, b: _float_floor_divide(a, b)
     if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
         return lambda a, b: np.floor_divide(a, b)
     if _signed_ints(a, b):
@@ -129,14 +132,16 @@ def _floor_divide(a, b):
         return impl
 
     def impl_unsigned(a, b):
-        return a - a if b == 0 else np.floor_divide(a, b)
+        if b == 0:
+            return a - a
+        return np.floor_divide(a, b)
     return impl_unsigned
 
 
 @overload(remainder, inline="always", jit_options={"cache": True})
 def _remainder(a, b):
     if isinstance(a, types.Float) or isinstance(b, types.Float):
-        return _float_remainder
+        return lambda a, b: _float_remainder(a, b)
     if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
         return lambda a, b: np.remainder(a, b)
     if _signed_ints(a, b):
@@ -147,7 +152,9 @@ def _remainder(a, b):
         return impl
 
     def impl_unsigned(a, b):
-        return a - a if b == 0 else np.remainder(a, b)
+        if b == 0:
+            return a - a
+        return np.remainder(a, b)
     return impl_unsigned
 
 
