@@ -26,7 +26,7 @@ from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, s
 from .transforms.forward import hessian, hvp, jacfwd, jvp
 from .transforms.inspection import dump, make_ir
 from .transforms.jit_api import jit
-from .transforms.plan import GradError
+from .transforms.plan import GradError, SideEffectWarning
 from .transforms.reverse import (
     custom_vjp,
     elementwise_grad,
@@ -39,6 +39,7 @@ from .transforms.reverse import (
 from .transforms.vectorize import BatchingError, vmap
 
 __all__ = [
+    "SideEffectWarning",
     "ControlFlowError",
     "checkpoint",
     "cond",

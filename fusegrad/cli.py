@@ -54,6 +54,11 @@ def _cmd_dump(args) -> int:
     except ValueError as e:
         raise UsageError(str(e)) from None
     _check_arity(fn, args.target, len(types))
+    if args.grad and not any(t.is_float for t in types):
+        given = " ".join(args.arg) or "no --arg"
+        raise UsageError(f"--grad: nothing to differentiate: the arguments ({given}) have no "
+                         "floating-point type, and only floating-point arguments have "
+                         "gradients; give one as f64[...] or f32[...], or drop --grad")
     stage = args.stage or ("all" if args.grad else "traced")
     if stage not in (*STAGES, "all"):
         raise UsageError(f"unknown stage {stage!r}: choose {', '.join(STAGES)} or all")
@@ -138,11 +143,13 @@ def _add_bench(sub) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ._version import __version__
     from .transforms.inspection import STAGES
 
     p = argparse.ArgumentParser(
         prog="fusegrad", description="Differentiate NumPy-style functions; inspect their IR."
     )
+    p.add_argument("--version", action="version", version=f"fusegrad {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("dump", help="print a function's IR after each stage")
     d.add_argument("target", metavar="FILE.py:FUNC", help="the function to trace")

@@ -25,6 +25,10 @@ DEBUG_NANS: bool = _flag("FUSEGRAD_DEBUG_NANS")
 #: Verify the IR after every pass (always on in the test suite).
 VERIFY: bool = _flag("FUSEGRAD_VERIFY")
 
+#: Remove fusegrad's own frames from the tracebacks of errors raised through its
+#: transforms (``off`` shows them, e.g. to debug fusegrad itself).
+TRACEBACK_FILTERING: bool = _flag("FUSEGRAD_TRACEBACK_FILTERING", True)
+
 
 def _int(name: str, default: int) -> int:
     raw = os.environ.get(name)

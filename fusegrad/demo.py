@@ -142,6 +142,18 @@ def default_plot_path() -> str:
     return os.path.join(folder, "fusegrad-demo.png")
 
 
+def _check_out(out: str) -> None:
+    """Fail before training, not after it, if the plot cannot be written to ``out``."""
+    folder = os.path.dirname(os.path.abspath(out))
+    if os.path.isdir(out):
+        raise ValueError(f"--out {out}: that is a directory; give a file name such as "
+                         f"{os.path.join(out, 'fusegrad-demo.png')}")
+    if not os.path.isdir(folder):
+        raise ValueError(f"--out {out}: the directory {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise ValueError(f"--out {out}: the directory {folder} is not writable")
+
+
 def plot(path: str, losses, params, x, labels) -> str | None:
     """Loss curve and decision boundary as a PNG; None if matplotlib is missing."""
     try:
@@ -190,6 +202,8 @@ def run_demo(steps: int = 1000, batch_size: int = 128, seed: int = 0, jit: bool 
     if steps < 1 or batch_size < 1:
         raise ValueError(f"--steps and --batch-size must be at least 1, got {steps}, "
                          f"{batch_size}")
+    if out is not None:
+        _check_out(out)
     x, labels = spirals(seed=seed)
     onehot = np.eye(2, dtype=np.float32)[labels]
     params = init_mlp(seed=seed)

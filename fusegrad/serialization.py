@@ -27,6 +27,13 @@ loads as one object. Distinct tensors that share memory (``x`` and
 ``x.detach()``, tied weights in a ``state_dict``, views) are stored
 separately and load as independent copies (PyTorch keeps that sharing).
 
+Saving to a path is atomic: the file is written next to the target, flushed and
+fsynced, then renamed over it, so an interrupted save leaves the old file.
+Loading reads each array straight from the file into its own new array, so it
+needs about the file's size in memory; entries whose bytes overlap (never
+written by ``fg.save``; they would let a small file expand into many copies)
+and shapes no array can have are a ``SerializationError``.
+
 File format (version 1), all integers little-endian:
 
 ============  =====  ======================================================
@@ -56,6 +63,8 @@ Each entry of ``tensors`` is ``{"kind": "tensor" | "parameter" | "ndarray",
 from __future__ import annotations
 
 import collections
+import contextlib
+import itertools
 import json
 import math
 import os
@@ -207,10 +216,40 @@ def save(obj, f) -> None:
     start = len(MAGIC) + _PRELUDE.size
     text += b" " * (-(start + len(text)) % ALIGN)
     if isinstance(f, str | os.PathLike):
-        with open(f, "wb") as fh:
-            _write(fh, text, enc)
+        _save_atomic(os.fspath(f), text, enc)
     else:
         _write(f, text, enc)
+
+
+def _save_atomic(path: str, header: bytes, enc: _Encoder) -> None:
+    """Write a new file next to ``path``, flush and fsync it, then rename it over ``path``:
+    a crash or a full disk leaves the old file intact, never a truncated one."""
+    directory, base = os.path.split(os.path.abspath(path))
+    while True:
+        tmp = os.path.join(directory, f".{base}.{os.urandom(6).hex()}.tmp")
+        try:  # O_EXCL: never an existing file or symlink; 0o666 & ~umask, as open() would
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
+                         0o666)
+            break
+        except FileExistsError:
+            continue
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            _write(fh, header, enc)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if hasattr(os, "O_DIRECTORY"):  # make the rename itself durable
+        with contextlib.suppress(OSError):
+            dfd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
 
 
 def _write(fh, header: bytes, enc: _Encoder) -> None:
@@ -252,6 +291,45 @@ class _Reader:
             got += len(part)
         self.pos += n
         return b"".join(parts)
+
+    def remaining(self) -> int | None:
+        """Bytes left in the file, if it can tell (a seekable file), else None."""
+        try:
+            here = self.fh.tell()
+            end = self.fh.seek(0, os.SEEK_END)
+            self.fh.seek(here)
+        except (AttributeError, OSError, ValueError):
+            return None
+        return end - here
+
+    def skip(self, n: int, crc: int, what: str) -> int:
+        """Read ``n`` bytes in chunks, returning the CRC-32 continued over them."""
+        while n > 0:
+            part = self.read(min(_CHUNK, n), what)
+            crc = zlib.crc32(part, crc)
+            n -= len(part)
+        return crc
+
+    def fill(self, buf: np.ndarray, crc: int, what: str) -> int:
+        """Read ``buf.nbytes`` bytes straight into ``buf``; the CRC-32 continued over them."""
+        view = memoryview(buf.reshape(-1).view(np.uint8))
+        readinto = getattr(self.fh, "readinto", None)
+        got = 0
+        while got < len(view):
+            chunk = view[got:got + _CHUNK]
+            if readinto is not None:
+                k = readinto(chunk)
+            else:
+                part = self.fh.read(len(chunk))
+                k = len(part)
+                chunk[:k] = part
+            if not k:
+                raise self.fail(f"the file is truncated: {what} needs {len(view)} bytes at "
+                                f"offset {self.pos}, but only {got} remain")
+            crc = zlib.crc32(chunk[:k], crc)
+            got += k
+            self.pos += k
+        return crc
 
 
 def _foreign(head: bytes) -> str:
@@ -304,11 +382,36 @@ def _load(r: _Reader):
         raise r.fail(f"format version {version} is not supported (this fusegrad reads version "
                      f"{VERSION}); upgrade fusegrad or re-save the object")
     header = _parse_header(r, r.read(hlen, "the header"))
-    data = r.read(header["data_nbytes"], "the tensor data")
-    if zlib.crc32(data) != header["data_crc32"]:
-        raise r.fail("the tensor data is corrupted (its CRC-32 checksum does not match)")
-    arrays = [_entry(r, e, i, data) for i, e in enumerate(header["tensors"])]
+    nbytes = header["data_nbytes"]
+    entries = [_entry(r, e, i, nbytes) for i, e in enumerate(header["tensors"])]
+    _check_disjoint(r, entries)
+    left = r.remaining()
+    if left is not None and left < nbytes:
+        raise r.fail(f"the file is truncated: the tensor data needs {nbytes} bytes at offset "
+                     f"{r.pos}, but only {left} remain")
+    data = _read_data(r, entries, nbytes, header["data_crc32"])
+    arrays = [_build(r, e, a) for e, a in zip(entries, data)]
     return _Decoder(r, arrays).node(header["root"], 0)
+
+
+def _read_data(r: _Reader, entries: list, nbytes: int, crc32: int) -> list:
+    """Each entry's array, read straight from the file into its own new array in offset
+    order (entries are disjoint, so the arrays together take at most the data's size),
+    then the checksum over all the data bytes."""
+    out = [None] * len(entries)
+    pos = crc = 0
+    for i in sorted(range(len(entries)), key=lambda i: entries[i]["offset"]):
+        e = entries[i]
+        arr = np.empty(e["shape"], e["np_dtype"])
+        if e["nbytes"]:
+            crc = r.skip(e["offset"] - pos, crc, "the tensor data")
+            crc = r.fill(arr, crc, "the tensor data")
+            pos = e["offset"] + e["nbytes"]
+        out[i] = arr
+    crc = r.skip(nbytes - pos, crc, "the tensor data")
+    if crc != crc32:
+        raise r.fail("the tensor data is corrupted (its CRC-32 checksum does not match)")
+    return out
 
 
 def _check(r: _Reader, cond: bool, what: str) -> None:
@@ -327,6 +430,8 @@ def _parse_header(r: _Reader, raw: bytes) -> dict:
         raise r.fail(f"malformed header: not UTF-8 text ({e})") from None
     except json.JSONDecodeError as e:
         raise r.fail(f"malformed header: invalid JSON ({e})") from None
+    except ValueError as e:  # e.g. an integer of more digits than Python converts
+        raise r.fail(f"malformed header: {e}") from None
     except RecursionError:
         raise r.fail("malformed header: nested too deeply") from None
     _check(r, isinstance(header, dict), "the header is not a JSON object")
@@ -339,36 +444,60 @@ def _parse_header(r: _Reader, raw: bytes) -> dict:
     return header
 
 
-def _entry(r: _Reader, e, i: int, data: bytes):
+#: NumPy's limit on the number of dimensions.
+_MAX_NDIM = 64
+
+
+def _entry(r: _Reader, e, i: int, data_nbytes: int) -> dict:
+    """Entry ``i`` of ``tensors``, checked (with its NumPy dtype), before any data is read."""
     where = f"tensors[{i}]"
     _check(r, isinstance(e, dict), f"{where} is not an object")
     kind, name, shape = e.get("kind"), e.get("dtype"), e.get("shape")
     _check(r, kind in ("tensor", "parameter", "ndarray"), f"{where} has unknown kind {kind!r}")
     _check(r, isinstance(name, str) and name in _DTYPES, f"{where} has unknown dtype {name!r}")
     _check(r, isinstance(shape, list) and all(_is_int(d) and d >= 0 for d in shape),
-           f"{where} has an invalid shape {shape!r}")
+           f"{where} has an invalid shape {_short(shape)}")
+    _check(r, len(shape) <= _MAX_NDIM,
+           f"{where} has {len(shape)} dimensions (at most {_MAX_NDIM})")
     rg, offset, nbytes = e.get("requires_grad"), e.get("offset"), e.get("nbytes")
     _check(r, isinstance(rg, bool), f"{where} has no boolean 'requires_grad'")
     dt = np.dtype(_DTYPES[name]).newbyteorder("<")
+    _check(r, math.prod(max(d, 1) for d in shape) * dt.itemsize < 2**63,
+           f"{where} has a shape {_short(shape)} too large for any array")
     numel = math.prod(shape)
     _check(r, _is_int(nbytes) and nbytes == numel * dt.itemsize,
-           f"{where}: nbytes {nbytes!r} does not match shape {shape} of {name}")
-    _check(r, _is_int(offset) and offset >= 0 and offset + nbytes <= len(data),
-           f"{where}: bytes [{offset!r}, +{nbytes}) lie outside the {len(data)} bytes of data")
+           f"{where}: nbytes {nbytes!r} does not match shape {_short(shape)} of {name}")
+    _check(r, _is_int(offset) and offset >= 0 and offset + nbytes <= data_nbytes,
+           f"{where}: bytes [{offset!r}, +{nbytes}) lie outside the {data_nbytes} bytes of data")
     _check(r, not rg or (kind != "ndarray" and dt.kind == "f"),
            f"{where}: requires_grad is set on a {kind} of dtype {name}")
-    arr = np.frombuffer(data, dtype=dt, count=numel, offset=offset).reshape(shape)
-    if dt.kind == "b" and numel and arr.view(np.uint8).max() > 1:
+    return {"index": i, "kind": kind, "shape": shape, "np_dtype": dt, "requires_grad": rg,
+            "offset": offset, "nbytes": nbytes}
+
+
+def _check_disjoint(r: _Reader, entries: list) -> None:
+    """No two entries share bytes (fg.save never writes that; allowing it would let a
+    small file expand into many copies of the same bytes)."""
+    spans = sorted((e["offset"], e["offset"] + e["nbytes"], e["index"])
+                   for e in entries if e["nbytes"])
+    for (_, end, i), (start, _, j) in itertools.pairwise(spans):
+        _check(r, start >= end, f"tensors[{i}] and tensors[{j}] overlap in the data")
+
+
+def _build(r: _Reader, e: dict, arr: np.ndarray):
+    where = f"tensors[{e['index']}]"
+    if arr.dtype.kind == "b" and arr.size and arr.view(np.uint8).max() > 1:
         raise r.fail(f"{where}: a bool array holds bytes other than 0 and 1 (corrupted)")
-    arr = arr.astype(dt.newbyteorder("="))  # an owned, writable, native-order copy
-    if kind == "ndarray":
+    if not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if e["kind"] == "ndarray":
         return arr
     t = TB.make(arr)
-    if kind == "parameter":
+    if e["kind"] == "parameter":
         from .nn.parameter import Parameter
 
-        return Parameter(t, requires_grad=rg)
-    return t.requires_grad_(True) if rg else t
+        return Parameter(t, requires_grad=e["requires_grad"])
+    return t.requires_grad_(True) if e["requires_grad"] else t
 
 
 class _Decoder:

@@ -11,12 +11,22 @@ One lock per key, across threads (a ``threading.Lock``) and processes (``flock``
 on ``fg_<key>.lock``), is held while a module is written and imported and while
 its first call compiles it, so processes sharing a cold cache compile each module
 once and the others load its machine code.
+
+Trust: whoever can write to the cache directory can run code in every process
+that uses it (a module is Python source; Numba's index is a pickle). So the
+directory is created ``0700`` and used only if it (and its ``__pycache__``) is
+owned by this user and not writable by group or others; otherwise fusegrad warns
+once and uses a private temporary directory. A module is executed from the
+source text fusegrad generated in memory, never from the file's bytes or a
+``.pyc``; the lock file is opened without following symlinks, and modules and
+reproducers are written to a new file renamed over the old name.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.abc
 import importlib.util
 import os
 import sys
@@ -31,6 +41,7 @@ except ImportError:  # not POSIX: threads still share one compile, processes may
 
 from .. import config
 from .._version import __version__
+from ..ir.errors import FusegradError
 from ..ir.stats import count_module
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -38,6 +49,11 @@ _loaded: dict[str, object] = {}
 _locks: dict[str, threading.Lock] = {}
 _locks_guard = threading.Lock()
 _fallback_dir: str | None = None
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows
+
+
+class CacheError(FusegradError, RuntimeError):
+    """A cache file fusegrad must write cannot be written (e.g. a directory squats its name)."""
 
 
 def _sources() -> list[str]:
@@ -94,23 +110,46 @@ def _checked_directory() -> str:
     if _fallback_dir is not None:
         return _fallback_dir
     try:
-        os.makedirs(config.CACHE_DIR, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=config.CACHE_DIR):
-            pass
-        return config.CACHE_DIR
+        os.makedirs(config.CACHE_DIR, mode=0o700, exist_ok=True)
+        problem = _untrusted(config.CACHE_DIR) or _untrusted(
+            os.path.join(config.CACHE_DIR, "__pycache__"))
+        if problem is None:
+            with tempfile.NamedTemporaryFile(dir=config.CACHE_DIR):
+                pass
+            # Numba keeps its index there: made private before Numba makes it under the umask
+            os.makedirs(os.path.join(config.CACHE_DIR, "__pycache__"), mode=0o700, exist_ok=True)
+            return config.CACHE_DIR
+        why = (f"is {problem}, so others could put code in it that this process would run; "
+               f"make it yours and private (chmod 700) or set FUSEGRAD_CACHE_DIR")
     except OSError as e:
-        _fallback_dir = tempfile.mkdtemp(prefix="fusegrad-")
-        warnings.warn(
-            f"fusegrad: cache directory {config.CACHE_DIR!r} is not writable ({e}); compiled "
-            f"code is kept in {_fallback_dir} for this process only. Set FUSEGRAD_CACHE_DIR "
-            "to a writable directory to keep it across runs.",
-            RuntimeWarning,
-            stacklevel=5,
-        )
-        return _fallback_dir
+        why = (f"is not writable ({e}). Set FUSEGRAD_CACHE_DIR to a writable directory to "
+               "keep it across runs")
+    _fallback_dir = tempfile.mkdtemp(prefix="fusegrad-")
+    warnings.warn(
+        f"fusegrad: cache directory {config.CACHE_DIR!r} {why}; compiled code is kept in "
+        f"{_fallback_dir} for this process only.",
+        RuntimeWarning,
+        stacklevel=5,
+    )
+    return _fallback_dir
 
 
-def _write_atomic(path: str, text: str) -> None:
+def _untrusted(path: str) -> str | None:
+    """Why ``path`` (if it exists) must not be trusted with code, or None."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"owned by another user (uid {st.st_uid})"
+    if st.st_mode & 0o022:
+        return f"writable by group or others (mode {st.st_mode & 0o777:o})"
+    return None
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write ``text`` to a new private file and rename it to ``path`` (a symlink at
+    ``path`` is replaced, its target never written)."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
@@ -137,7 +176,7 @@ def key_lock(key: str):
         if fcntl is not None:
             with contextlib.suppress(OSError):
                 fd = os.open(os.path.join(directory, f"fg_{key}.lock"),
-                             os.O_RDWR | os.O_CREAT, 0o666)
+                             os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
         try:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -159,15 +198,35 @@ def load(source: str):
             return mod
         path = os.path.join(_directory(), f"fg_{key}.py")
         if not _has_text(path, source):
-            _write_atomic(path, source)
+            try:
+                write_atomic(path, source)
+            except OSError as e:
+                raise CacheError(
+                    f"fusegrad: cannot write the generated module {path} ({e}). Remove what "
+                    "is at that path, or set FUSEGRAD_CACHE_DIR to another directory.") from e
         name = f"fusegrad_generated.fg_{key}"
-        spec = importlib.util.spec_from_file_location(name, path)
+        loader = _SourceLoader(source, path)
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+        loader.exec_module(mod)
         count_module()
         _loaded[key] = mod
         return mod
+
+
+class _SourceLoader(importlib.abc.Loader):
+    """Executes the generated text itself (named after its file, so Numba caches next to
+    it and tracebacks show its lines): never the file's bytes, never a ``.pyc``."""
+
+    def __init__(self, source: str, path: str):
+        self.source, self.path = source, path
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        exec(compile(self.source, self.path, "exec", dont_inherit=True), module.__dict__)
 
 
 def _has_text(path: str, source: str) -> bool:

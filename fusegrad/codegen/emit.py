@@ -135,7 +135,14 @@ def _scalar_expr(op: Op, args: list[str], full: bool = True) -> str:
     if sfx is not None:
         variant = "_full" if full and op.name in ml.RARE else ""
         return f"ml.{op.name}{variant}_{sfx}({', '.join(args)})"
+    if _signed_int_pow(op):
+        return f"rt.power{'_checked' if full else ''}({args[0]}, {args[1]})"
     return SCALAR[op.name].format(*args, **op.attrs)
+
+
+def _signed_int_pow(op: Op) -> bool:
+    """Integer ``pow`` with a signed exponent: a negative one must raise, as in NumPy."""
+    return op.name == "pow" and op.operands[1].type.dtype.kind == "i"
 
 
 def _sincos_pairs(body: Function) -> dict:
@@ -156,7 +163,10 @@ def _sincos_pairs(body: Function) -> dict:
 
 
 def _rare_flag(op: Op, args: list[str]) -> str | None:
-    """``ml.trig_rare_f64(x)`` for an op whose vector path misses rare inputs."""
+    """``ml.trig_rare_f64(x)`` for an op whose vector path misses rare inputs (``x < 0``
+    for the exponent of an integer power: the exact entry raises)."""
+    if _signed_int_pow(op):
+        return f"{args[-1]} < 0"
     sfx = _math_suffix(op)
     if sfx is None or op.name not in ml.RARE:
         return None

@@ -61,9 +61,103 @@ def erf(x):
     return math.erf(x)
 
 
-@_inline
 def floor_divide(a, b):
+    """np.floor_divide. Integers: ``a // 0`` is 0 and ``MIN // -1`` wraps to MIN, as in
+    NumPy; the hardware division would kill the process (SIGFPE) on both."""
     return np.floor_divide(a, b)
+
+
+def remainder(a, b):
+    """np.remainder. Integers: ``a % 0`` and ``MIN % -1`` are 0, as in NumPy (no SIGFPE)."""
+    return np.remainder(a, b)
+
+
+@_jit
+def _float_floor_divide(a, b):
+    """NumPy's float floor division (``npy_divmod``): ``inf // 3`` is NaN, as in NumPy."""
+    if b == 0:
+        return a / b
+    mod = np.fmod(a, b)
+    exact = (a - mod) / b
+    div = exact - 1 if mod != 0 and (b < 0) != (mod < 0) else exact
+    if div == 0:
+        return np.copysign(div - div, a / b)
+    fl = np.floor(div)
+    return fl + 1 if div - fl > 0.5 else fl
+
+
+@_inline
+def power(a, b):
+    """``a ** b`` in a fast loop. A negative integer exponent gives 0 here and sets the
+    loop's rare flag (``emit._rare_flag``), so the call is redone by ``power_checked``."""
+    if b < 0:
+        return a - a
+    return a**b
+
+
+@_inline
+def power_checked(a, b):
+    """Integer ``a ** b``: a negative exponent raises ValueError, as in NumPy."""
+    if b < 0:
+        raise ValueError("Integers to negative integer powers are not allowed.")
+    return a**b
+
+
+@_jit
+def _float_remainder(a, b):
+    """NumPy's float remainder (``npy_divmod``): a zero result has the divisor's sign."""
+    mod = np.fmod(a, b)
+    if b == 0:
+        return mod
+    if mod == 0:
+        return np.copysign(mod - mod, b)
+    return mod + b if (b < 0) != (mod < 0) else mod
+
+
+def _signed_ints(a, b) -> bool:
+    return isinstance(a, types.Integer) and isinstance(b, types.Integer) and b.signed
+
+
+@overload(floor_divide, inline="always", jit_options={"cache": True})
+def _floor_divide(a, b):
+    if isinstance(a, types.Float) or isinstance(b, types.Float):
+        return lambda a, b: _float_floor_divide(a, b)
+    if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+        return lambda a, b: np.floor_divide(a, b)
+    if _signed_ints(a, b):
+        def impl(a, b):
+            if b == 0:
+                return a - a
+            if b == -1:
+                return -a
+            return np.floor_divide(a, b)
+        return impl
+
+    def impl_unsigned(a, b):
+        if b == 0:
+            return a - a
+        return np.floor_divide(a, b)
+    return impl_unsigned
+
+
+@overload(remainder, inline="always", jit_options={"cache": True})
+def _remainder(a, b):
+    if isinstance(a, types.Float) or isinstance(b, types.Float):
+        return lambda a, b: _float_remainder(a, b)
+    if not (isinstance(a, types.Integer) and isinstance(b, types.Integer)):
+        return lambda a, b: np.remainder(a, b)
+    if _signed_ints(a, b):
+        def impl(a, b):
+            if b == 0 or b == -1:
+                return a - a
+            return np.remainder(a, b)
+        return impl
+
+    def impl_unsigned(a, b):
+        if b == 0:
+            return a - a
+        return np.remainder(a, b)
+    return impl_unsigned
 
 
 @_inline

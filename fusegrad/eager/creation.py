@@ -63,7 +63,8 @@ def tensor(data, dtype=None, device=None, requires_grad: bool = False, pin_memor
         return _finish(t if dtype is None else t.to(dtype), requires_grad)
     dt = np.dtype(D.as_dtype(dtype)) if dtype is not None else _infer(data)
     if dtype is None and isinstance(data, np.ndarray | np.generic):
-        D.from_numpy_dtype(dt)  # raises for unsupported NumPy dtypes
+        dt = dt.newbyteorder("=")  # a copy anyway: big-endian data is converted (as PyTorch)
+        D.from_numpy_dtype(dt)  # a TypeError saying what to do for unsupported dtypes
     return _finish(TB.make(np.array(_data(data), dtype=dt)), requires_grad)
 
 
@@ -72,8 +73,8 @@ def as_tensor(data, dtype=None, device=None):
     _cpu(device)
     if isinstance(data, TB.TensorBase):
         return data if dtype is None else data.to(dtype)
-    if isinstance(data, np.ndarray) and (dtype is None or np.dtype(D.as_dtype(dtype)) ==
-                                         data.dtype):
+    if isinstance(data, np.ndarray) and data.dtype.isnative and (
+            dtype is None or np.dtype(D.as_dtype(dtype)) == data.dtype):
         return from_numpy(data)
     return tensor(data, dtype=dtype)
 

@@ -125,7 +125,28 @@ def set_default_dtype(d) -> None:
 
 
 def from_numpy_dtype(d) -> dtype:
-    return _BY_NP[np.dtype(d)]
+    """The fusegrad dtype of NumPy dtype ``d``; a ``TypeError`` saying what to do if none."""
+    d = np.dtype(d)
+    found = _BY_NP.get(d)
+    if found is None:
+        raise TypeError(unsupported_numpy_dtype(d))
+    return found
+
+
+def unsupported_numpy_dtype(d: np.dtype) -> str:
+    """Why a NumPy array of dtype ``d`` cannot be a Tensor, and what to do instead."""
+    if not d.isnative and d.newbyteorder("=") in _BY_NP:
+        why = (f"{d.newbyteorder('=')} in the other byte order; convert it with "
+               "a.astype(a.dtype.newbyteorder('=')) (fg.tensor does that itself)")
+    elif d.kind == "c":
+        why = ("complex numbers are not supported by the eager Tensor yet; pass the real and "
+               "imaginary parts (a.real, a.imag) as two tensors")
+    elif d.kind == "O":
+        why = ("an array of Python objects is not numeric; convert it first, e.g. "
+               "np.asarray(a, dtype=np.float64)")
+    else:
+        why = f"supported: {', '.join(_BY_NAME)}"
+    return f"an array of NumPy dtype {d.name} ({d.str!r}) cannot be a fusegrad Tensor: {why}"
 
 
 # --- promotion --------------------------------------------------------------------

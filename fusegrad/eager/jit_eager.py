@@ -51,7 +51,7 @@ from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_unflatten
 from ..transforms.jit_api import _split_static, _static_indices, register_route
-from ..transforms.plan import GradError, _leaf, _Plan, _reason, vjp_pass
+from ..transforms.plan import GradError, _leaf, _Plan, _reason, vjp_pass, warn_effects
 from . import capture, jit_state
 from . import tensor_base as TB
 from .compiled_node import CompiledFunction
@@ -167,7 +167,8 @@ def _trace(f, args, kwargs, env: Env, name: str, reason: str) -> _EagerPlan:
 
     traced = trace_pytree(body, ([_leaf(t) for t in tensors],
                                  [_leaf(leaves[i]) for i in array_idx]), name=name)
-    ep.plan = _Plan(traced.function, traced, reason=reason)
+    ep.plan = _Plan(traced.function, traced, reason=reason, kept=True)
+    warn_effects("jit", f, traced, jit=True)
     ep.array_idx = array_idx
     if not ep.changes and any(ep.out_kinds) and is_grad_enabled():
         _make_differentiable(ep, tensors)

@@ -449,7 +449,7 @@ class TensorMath:
 
 
 def _relu(x):
-    return ops.select(x > 0, x, 0)
+    return ops.select(x <= 0, 0, x)  # NaN stays NaN, relu'(0) = 0
 
 
 def _scaled(other, alpha):

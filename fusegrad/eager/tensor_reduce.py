@@ -122,8 +122,8 @@ class TensorReduce:
                                        keepdim))
 
     def std(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
-        return op("std", lambda: ops.sqrt(A.var(to_float(self),
-                                                *_var_args(dim, unbiased, correction), keepdim)))
+        return op("std", lambda: A.std(to_float(self), *_var_args(dim, unbiased, correction),
+                                       keepdim))
 
     def cumsum(self, dim, *, dtype=None):
         return op("cumsum", lambda: A.cumsum(self, dim, _np_dtype(dtype)))

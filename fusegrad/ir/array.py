@@ -159,7 +159,11 @@ def var(x, axis=None, ddof=0, keepdims=False):
 
 
 def std(x, axis=None, ddof=0, keepdims=False):
-    return ops.sqrt(var(x, axis, ddof, keepdims))
+    """sqrt(var): where the variance is 0 the derivative is 0 (a subgradient, as norm'(0)),
+    so the derivative of a constant std (one element, ddof=0) is exactly 0."""
+    v = var(x, axis, ddof, keepdims)
+    zero = v == 0
+    return ops.select(zero, 0, ops.sqrt(ops.select(zero, 1, v)))
 
 
 def prod(x, axis=None, keepdims=False, dtype=None):
@@ -334,6 +338,32 @@ def squeeze(x, axis=None):
         if s[a] != 1:
             raise ShapeError(f"squeeze: cannot select an axis of size {s[a]} (axis {a} of {s})")
     return reshape(x, tuple(d for i, d in enumerate(s) if i not in axes))
+
+
+def logaddexp(a, b):
+    """log(exp(a) + exp(b)) without overflow, with exact derivatives of every order.
+
+    Written as ``hi + log1p(exp(lo - hi))`` where ``hi``/``lo`` *select* the larger
+    and smaller operand: at every point (ties included) the expression is one
+    analytic formula for logaddexp, so no tie convention of ``maximum``/``abs``
+    leaks into its derivatives. Equal infinite operands give that infinity, with
+    the gradient split evenly (as a tie in ``maximum``).
+    """
+    a, b = (to_float(x if is_weak(x) else asarray(x)) for x in (a, b))
+    finite_scalar = any(is_weak(x) and math.isfinite(x) for x in (a, b))
+    if is_weak(a) != is_weak(b):  # selects of a weak scalar would lose the array's dtype
+        a, b = (astype(x, dtype(b if x is a else a)) if is_weak(x) else x for x in (a, b))
+    if finite_scalar:  # no infinite tie: softplus(x) = logaddexp(x, 0)
+        return _logaddexp_finite(a, b)
+    tie = ops.logical_and(ops.eq(a, b), ops.logical_not(ops.isfinite(a)))
+    smooth = _logaddexp_finite(ops.select(tie, 0, a), ops.select(tie, 0, b))
+    return ops.select(tie, 0.5 * (ops.select(tie, a, 0) + ops.select(tie, b, 0)), smooth)
+
+
+def _logaddexp_finite(a, b):
+    ge = ops.ge(a, b)
+    hi, lo = ops.select(ge, a, b), ops.select(ge, b, a)
+    return hi + ops.log1p(ops.exp(lo - hi))
 
 
 def clip(x, a_min=None, a_max=None):

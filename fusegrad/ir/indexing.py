@@ -39,9 +39,9 @@ def _as_index_array(i):
                 i = np.asarray(i)
             except TracerError as e:
                 raise TracerError(
-                    "boolean-mask indexing with a traced mask has a data-dependent shape "
-                    "and cannot be traced; use fnp.where(mask, x, 0) (or a fixed-size "
-                    f"mask reduction) instead. {e}"
+                    f"boolean-mask indexing with a traced mask ({getattr(e, 'traced', 'traced')})"
+                    " has a data-dependent shape and cannot be traced; use "
+                    "fnp.where(mask, x, 0) (or a fixed-size mask reduction) instead"
                 ) from None
         if i.ndim == 0:
             raise IndexError("a scalar boolean index (x[True]) is not supported; "

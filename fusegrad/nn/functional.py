@@ -39,15 +39,14 @@ def sigmoid(x):
 
 
 def relu(x):
-    """max(x, 0) with relu'(0) = 0 (PyTorch's convention)."""
+    """max(x, 0) with relu'(0) = 0 (PyTorch's convention); NaN stays NaN (as np.maximum)."""
     x = A.asarray(x)
-    return ops.select(x > 0, x, 0)
+    return ops.select(x <= 0, 0, x)
 
 
 def softplus(x):
-    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): no overflow for large x."""
-    x = _f(x)
-    return ops.maximum(x, 0) + ops.log1p(ops.exp(-ops.abs(x)))
+    """log(1 + exp(x)) = logaddexp(x, 0): no overflow for large x, smooth also at 0."""
+    return A.logaddexp(_f(x), 0)
 
 
 def log_sigmoid(x):

@@ -330,8 +330,7 @@ def _internal(fn: Function, err: Exception) -> CodegenError:
     name = hashlib.sha256(text.encode()).hexdigest()[:16]
     try:
         path = os.path.join(cg_compile._directory(), f"repro_{name}.fgir")
-        with open(path, "w") as f:
-            f.write(text)
+        cg_compile.write_atomic(path, text)  # replaces a symlink there, never its target
     except OSError:
         path = "(could not be written)"
     return CodegenError(

@@ -211,13 +211,21 @@ def _concrete_error(t: Tracer, construct: str, kind: str = "value") -> TracerErr
     if kind == "bool":
         construct, kind = _bool_construct(loc)
     where = f" at {loc}" if loc else ""
-    return TracerError(
+    err = TracerError(
         f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
         f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]} "
         f"{_ALL}. "
         "Or decide the control flow outside the transformed function, or pass the "
         "deciding argument as static: fg.jit(f, static_argnums=...)."
     )
+    err.traced = f"a traced {t.value.type}{where}"  # for errors that explain it themselves
+    return err
+
+
+def _index_text(idx) -> str:
+    parts = idx if isinstance(idx, tuple) else (idx,)
+    return ", ".join("..." if p is Ellipsis else ":" if isinstance(p, slice) else
+                     repr(p) if isinstance(p, int | None) else "idx" for p in parts)
 
 
 def tracing() -> bool:
@@ -270,6 +278,14 @@ class Tracer(ArrayMethods):
 
     def item(self):
         raise _concrete_error(self, ".item()")
+
+    def __setitem__(self, idx, value):
+        loc = user_location()
+        raise TypeError(
+            f"traced arrays are immutable: x[{_index_text(idx)}] = ... on a traced "
+            f"{self.value.type}{f' at {loc}' if loc else ''} cannot be recorded. Write "
+            f"x = x.at[{_index_text(idx)}].set(value) (or .add(value)), which returns the "
+            "updated array, as in JAX.")
 
     def tolist(self):
         raise _concrete_error(self, ".tolist()")

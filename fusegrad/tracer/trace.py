@@ -13,6 +13,7 @@ from ..ir.bind import aval, is_weak
 from ..ir.errors import ShapeError
 from ..ir.stats import count_trace, timed
 from .core import Trace, Tracer, located
+from .effects import Recorder
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 
 
@@ -23,12 +24,15 @@ class Traced:
     The Function's parameters are the flattened arguments followed by one
     implicit parameter per object in ``free`` (closed-over arrays and tracers of
     enclosing transforms), which the caller passes after the arguments.
+    ``effects`` lists the random draws and clock reads made while tracing
+    (``tracer.effects``): their results are constants of this trace.
     """
 
     function: Function
     in_tree: TreeDef
     out_tree: TreeDef
     free: tuple
+    effects: tuple = ()
 
 
 def leaf_type(x) -> TensorType:
@@ -78,12 +82,29 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
     with Trace(name or fn_name(fn)) as t:
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
         try:
-            out = fn(*tree_unflatten(in_tree, tracers))
+            with Recorder(fn) as effects:
+                out = fn(*tree_unflatten(in_tree, tracers))
         except (ShapeError, IndexError) as e:  # the user's line, if the op did not give it
             raise located(e, t.name) from None
+        except TypeError as e:
+            _explain_lists(e, args)
+            raise
         out_leaves, out_tree = tree_flatten(out)
         results = [t.to_value(_as_output(o)) for o in out_leaves]
-    return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values))
+    return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values),
+                  tuple(effects.effects))
+
+
+def _explain_lists(err: TypeError, args: tuple) -> None:
+    """Add to ``err`` that a Python list argument is a pytree of scalars, not an array
+    (``x * 2`` repeats a list; ``fnp.sum`` of it needs concrete values)."""
+    lists = [i for i, a in enumerate(args) if type(a) is list and a and all(
+        not isinstance(v, list | tuple | dict) and getattr(v, "shape", ()) == () for v in a)]
+    if lists and err.args and isinstance(err.args[0], str):
+        i = lists[0]
+        err.args = (f"{err.args[0]}\nNote: argument {i} is a Python list, which fusegrad (as "
+                    f"JAX) treats as a pytree of {len(args[i])} separate scalars, not as an "
+                    "array; pass np.asarray([...]) to give it an array.", *err.args[1:])
 
 
 def _as_output(x):

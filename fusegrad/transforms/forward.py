@@ -25,7 +25,17 @@ from ..passes.autodiff import jvp as _jvp_pass
 from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
-from .plan import GradError, _argnums_tuple, _diff_leaves, _leaf, _Plan, _reason, _signature
+from .plan import (
+    GradError,
+    _argnums_tuple,
+    _diff_leaves,
+    _leaf,
+    _Plan,
+    _reason,
+    _signature,
+    api_boundary,
+    warn_effects,
+)
 from .reverse import grad
 
 
@@ -83,6 +93,7 @@ class _Pushforward:
         wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])
                if aval(flat[k]).is_float]
         traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"))
+        warn_effects("jvp", self.f, traced)
         fn = _jvp_pass(traced.function, wrt, name=f"{traced.function.name}_jvp")
         if not self.primal_out:
             fn = fn.replace(results=fn.results[len(traced.function.results):])
@@ -145,6 +156,7 @@ def _as_tuple(who: str, what: str, x) -> tuple:
     return tuple(x)
 
 
+@api_boundary
 def jvp(f: Callable, primals: Sequence, tangents: Sequence) -> tuple:
     """``(f(*primals), J f(primals) @ tangents)``: a Jacobian-vector product, forward mode.
 
@@ -176,6 +188,7 @@ def hvp(f: Callable) -> Callable:
     push = _Pushforward(grad(f), primal_out=False)
 
     @functools.wraps(f)
+    @api_boundary
     def hvp_f(x, v):
         primals = (tree_map(_leaf, x),)
         t_leaves = _tangent_leaves("hvp", primals, (v,))
@@ -196,6 +209,7 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     push = _Pushforward(f, primal_out=False)
 
     @functools.wraps(f)
+    @api_boundary
     def jac(*args):
         args = tree_map(_leaf, args)
         nums = _argnums_tuple(argnums, len(args), "jacfwd")

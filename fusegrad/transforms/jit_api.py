@@ -17,7 +17,16 @@ from ..runtime import fastcall
 from ..runtime.donation import donated_leaves
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
-from .plan import GradError, _argnums_tuple, _grad_tensors, _leaf, _Plan, _reason
+from .plan import (
+    GradError,
+    _argnums_tuple,
+    _grad_tensors,
+    _leaf,
+    _Plan,
+    _reason,
+    api_boundary,
+    warn_effects,
+)
 
 #: Where calls over eager Tensors, modules and optimizers go: ``fusegrad.eager`` registers
 #: ``route(jit, args, kwargs)``, which returns a runner ``runner(args, kwargs)`` for such a
@@ -124,6 +133,7 @@ class jit:
         types = tuple(aval(_leaf(x)) for x in leaves)
         return (td, types, svals), dyn
 
+    @api_boundary
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
         fast = None
@@ -144,7 +154,7 @@ class jit:
                 plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         _refuse_grad_tensors(self.__name__, plan.traced.free)
-        if fast is not None and plan.cacheable and not plan.traced.free:
+        if fast is not None and plan.reusable and not plan.traced.free:
             self._fast[fast] = plan
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
@@ -154,9 +164,11 @@ class jit:
             fun = _keywords_last(fun, len(dyn_args), kwargs)
         traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
         plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
-                     donated=donated_leaves(args, self.static_argnums, self.donate_argnums))
-        if plan.cacheable:
+                     donated=donated_leaves(args, self.static_argnums, self.donate_argnums),
+                     kept=True)
+        if plan.reusable:
             self._cache[key] = plan
+        warn_effects("jit", self.f, traced, jit=True)
         return plan
 
 

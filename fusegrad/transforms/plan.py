@@ -10,6 +10,11 @@ which is what makes nested transforms of closures correct.
 
 from __future__ import annotations
 
+import functools
+import os
+import threading
+import types
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -21,10 +26,11 @@ from ..ir.errors import FusegradError
 from ..ir.types import TensorType
 from ..passes.autodiff import vjp as _vjp_pass
 from ..passes.simplify import simplify
-from ..runtime.compiled import executable
+from ..runtime.compiled import CodegenError, executable
 from ..runtime.debug_nans import run_checked
 from ..tracer import Tracer
 from ..tracer.core import _state as _trace_state
+from ..tracer.effects import describe as _describe_effects
 from ..tracer.pytree import tree_flatten, tree_unflatten
 
 
@@ -151,23 +157,30 @@ class _Plan:
     on first use), the interpreter with ``FUSEGRAD_DISABLE_JIT``, or inlines into the
     enclosing trace when given tracers."""
 
-    __slots__ = ("donated", "exe", "extra", "fn", "reason", "traced")
+    __slots__ = ("donated", "exe", "extra", "fn", "kept", "reason", "traced")
 
     def __init__(self, fn: Function, traced, extra: tuple = (), reason: str = "new function",
-                 donated: frozenset[int] = frozenset()):
+                 donated: frozenset[int] = frozenset(), kept: bool = False):
         self.fn, self.traced, self.extra, self.exe = fn, traced, extra, None
         self.reason, self.donated = reason, donated
+        self.kept = kept  # reused even if tracing met side effects (jit): worth compiling
+
+    @property
+    def reusable(self) -> bool:
+        """False when it closes over a tracer of an enclosing trace (valid only there)."""
+        return not any(isinstance(x, Tracer) for x in self.traced.free)
 
     @property
     def cacheable(self) -> bool:
-        """False when it closes over a tracer of an enclosing trace (valid only there)."""
-        return not any(isinstance(x, Tracer) for x in self.traced.free)
+        """Reusable, and tracing drew no random numbers and read no clock (``tracer.effects``):
+        reusing such a trace would replay the same draws on every call."""
+        return self.reusable and not self.traced.effects
 
     def __call__(self, leaves) -> tuple:
         args = (*leaves, *self.traced.free, *self.extra)
         if _trace_state.stack or not all(_concrete(a) for a in leaves):
             return evaluate(self.fn, *args)
-        if config.DISABLE_JIT:
+        if config.DISABLE_JIT or (self.traced.effects and not self.kept):  # used once
             return run_checked(self.fn, *args)
         if self.exe is None:
             self.exe = executable(self.fn, self.reason, self.donated)
@@ -197,3 +210,93 @@ def _structure_grads(args, argnums, flat_grads, single: bool):
         leaves, td = tree_flatten(args[i])
         out.append(tree_unflatten(td, [next(it) for _ in leaves]))
     return out[0] if single else tuple(out)
+
+
+class SideEffectWarning(UserWarning):
+    """The traced function drew random numbers (``random``, ``np.random``) or read a clock."""
+
+
+_warned: set = set()
+_warned_lock = threading.Lock()
+
+
+def warn_effects(who: str, f, traced, jit: bool = False) -> None:
+    """Warn once per function (and transform) that tracing ``f`` met side effects.
+
+    ``grad``, ``jvp`` & co. trace such a function again on every call, so each call
+    draws afresh as calling ``f`` would; ``jit`` keeps the trace (its draws are
+    constants of the compiled code). Only the outermost transform warns.
+    """
+    if not traced.effects or _trace_state.stack:
+        return
+    key = (who, getattr(f, "__code__", None) or id(f))
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    name = getattr(f, "__name__", "f")
+    found = _describe_effects(traced.effects)
+    if jit:
+        msg = (f"fg.jit({name}) traced a function that draws random numbers or reads a clock "
+               f"({found}): that ran once, while tracing, and the compiled function returns "
+               "the same numbers on every call. To draw new numbers per call, pass a key "
+               "argument and draw with fg.random (key = fg.random.key(0); key, sub = "
+               "fg.random.split(key); fg.random.normal(sub, shape)); see docs/random.md.")
+    else:
+        msg = (f"fg.{who}({name}): the function draws random numbers or reads a clock "
+               f"({found}), so it is traced again on every call (no trace or compiled code "
+               "is reused) and each call draws afresh, as calling it would. For fast, "
+               "reproducible randomness pass a key argument and draw with fg.random "
+               "(fg.random.normal(key, shape)); see docs/random.md.")
+    site = traced.effects[0][1]
+    filename, _, line = site.rpartition(":")
+    warnings.warn_explicit(msg, SideEffectWarning, filename, int(line) if line.isdigit() else 0)
+
+
+# --- tracebacks ------------------------------------------------------------------------
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+#: Raised for a user's mistake (or by the user's own code): shown without fusegrad's frames.
+_USER_ERRORS = (FusegradError, TypeError, ValueError, IndexError, FloatingPointError,
+                NotImplementedError)
+_NOTE = ("(fusegrad's own frames were removed from this traceback; set "
+         "FUSEGRAD_TRACEBACK_FILTERING=off to see them)")
+
+
+def _ours(tb) -> bool:
+    return tb.tb_frame.f_code.co_filename.startswith(_PKG_DIR)
+
+
+def filter_traceback(e: BaseException) -> None:
+    """Drop fusegrad's frames from ``e.__traceback__``, as JAX's traceback filtering does,
+    for user mistakes and errors of the user's own code; internal errors keep them."""
+    tb = e.__traceback__
+    if not config.TRACEBACK_FILTERING or tb is None or isinstance(e, CodegenError):
+        return
+    keep = []
+    while tb is not None:
+        if not _ours(tb):
+            keep.append(tb)
+        last, tb = tb, tb.tb_next
+    if not isinstance(e, _USER_ERRORS) and _ours(last):
+        return  # raised inside fusegrad and not a user mistake: maybe a bug, keep it all
+    new = None
+    for t in reversed(keep):
+        new = types.TracebackType(new, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    e.__traceback__ = new
+    if _NOTE not in getattr(e, "__notes__", ()):
+        e.add_note(_NOTE)
+
+
+def api_boundary(fn):
+    """``fn`` with ``filter_traceback`` applied to what it raises (public transforms)."""
+
+    @functools.wraps(fn)
+    def boundary(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            filter_traceback(e)
+            raise
+
+    return boundary

@@ -35,8 +35,10 @@ from .plan import (
     _reason,
     _signature,
     _structure_grads,
+    api_boundary,
     call,
     vjp_pass,
+    warn_effects,
 )
 
 
@@ -54,6 +56,13 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
     lock = threading.RLock()
 
     def plan_for(args, kwargs):
+        if kwargs and any(not -len(args) <= i < len(args) for i in (
+                (argnums,) if isinstance(argnums, int) else argnums)):
+            raise GradError(
+                f"grad: argnums={argnums} names positional arguments, but the function was "
+                f"called with {len(args)} positional argument(s) and keyword argument(s) "
+                f"{', '.join(kwargs)}. Differentiated arguments must be passed positionally: "
+                f"call g(x) rather than g(x=x) (keyword arguments are not differentiated).")
         nums = _argnums_tuple(argnums, len(args), "grad")
         key = _signature(args, (nums, has_aux)) if not kwargs else None
         plan = plans.get(key) if key is not None else None
@@ -67,13 +76,18 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         wrt = _diff_leaves(args, nums, "grad")
         fun = functools.partial(f, **kwargs) if kwargs else f
         traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
+        warn_effects("grad", f, traced)
         fn = traced.function
         if has_aux:
             if traced.out_tree.kind not in ("tuple", "list") or len(traced.out_tree.children) != 2:
                 raise GradError("grad(has_aux=True): the function must return a pair "
                                 f"(value, aux), got structure {traced.out_tree}")
         elif traced.out_tree.num_leaves != 1:
-            raise GradError(f"grad: the function must return one scalar, got {traced.out_tree}")
+            aux = (" If the other values are auxiliary outputs, return (value, aux) and pass "
+                   "has_aux=True: grad then returns (gradient, aux)."
+                   if traced.out_tree.kind in ("tuple", "list") else "")
+            raise GradError(f"grad: the function must return one scalar, got "
+                            f"{traced.out_tree}.{aux}")
         loss_t = fn.out_types[0]
         if loss_t.shape != () or not loss_t.is_float:
             raise GradError(
@@ -91,6 +105,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
     fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
 
     @functools.wraps(f)
+    @api_boundary
     def value_and_grad_f(*args, **kwargs):
         if not kwargs and not _trace_state.stack and not config.DISABLE_JIT and all(
                 type(a) is np.ndarray for a in args):
@@ -132,6 +147,7 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
     vg = value_and_grad(f, argnums, has_aux)
 
     @functools.wraps(f)
+    @api_boundary
     def grad_f(*args, **kwargs):
         value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
@@ -139,6 +155,7 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
     return grad_f
 
 
+@api_boundary
 def vjp(f: Callable, *primals, has_aux: bool = False):
     """``(f(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
     primals = tree_map(_leaf, primals)
@@ -159,6 +176,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     outs = call(fn, *leaves, *traced.free)
     g = vjp_pass(fn, wrt, seeds=tuple(range(n_main)), name=f"{fn.name}_vjp")
 
+    @api_boundary
     def vjp_fn(cotangent):
         ct_leaves, ct_tree = tree_flatten(cotangent)
         if ct_tree != main_tree:
@@ -184,6 +202,7 @@ def elementwise_grad(f: Callable, argnums: int = 0):
     """Sum of the Jacobian's rows: the derivative of each output element, for elementwise ``f``."""
 
     @functools.wraps(f)
+    @api_boundary
     def ew(*args):
         (i,) = _argnums_tuple(argnums, len(args), "elementwise_grad")
 
@@ -204,6 +223,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0):
     """
 
     @functools.wraps(f)
+    @api_boundary
     def jac(*args):
         args = tree_map(_leaf, args)
         nums = _argnums_tuple(argnums, len(args), "jacobian")

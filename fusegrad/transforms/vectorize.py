@@ -22,7 +22,7 @@ from ..tracer import trace_pytree
 from ..tracer.pytree import _node, tree_flatten, tree_map, tree_unflatten
 from ..tracer.trace import arg_hints, fn_name
 from .jit_api import _keywords_last
-from .plan import _grad_tensors, _leaf, _Plan, _reason, _signature
+from .plan import _grad_tensors, _leaf, _Plan, _reason, _signature, api_boundary, warn_effects
 
 __all__ = ["BatchingError", "vmap"]
 
@@ -50,6 +50,7 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
     lock = threading.RLock()
 
     @functools.wraps(f)
+    @api_boundary
     def vmapped(*args, **kwargs):
         _refuse_grad_tensors(name, (args, kwargs))
         fun, top = f, _top_axes(in_axes, len(args), name)
@@ -83,6 +84,7 @@ def _plan(fun, name, args, in_tree, leaves, axes, size, out_axes, reason) -> _Pl
     """Trace ``fun`` on one example of the batch, then batch its Function."""
     example = [_unbatched_type(aval(x), ax) for x, ax in zip(leaves, axes)]
     traced = trace_pytree(fun, tree_unflatten(in_tree, example), name=name)
+    warn_effects("vmap", fun, traced)
     out_axes = _prefix_axes(traced.out_tree, out_axes, "out_axes", "the output", name)
     for j, (t, ax) in enumerate(zip(traced.function.out_types, out_axes)):
         if ax is not None and not -(t.ndim + 1) <= ax <= t.ndim:

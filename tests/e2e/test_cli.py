@@ -155,9 +155,11 @@ BAD_ARGS = [
     (["dump", "examples/f.py:f", "--arg", "f64[3]", "--stage", "codegen"], "unknown stage"),
     (["dump", "examples/f.py:f"], "--arg"),
     (["dump", "examples/f.py:f", "--arg", "f64[3]", "--arg", "f64[3]"], "--arg"),
+    (["dump", "examples/f.py:f", "--arg", "i64[3]", "--grad"], "nothing to differentiate"),
 ]
 BAD_IDS = ["missing-file", "unknown-function", "malformed-type", "unknown-dtype",
-           "missing-func", "empty-func", "unknown-stage", "too-few-args", "too-many-args"]
+           "missing-func", "empty-func", "unknown-stage", "too-few-args", "too-many-args",
+           "grad-of-integers"]
 
 
 def _check_usage_error(code: int, err: str, needle: str) -> None:
@@ -183,3 +185,27 @@ def test_bad_arguments_subprocess(argv, needle):
     proc = run_cli(*argv)
     assert proc.stdout == ""
     _check_usage_error(proc.returncode, proc.stderr, needle)
+
+
+def test_version(capsys):
+    from fusegrad import __version__
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"fusegrad {__version__}"
+
+
+@pytest.mark.parametrize("out, needle", [
+    ("/nonexistent-dir/x.png", "/nonexistent-dir does not exist"),
+    (".", "that is a directory"),
+])
+def test_demo_with_an_unwritable_out_fails_before_training(out, needle, capsys, monkeypatch):
+    import fusegrad.demo as demo
+
+    monkeypatch.setattr(demo, "make_step", lambda *a: pytest.fail("training started"))
+    monkeypatch.setattr(demo, "EagerTrainer", lambda *a: pytest.fail("training started"))
+    assert main(["demo", "--steps", "2", "--out", out]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("fusegrad demo: error: --out ") and needle in captured.err

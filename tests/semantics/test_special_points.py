@@ -74,6 +74,9 @@ CASES = [
     Case("norm-at-0", fnp.linalg.norm, ([0.0, 0.0, 0.0],), 0.0, ([0.0, 0.0, 0.0],)),
     Case("norm-p3-at-0", lambda x: fnp.linalg.norm(x, 3), ([0.0, 0.0],), 0.0, ([0.0, 0.0],)),
     Case("norm-away-from-0", fnp.linalg.norm, ([3.0, -4.0],), 5.0, ([0.6, -0.8],)),
+    Case("std-one-element", fnp.std, ([3.5],), 0.0, ([0.0],)),
+    Case("std-of-equal-entries", fnp.std, ([3.5, 3.5],), 0.0, ([0.0, 0.0],)),
+    Case("var-of-equal-entries", fnp.var, ([3.5, 3.5],), 0.0, ([0.0, 0.0],)),
     Case("pow-0-to-2", fnp.power, (0.0, 2.0), 0.0, (0.0, 0.0)),
     Case("pow-0-to-1", fnp.power, (0.0, 1.0), 0.0, (1.0, 0.0)),
     Case("pow-0-to-0.5", fnp.power, (0.0, 0.5), 0.0, (INF, 0.0)),
@@ -157,3 +160,17 @@ def test_interpreter_and_eager_agree_at_second_order_away_from_the_points():
     assert_close(mixed, np.asarray(0.25), "exact64")
     _, tangent = fg.jvp(lambda y: dfdx(4.0, y), (0.0,), (1.0,))
     assert_close(tangent, np.asarray(0.25), "exact64")
+
+
+def test_forward_mode_at_zero_std_and_norm():
+    """jvp agrees with grad where std and norm are 0: a constant std (one element)
+    has derivative 0, and the subgradient 0 is used at equal entries and at x = 0."""
+    for f, x, t in [(fnp.std, 3.5, 1.0), (fnp.std, np.array([3.5]), np.array([1.0])),
+                    (fnp.std, np.array([3.5, 3.5]), np.array([1.0, 2.0])),
+                    (fnp.var, np.array([3.5, 3.5]), np.array([1.0, 2.0])),
+                    (fnp.linalg.norm, np.zeros(2), np.array([1.0, 2.0]))]:
+        value, tangent = fg.jvp(f, (x,), (t,))
+        assert_close(value, np.asarray(0.0), "exact64")
+        assert_close(tangent, np.asarray(0.0), "exact64", f"{f.__name__} at {x}")
+    value, tangent = fg.jvp(fnp.std, (np.array([1.0, 2.0, 4.0]),), (np.array([1.0, 0.0, 0.0]),))
+    assert_close(tangent, np.asarray(-(7 / 3 - 1) / 3 / np.std([1.0, 2.0, 4.0])), "exact64")

@@ -294,3 +294,116 @@ def test_bad_arguments(tmp_path):
         fg.load(123)
     with pytest.raises(FileNotFoundError):
         fg.load(os.path.join(tmp_path, "missing.fg"))
+
+
+def test_malformed_headers_with_impossible_sizes_are_serialization_errors(tmp_path):
+    five_thousand_digits = S.MAGIC + struct.pack("<IQ", 1, 5012) + (
+        b'{"format": ' + b"1" * 5000 + b"}")
+    cases = [
+        (_header(entries=[_entry(shape=[0, 10**30], nbytes=0)], data=b""), "too large"),
+        (_header(entries=[_entry(shape=[0, 2**62, 2**62], nbytes=0)], data=b""), "too large"),
+        (_header(entries=[_entry(shape=[0] * 65, nbytes=0)], data=b""), "65 dimensions"),
+        (five_thousand_digits, "malformed header"),
+    ]
+    for raw, match in cases:
+        err = _load_error(raw, tmp_path, match)
+        assert type(err) is fg.SerializationError
+
+
+def test_overlapping_entries_are_refused(tmp_path):
+    """Every entry pointing at the same bytes would make a small file load as many
+    copies of them (memory far beyond the file's size)."""
+    data = b"\0" * 8
+    entries = [_entry() for _ in range(3)]
+    root = {"type": "list", "items": [{"type": "tensor", "index": i} for i in range(3)]}
+    _load_error(_header(entries=entries, root=root, data=data), tmp_path, "overlap")
+    half = [_entry(shape=[1], nbytes=4, offset=0), _entry(shape=[2], nbytes=8, offset=0)]
+    _load_error(_header(entries=half, root=root | {"items": root["items"][:2]}, data=data),
+                tmp_path, "overlap")
+
+
+def test_load_reads_disjoint_entries_in_any_order(tmp_path):
+    a, b = np.arange(4, dtype=np.float32), np.arange(2, dtype=np.float32) + 10
+    data = b.tobytes() + bytes(56) + a.tobytes()
+    entries = [_entry(shape=[4], nbytes=16, offset=64), _entry(shape=[2], nbytes=8, offset=0),
+               _entry(shape=[0, 3], nbytes=0, offset=72)]
+    root = {"type": "list", "items": [{"type": "tensor", "index": i} for i in range(3)]}
+    path = tmp_path / "ok.fg"
+    path.write_bytes(_header(entries=entries, root=root, data=data))
+    x, y, z = fg.load(path)
+    np.testing.assert_array_equal(x.numpy(), a)
+    np.testing.assert_array_equal(y.numpy(), b)
+    assert z.shape == (0, 3)
+    x.numpy()[0] = 5.0  # own, writable memory, not a view of another entry
+    assert y.numpy()[0] == 10
+
+
+def test_load_needs_about_the_file_size_in_memory(tmp_path):
+    """A 64 MB array loads with about 64 MB of new memory (read straight into the
+    result, not via a copy of the file's bytes)."""
+    import tracemalloc
+
+    path = tmp_path / "big.fg"
+    fg.save(np.ones(8 << 20), path)
+    tracemalloc.start()
+    try:
+        out = fg.load(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.shape == (8 << 20,) and out[-1] == 1.0
+    assert peak < 1.25 * (64 << 20), peak
+
+
+def test_load_from_a_stream_without_seek_or_readinto():
+    class Stream:
+        def __init__(self, raw):
+            self.buf = io.BytesIO(raw)
+
+        def read(self, n=-1):
+            return self.buf.read(n)
+
+    buf = io.BytesIO()
+    fg.save({"a": fg.arange(10.0), "b": fg.ones(3, 3)}, buf)
+    out = fg.load(Stream(buf.getvalue()))
+    np.testing.assert_array_equal(out["a"].numpy(), np.arange(10.0, dtype=np.float32))
+    np.testing.assert_array_equal(out["b"].numpy(), np.ones((3, 3), np.float32))
+
+
+def test_save_to_a_path_is_atomic(tmp_path, monkeypatch):
+    """A failure while writing leaves the previous file intact and no temporary file."""
+    path = tmp_path / "ckpt.fg"
+    fg.save({"step": 1}, path)
+    before = path.read_bytes()
+
+    def boom(fh, header, enc):
+        fh.write(header[:10])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(S, "_write", boom)
+    with pytest.raises(OSError, match="No space"):
+        fg.save({"step": 2, "w": fg.ones(3)}, path)
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["ckpt.fg"]
+    fg.save({"step": 3}, path)
+    assert fg.load(path) == {"step": 3}
+    assert os.listdir(tmp_path) == ["ckpt.fg"]
+
+
+def test_save_to_a_path_fsyncs_before_replacing(tmp_path, monkeypatch):
+    calls = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd):
+        calls.append("fsync")
+        real_fsync(fd)
+
+    def replace(a, b):
+        calls.append("replace")
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    fg.save(fg.ones(2), tmp_path / "x.fg")
+    assert calls[:2] == ["fsync", "replace"]

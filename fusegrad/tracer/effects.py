@@ -1,0 +1,299 @@
+"""Calls with side effects met while tracing: random draws and clocks.
+
+A trace records array operations. A call to Python's ``random``, to ``np.random``
+(module functions, ``RandomState``, ``Generator`` and bit-generator methods) or to
+a clock (``time.time``, ``time.perf_counter``, ...) runs once, while tracing, and
+its result enters the trace as a constant: a cached trace would replay the same
+draws on every call. A ``Recorder`` collects such calls made while the user's
+function is traced (what was called and the user's ``file:line``), so the
+transforms can refuse to reuse the trace (``grad``, ``jvp``, ...) or warn (``jit``).
+
+Two mechanisms, both costing nothing per traced op:
+
+* while any trace is open, the entry points that are module attributes are
+  wrapped: ``random.Random.random`` / ``getrandbits`` (every method of every
+  ``random.Random`` draws through them) and the ``random`` module's functions, the
+  ``np.random`` module functions, the clocks and ``os.urandom``. A wrapper records
+  only when its own thread is tracing (``Recorder`` s are thread-local), so other
+  threads are unaffected; the line is the innermost frame of the user's code.
+* NumPy ``RandomState`` / ``Generator`` objects are Cython types whose methods
+  cannot be wrapped: the generators the traced function can reach (its globals,
+  closure cells, defaults, bound ``self`` and their attributes, through nested
+  functions) and the global ``np.random`` state are compared before and after the
+  trace; the line reported for a generator whose state changed is the first line
+  of the user's code that names it.
+
+Not seen: a generator reached another way (e.g. returned by a call), and names
+imported before tracing with ``from random import random``.
+"""
+
+from __future__ import annotations
+
+import dis
+import functools
+import os
+import random
+import sys
+import sysconfig
+import threading
+import time
+import types
+
+import numpy as np
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_LIB_DIRS = (os.path.dirname(os.path.abspath(np.__file__)) + os.sep, _PKG_DIR)
+_LIB_FILES = (random.__file__, os.path.abspath(random.__file__))
+_NP_RNG_TYPES = (np.random.RandomState, np.random.Generator, np.random.BitGenerator)
+_NP_GLOBAL = np.random.mtrand._rand
+_NP_FUNCS = tuple(n for n in dir(np.random)
+                  if getattr(getattr(np.random, n), "__self__", None) is _NP_GLOBAL)
+_CLOCKS = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
+           "process_time", "process_time_ns")
+_RANDOM_METHODS = tuple(n for n in dir(random.Random) if not n.startswith("_")
+                        and n != "getstate" and callable(getattr(random.Random, n)))
+#: (owner, attribute, name shown to the user; None: ``<generator>.<attribute>``). Every
+#: public method of ``random.Random`` (of any instance), and the ``random`` module's
+#: functions, which are methods bound to one instance when ``random`` is imported.
+_TARGETS = (
+    [(random.Random, n, None) for n in _RANDOM_METHODS]
+    + [(random, n, f"random.{n}") for n in _RANDOM_METHODS
+       if getattr(getattr(random, n, None), "__self__", None) is random._inst]
+    + [(np.random, n, f"np.random.{n}") for n in _NP_FUNCS]
+    + [(time, n, f"time.{n}") for n in _CLOCKS]
+    + [(os, "urandom", "os.urandom")]
+)
+_CLOCK_NAMES = frozenset(what for owner, _, what in _TARGETS if owner in (time, os))
+_SYSTEM_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for p in (
+    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))}))
+_LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST", "LOAD_ATTR",
+                    "LOAD_METHOD", "LOAD_CLASSDEREF"))
+
+
+class _Local(threading.local):
+    def __init__(self):
+        self.recorders: list[Recorder] = []
+
+
+_local = _Local()
+_patch_lock = threading.Lock()
+_patch_count = 0
+
+
+def _wrap(orig, what: str | None):
+    #: clocks count only when the user's code reads them: libraries read them for their own
+    #: bookkeeping (logging stamps its records, Numba times its passes)
+    skip = _LIB_DIRS + _LIB_FILES + (_SYSTEM_DIRS if what in _CLOCK_NAMES else ())
+
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        recs = _local.recorders
+        caller = sys._getframe(1)
+        if recs and not caller.f_code.co_filename.startswith(skip):
+            if what is None:  # a random.Random method: args[0] is the generator
+                owner = "random" if args[0] is random._inst else type(args[0]).__name__
+                entry = (f"{owner}.{orig.__name__}", _user_site(caller))
+            else:
+                entry = (what, _user_site(caller))
+            for rec in recs:
+                rec.add(entry)
+        return orig(*args, **kwargs)
+
+    wrapper.__fusegrad_wrapped__ = orig
+    return wrapper
+
+
+_wrappers: list = []  # (owner, attribute, original or None if inherited, wrapper)
+
+
+def _patch() -> None:
+    if not _wrappers:  # made once: functools.wraps costs microseconds per entry point
+        for owner, attr, what in _TARGETS:
+            own = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
+            _wrappers.append((owner, attr, own, _wrap(getattr(owner, attr), what)))
+    for owner, attr, _, wrapper in _wrappers:
+        setattr(owner, attr, wrapper)
+
+
+def _unpatch() -> None:
+    for owner, attr, own, _ in _wrappers:
+        if own is None:  # random.Random inherits random/getrandbits from its C base
+            delattr(owner, attr)
+        else:
+            setattr(owner, attr, own)
+
+
+class Recorder:
+    """The side-effecting calls made on this thread while tracing ``fn``."""
+
+    __slots__ = ("effects", "fn", "rngs")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.effects: list[tuple[str, str]] = []
+        self.rngs: list[tuple] = []  # (generator, state before, code, name)
+
+    def __enter__(self) -> Recorder:
+        global _patch_count
+        with _patch_lock:
+            if _patch_count == 0:
+                _patch()
+            _patch_count += 1
+        _local.recorders.append(self)
+        self.rngs = [(g, _state(g), code, name) for g, code, name in _reachable(self.fn)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        global _patch_count
+        recs = _local.recorders
+        for i in range(len(recs) - 1, -1, -1):
+            if recs[i] is self:
+                del recs[i]
+                break
+        with _patch_lock:
+            _patch_count -= 1
+            if _patch_count == 0:
+                _unpatch()
+        for g, before, code, name in self.rngs:
+            if _state(g) != before:
+                self._changed(g, code, name)
+        self.rngs = []
+        for rec in recs:  # what an inner trace drew, the enclosing traces drew too
+            for entry in self.effects:
+                rec.add(entry)
+
+    def add(self, entry) -> None:
+        if entry not in self.effects:
+            self.effects.append(entry)
+
+    def _changed(self, g, code, name) -> None:
+        if g is _NP_GLOBAL:
+            if any(what.startswith("np.random.") for what, _ in self.effects):
+                return  # already seen, with its line, by the np.random wrappers
+            site = _site_of(code, set(_NP_FUNCS))
+            if site is not None:  # else drawn by another thread, not by this code
+                self.add(("np.random", site))
+            return
+        site = code and (_site_of(code, {name}) or f"{code.co_filename}:{code.co_firstlineno}")
+        self.add((f"{type(g).__name__} {name!r}", site))
+
+
+def _state(g):
+    if isinstance(g, np.random.RandomState):
+        s = g.get_state(legacy=False)
+    else:
+        s = (g.bit_generator if isinstance(g, np.random.Generator) else g).state
+    return _frozen(s)
+
+
+def _frozen(x):
+    if isinstance(x, dict):
+        return tuple((k, _frozen(v)) for k, v in x.items())
+    if isinstance(x, np.ndarray):
+        return x.tobytes()
+    return x
+
+
+def _reachable(fn, depth: int = 4):
+    """``(generator, code, name)`` for the NumPy generators ``fn`` can name, and the
+    global ``np.random`` state (``code``: every user code object reached)."""
+    found, seen, codes = [], set(), []
+    todo = [(fn, depth)]
+    while todo:
+        obj, d = todo.pop()
+        if id(obj) in seen or d < 0:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, functools.partial):
+            todo += [(x, d - 1) for x in (obj.func, *obj.args, *obj.keywords.values())]
+            continue
+        if isinstance(obj, types.MethodType):
+            todo.append((obj.__func__, d))
+            _attrs(obj.__self__, getattr(obj.__func__, "__code__", None), found)
+            continue
+        if not isinstance(obj, types.FunctionType):
+            continue
+        code = obj.__code__
+        if not _is_user(code):
+            cells = [c.cell_contents for c in obj.__closure__ or () if _filled(c)]
+            todo += [(x, d) for x in cells if callable(x)]
+            continue
+        codes.append(code)
+        named = [(n, obj.__globals__.get(n)) for n in _names(code)]
+        named += [(n, c.cell_contents) for n, c in zip(code.co_freevars, obj.__closure__ or ())
+                  if _filled(c)]
+        named += [(f"default {i}", v) for i, v in enumerate(obj.__defaults__ or ())]
+        for n, v in named:
+            if isinstance(v, _NP_RNG_TYPES):
+                found.append((v, code, n))
+            elif isinstance(v, types.FunctionType | types.MethodType | functools.partial):
+                todo.append((v, d - 1))
+            elif not isinstance(v, type | types.ModuleType):
+                _attrs(v, code, found)
+    out, ids = [], set()
+    for g, code, n in found:
+        if id(g) not in ids:
+            ids.add(id(g))
+            out.append((g, code, n))
+    if codes:
+        out.append((_NP_GLOBAL, _Codes(codes), None))
+    return out
+
+
+class _Codes(list):
+    """Several code objects, searched in order by ``_site_of``."""
+
+
+def _attrs(v, code, found) -> None:
+    attrs = getattr(v, "__dict__", None)
+    if type(attrs) is dict and len(attrs) < 256:
+        found += [(a, code, k) for k, a in attrs.items() if isinstance(a, _NP_RNG_TYPES)]
+
+
+def _filled(cell) -> bool:
+    try:
+        return cell.cell_contents is not cell
+    except ValueError:  # an empty cell
+        return False
+
+
+def _names(code):
+    """Global and attribute names used by ``code`` and the functions defined in it."""
+    stack, names = [code], []
+    while stack:
+        c = stack.pop()
+        names += c.co_names
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+    return names
+
+
+def _site_of(code, names) -> str | None:
+    """``file:line`` of the first instruction in ``code`` (or the functions defined in
+    it) that loads one of ``names``."""
+    stack = list(reversed(code)) if isinstance(code, _Codes) else [code]
+    while stack:
+        c = stack.pop()
+        for ins in dis.get_instructions(c):
+            if ins.opname in _LOADS and ins.argval in names and ins.positions.lineno:
+                return f"{c.co_filename}:{ins.positions.lineno}"
+        stack += [k for k in reversed(c.co_consts) if isinstance(k, types.CodeType)]
+    return None
+
+
+def _is_user(code) -> bool:
+    name = code.co_filename
+    return not (name.startswith(_LIB_DIRS) or name in _LIB_FILES or name.startswith("<frozen"))
+
+
+def _user_site(frame) -> str:
+    """``file:line`` of the innermost frame outside fusegrad, NumPy and ``random``."""
+    f = frame
+    while f is not None and not _is_user(f.f_code):
+        f = f.f_back
+    f = f or frame
+    return f"{f.f_code.co_filename}:{f.f_lineno}"
+
+
+def describe(effects) -> str:
+    """``random.gauss at file.py:3, RandomState 'rs' at file.py:7``."""
+    return ", ".join(f"{what} at {site}" for what, site in effects)
