@@ -70,6 +70,14 @@ def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
 COMPILE: str = _choice("FUSEGRAD_COMPILE", "sync", ("sync", "background"))
 
 
+#: LLVM optimisation level of generated code (0-3). At 1 a compile takes about half as
+#: long as at 3 (the math library the loops inline is optimised once per machine either
+#: way), but loops with many math calls may not vectorise: up to 8x slower.
+OPT: int = _int("FUSEGRAD_OPT", 3)
+if not 0 <= OPT <= 3:
+    raise ValueError(f"FUSEGRAD_OPT must be 0, 1, 2 or 3, got {OPT}")
+
+
 def _cache_dir() -> str:
     explicit = os.environ.get("FUSEGRAD_CACHE_DIR")
     if explicit:

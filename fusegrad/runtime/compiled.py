@@ -134,7 +134,7 @@ class Executable:
         sig = tuple(numba.typeof(a) for a in (self.dims, *conv))
         hits, reused = self.entry.stats.cache_hits[sig], sig in self.entry.overloads
         t0 = time.perf_counter()
-        with cg_compile.key_lock(cg_compile.module_key(self.source)):
+        with cg_compile.key_lock(cg_compile.module_key(self.source)), opt_level(config.OPT):
             self.entry.compile(sig)
         self.warm = True
         if config.LOG_COMPILES:
@@ -229,7 +229,7 @@ class _Background:
         t0 = time.perf_counter()
         try:
             _compile_in_subprocess(self.path, self.name, sig)
-            with cg_compile.key_lock(cg_compile.module_key(self.source)):
+            with cg_compile.key_lock(cg_compile.module_key(self.source)), opt_level(config.OPT):
                 self.dispatcher.compile(sig)
         except Exception as e:  # the serial entry or the interpreter keep serving
             warnings.warn(f"fusegrad: {self.name} failed to compile in the background "
@@ -257,12 +257,14 @@ def _variant(module, name: str, source: str, why: str) -> _Background:
 
 _SUBPROCESS = """
 import importlib.util, pickle, sys
+from fusegrad.runtime.compiled import opt_level
 sig = pickle.loads(sys.stdin.buffer.read())
 name = "fusegrad_generated." + sys.argv[1].rsplit("/", 1)[-1][:-3]  # as codegen.compile
 spec = importlib.util.spec_from_file_location(name, sys.argv[1])
 module = sys.modules[name] = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
-getattr(module, sys.argv[2]).compile(sig)
+with opt_level(int(sys.argv[3])):
+    getattr(module, sys.argv[2]).compile(sig)
 """
 
 
@@ -274,8 +276,25 @@ def _compile_in_subprocess(path: str, name: str, sig) -> None:
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     with contextlib.suppress(Exception):
-        subprocess.run([sys.executable, "-c", _SUBPROCESS, path, name], input=pickle.dumps(sig),
+        subprocess.run([sys.executable, "-c", _SUBPROCESS, path, name, str(config.OPT)],
+                       input=pickle.dumps(sig),
                        env=env, capture_output=True, timeout=600, check=False)
+
+
+@contextlib.contextmanager
+def opt_level(level: int):
+    """Numba compiles at LLVM optimisation ``level`` inside the block (Numba's level is
+    process-wide, so the block holds Numba's compiler lock)."""
+    from numba.core import config as numba_config
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        old = numba_config.OPT
+        numba_config.OPT = type(old)(level)
+        try:
+            yield
+        finally:
+            numba_config.OPT = old
 
 
 _PARALLEL_WHY = "loops of at least FUSEGRAD_PARALLEL_THRESHOLD elements"
