@@ -15,6 +15,7 @@ import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.codegen import module as codegen_module
 from fusegrad.ir import TensorType
+from fusegrad.runtime import compiled
 from fusegrad.runtime.compiled import CodegenError, executable
 from fusegrad.runtime.interpreter import run
 from fusegrad.transforms.inspection import stages
@@ -254,3 +255,17 @@ def test_import_loads_neither_numba_nor_the_code_generator():
                          env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_optimisation_level_is_part_of_the_module_and_its_key(monkeypatch):
+    fn = _grad_ir(lambda v: fnp.sum(fnp.exp(v) * v), TensorType((50,), "f64"))
+    x = np.linspace(-1.0, 1.0, 50)
+    outs = {}
+    for level in (1, 3):
+        monkeypatch.setattr(config, "OPT", level)
+        exe = executable(fn)
+        assert f"optimisation level {level} (FUSEGRAD_OPT)" in exe.source
+        outs[level] = exe(x, 1.0)
+        compiled._cache.clear()
+    for a, b in zip(outs[1], outs[3]):
+        assert np.array_equal(a, b)  # no fast-math: the same bits at any level
