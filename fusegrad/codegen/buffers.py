@@ -83,9 +83,13 @@ def _plannable(op: Op) -> list[Value]:
 
 def _scratch(op: Op) -> list[tuple]:
     """Scratch arrays of a flat kernel's total reductions: per reduction, its chunks'
-    partial results ``(res, "part")`` and one row of lanes per chunk ``(res, "buf")``."""
+    partial results ``(res, "part")`` and one row of lanes per thread ``(res, "buf")``
+    (a chunk fills its thread's row, then sums it into its part: the scratch is a few
+    kilobytes whatever the input's size)."""
     if op.name != "fused":
         return []
+    import numba
+
     from .emit import CHUNK, _Kernel
 
     k = _Kernel(None, op, 0)
@@ -96,7 +100,8 @@ def _scratch(op: Op) -> list[tuple]:
     for (r, _, kind), res in zip(k._kinds(), op.results):
         if kind == "full":
             dt = np.dtype(r.type.dtype)
-            out += [((res, "part"), (chunks,), dt), ((res, "buf"), (chunks, CHUNK), dt)]
+            out += [((res, "part"), (chunks,), dt),
+                    ((res, "buf"), (numba.config.NUMBA_NUM_THREADS, CHUNK), dt)]
     return out
 
 

@@ -70,6 +70,7 @@ class _Writer:
         self.dims: list[int] = []
         self.parts: list[str] = []
         self.buffers = buffers  # a codegen.buffers.BufferPlan, or None
+        self.parallel = False  # writing the body of the parallel entry
 
     def slot(self, v) -> str | None:
         """The entry argument ``v`` is written into, if the buffer plan gives it one (``v``:
@@ -350,9 +351,10 @@ class _Kernel:
                   f"        {t}hi = min({t}lo + {CHUNK}, {n})"]
         if flag:
             lines.append(f"        {flag} = False")
+        row = "numba.get_thread_id()" if w.parallel else "0"  # one row of lanes per thread
         for r, (_, _, buf, res) in reds.items():
             rows = w.slot((res, "buf"))
-            lines.append(f"        {buf} = " + (f"{rows}[{c}]" if rows else
+            lines.append(f"        {buf} = " + (f"{rows}[{row}]" if rows else
                                                 f"rt.empty({CHUNK}, {np_dtype(r.type)})"))
 
         def to_buffer(bop, arg):

@@ -44,7 +44,10 @@ def generate(fn: Function, buffers=None) -> tuple[str, list[int]]:
     slots = buffers.names() if buffers is not None else []
     parts = [_njit("entry", fn, fast, slots=slots)]
     if any(op.name == "fused" for op in fn.ops):
-        parts.append(_njit("entry_parallel", fn, fast, parallel=True, slots=slots))
+        w.parallel = True  # reductions' lanes: a row per thread, not one shared row
+        parallel = _entry_body(w, fn, exact=False)[0]
+        w.parallel = False
+        parts.append(_njit("entry_parallel", fn, parallel, parallel=True, slots=slots))
     if rare:
         parts.append(_njit("entry_exact", fn, _entry_body(w, fn, exact=True)[0], slots=slots))
     return HEADER.format(name=fn.name, opt=config.OPT) + "\n\n\n".join(parts) + "\n", w.dims
