@@ -10,7 +10,9 @@ reproducer (the IR text), never a silent fallback.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import glob
 import hashlib
 import math
 import os
@@ -228,7 +230,8 @@ class _Background:
     def _build(self, sig) -> None:
         t0 = time.perf_counter()
         try:
-            _compile_in_subprocess(self.path, self.name, sig)
+            if not _in_disk_cache(self.path, self.name):  # else a load here is quick
+                _compile_in_subprocess(self.path, self.name, sig)
             with cg_compile.key_lock(cg_compile.module_key(self.source)), opt_level(config.OPT):
                 self.dispatcher.compile(sig)
         except Exception as e:  # the serial entry or the interpreter keep serving
@@ -276,9 +279,39 @@ def _compile_in_subprocess(path: str, name: str, sig) -> None:
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     with contextlib.suppress(Exception):
-        subprocess.run([sys.executable, "-c", _SUBPROCESS, path, name, str(config.OPT)],
-                       input=pickle.dumps(sig),
-                       env=env, capture_output=True, timeout=600, check=False)
+        child = subprocess.Popen([sys.executable, "-c", _SUBPROCESS, path, name, str(config.OPT)],
+                                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, env=env)
+        with _children_lock:
+            _children.add(child)
+        try:
+            child.communicate(pickle.dumps(sig), timeout=600)
+        finally:
+            with _children_lock:
+                _children.discard(child)
+            if child.poll() is None:
+                child.kill()
+
+
+_children: set = set()
+_children_lock = threading.Lock()
+
+
+@atexit.register
+def _stop_children() -> None:
+    """A process that exits does not leave compiles it no longer needs running."""
+    with _children_lock:
+        for child in _children:
+            with contextlib.suppress(OSError):
+                child.kill()
+
+
+def _in_disk_cache(path: str, name: str) -> bool:
+    """Whether Numba's cache beside the module at ``path`` has an index for entry ``name``
+    (written by an earlier process that compiled it)."""
+    base = os.path.basename(path)[:-3]
+    return bool(glob.glob(os.path.join(os.path.dirname(path), "__pycache__",
+                                       f"{base}.{name}-*.nbi")))
 
 
 @contextlib.contextmanager
