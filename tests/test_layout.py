@@ -1,4 +1,4 @@
-"""The package layout: no import cycles between fusegrad's modules; docs/architecture.md runs.
+"""The package layout: no import cycles between fusegrad's modules.
 
 Every module under ``fusegrad/`` is parsed (not imported) and every import in it,
 module-level or inside a function, becomes an edge of the module import graph;
@@ -7,13 +7,11 @@ only imports under ``if TYPE_CHECKING:`` are left out, as they never run. A cycl
 is listed in ``ALLOWED_CYCLES``, which takes a cycle only together with a sentence
 in one of its modules' docstrings saying why it is the clearest design. The layer
 order between packages is import-linter's job (``lint-imports``, pyproject.toml).
-The Python blocks of docs/architecture.md run as written.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from pathlib import Path
 
 import pytest
@@ -157,11 +155,3 @@ def test_every_package_says_what_it_holds():
     missing = [str(p.relative_to(PACKAGE.parent)) for p in sorted(PACKAGE.rglob("__init__.py"))
                if not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing, f"packages without a docstring: {missing}"
-
-
-def test_architecture_doc_examples_run():
-    text = (PACKAGE.parent / "docs" / "architecture.md").read_text()
-    blocks = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
-    assert len(blocks) == 2
-    for i, block in enumerate(blocks):
-        exec(compile(block, f"docs/architecture.md block {i}", "exec"), {"__name__": "doc"})

@@ -4,9 +4,6 @@ equals the step-by-step loop and the NumPy interpreter."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -145,24 +142,3 @@ def test_fori_loop_epoch_with_fold_in_keys_equals_python_loop():
     got = fg.jit(run)(params, opt.init(params), xs, ys)
     want = run(params, opt.init(params), xs, ys)  # eager: a Python loop
     _close(got, want)
-
-
-# --- docs/training.md ---------------------------------------------------------------
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "training.md"
-
-
-def python_blocks(text: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
-
-
-def test_training_doc_code_blocks_run():
-    blocks = python_blocks(DOC.read_text())
-    assert len(blocks) >= 5
-    ns: dict = {"__name__": "training_doc"}
-    for i, block in enumerate(blocks):
-        try:
-            exec(compile(block, f"{DOC}:block{i}", "exec"), ns)
-        except Exception as e:  # name the block that failed
-            raise AssertionError(f"docs/training.md code block {i} failed:\n{block}") from e
-    assert ns["history"][-1] < ns["history"][0]

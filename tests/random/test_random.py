@@ -256,16 +256,6 @@ def test_reproducible_across_processes():
     assert out == fg.random.normal(fg.random.key(42), (6,)).tobytes().hex()
 
 
-def test_doc_code_blocks_run():
-    import re
-
-    text = (ROOT / "docs" / "random.md").read_text()
-    blocks = re.findall(r"^```python\n(.*?)^```", text, re.M | re.S)
-    assert len(blocks) == 2
-    for block in blocks:
-        exec(compile(block, "docs/random.md", "exec"), {"__name__": "random_doc"})
-
-
 def test_ir_text_round_trip():
     from fusegrad.ir import evaluate, parse_function, verify
 

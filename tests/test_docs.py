@@ -1,0 +1,236 @@
+"""The code blocks of README.md and docs/*.md run as written.
+
+Every fenced ```python block of a file runs, in order, in one namespace per file,
+as a reader pasting them one after another would run them (a later block may use
+a name an earlier one defined). Tracebacks name the Markdown file and its own
+line numbers. A block made of ``>>>`` lines runs as a doctest, its shown output
+checked. A plain ``` block whose first line is ``$ fusegrad dump ...`` runs that
+command from the repository root and its shown output must match the command's
+(a line ``...`` stands for any number of lines; timings in stage headers are not
+compared). Other plain blocks (shell commands without shown IR, error texts,
+directory trees) and ```text blocks are not code and are left alone.
+
+Two HTML comments, on the line right before a fence, change how it runs:
+
+- ``<!-- raises: ExceptionName -->``: the block shows failing code on purpose;
+  it runs and must raise that exception (the file's later blocks still run).
+- ``<!-- no-run: reason -->``: the block cannot run as written (a signature
+  list, an excerpt of generated code, a file that is not in the repository).
+  It is not run; the reason is required. Prefer making a block runnable.
+
+Transforms run with the NumPy interpreter, as in the rest of the suite, except
+in the files of ``COMPILED``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import doctest
+import io
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import fusegrad as fg
+from fusegrad import cli, config
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "docs").glob("*.md")))]
+
+#: Files whose blocks run compiled, each with the reason.
+COMPILED = {
+    "docs/debugging.md": "compiled NaN debugging, and compile_stats() counts a compile",
+}
+
+FENCE = re.compile(
+    r"^(?:<!-- (?P<mark>[\w-]+):(?P<reason>[^\n]*?)-->\n)?"
+    r"```(?P<lang>[^\n]*)\n(?P<body>.*?)^```[ \t]*$",
+    re.M | re.S,
+)
+MARKS = ("no-run", "raises")
+TIMING = re.compile(r"\(\d+(\.\d+)? ms\)")
+
+
+@dataclass(frozen=True)
+class Block:
+    path: str
+    line: int  # the line of the opening fence, 1-based
+    lang: str
+    body: str
+    mark: str | None
+    reason: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+    @property
+    def kind(self) -> str:
+        """``python``, ``doctest``, ``dump`` (a ``fusegrad dump`` with its output) or ``other``."""
+        if self.lang == "python":
+            return "doctest" if self.body.lstrip().startswith(">>>") else "python"
+        if self.lang == "" and self.body.startswith("$ fusegrad dump "):
+            return "dump"
+        return "other"
+
+
+def blocks(path: str) -> list[Block]:
+    text = (ROOT / path).read_text()
+    found = []
+    for m in FENCE.finditer(text):
+        fence_at = m.start("lang") - 3
+        found.append(Block(path, text.count("\n", 0, fence_at) + 1, m["lang"].strip(),
+                           m["body"], m["mark"], (m["reason"] or "").strip()))
+    return found
+
+
+def runnable(path: str) -> list[Block]:
+    return [b for b in blocks(path) if b.kind != "other" and b.mark != "no-run"]
+
+
+@pytest.fixture
+def clean_state():
+    """Each file runs as in a fresh process: counters at zero, global modes restored."""
+    dtype = fg.get_default_dtype()
+    fg.compile_stats(reset=True)
+    yield
+    fg.debug_nans(False)
+    fg.autograd.set_detect_anomaly(False)
+    fg.set_default_dtype(dtype)
+
+
+def _run_python(block: Block, ns: dict, shown: Block | None) -> None:
+    # Padding keeps the Markdown file's line numbers in tracebacks and IR locations.
+    code = compile("\n" * block.line + block.body, block.path, "exec")
+    if block.mark != "raises":
+        exec(code, ns)
+        return
+    with pytest.raises(Exception) as info:
+        exec(code, ns)
+    error = f"{type(info.value).__name__}: {info.value}"
+    assert error.startswith(block.reason + ":"), f"{block.where}: expected {block.reason}: {error}"
+    if shown is not None and shown.kind == "other" and shown.body.startswith(block.reason + ":"):
+        assert _error_lines(shown.body, block) == _error_lines(error, block), (
+            f"{block.where}: the error shown at {shown.where} is not the one raised:\n{error}")
+
+
+def _error_lines(text: str, block: Block) -> list[str]:
+    """An error message with the example's file named ``FILE`` and its lines counted in the block.
+
+    The page shows the file a reader saved the example in (``/tmp/demo/*.py``,
+    line 1 the block's first line); the test runs it as the Markdown file.
+    Traceback frames of other files (the test harness) are dropped.
+    """
+    doc = block.path
+
+    def place(m: re.Match) -> str:
+        line = int(m[3]) - (block.line if m[1] == doc else 0)
+        return f"FILE{m[2]}{line}"
+
+    lines, keep = [], True
+    for line in text.splitlines():
+        frame = re.match(r'\s*File "([^"]*)"', line)
+        if frame:
+            keep = frame[1] == doc or frame[1].startswith("/tmp/demo/")
+        elif not line.startswith("    "):
+            keep = True
+        if keep:
+            lines.append(re.sub(rf'(/tmp/demo/\w+\.py|{re.escape(doc)})(:|", line )(\d+)',
+                                place, line))
+    return lines
+
+
+def _run_doctest(block: Block, ns: dict) -> None:
+    test = doctest.DocTestParser().get_doctest(block.body, ns, block.where, block.path, block.line)
+    out = io.StringIO()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    result = runner.run(test, out=out.write, clear_globs=False)
+    assert result.failed == 0, out.getvalue()
+    ns.update(test.globs)
+
+
+def _matches(shown: list[str], got: list[str]) -> bool:
+    """``shown`` is ``got`` with runs of lines replaced by ``...`` lines."""
+    segments = [[]]
+    for line in shown:
+        if line.strip() == "...":
+            segments.append([])
+        else:
+            segments[-1].append(line)
+    first, *middle, last = segments if len(segments) > 1 else [segments[0], segments[0]]
+    if len(segments) == 1:
+        return shown == got
+    if got[:len(first)] != first:
+        return False
+    pos = len(first)
+    for seg in middle:
+        for s in range(pos, len(got) - len(seg) + 1):
+            if got[s:s + len(seg)] == seg:
+                pos = s + len(seg)
+                break
+        else:
+            return False
+    return len(got) - len(last) >= pos and got[len(got) - len(last):] == last
+
+
+def _run_dump(block: Block) -> None:
+    command, *shown = block.body.splitlines()
+    argv = shlex.split(command[len("$ fusegrad "):])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(argv) in (0, None)
+    got = [TIMING.sub("(ms)", line) for line in out.getvalue().splitlines()]
+    want = [TIMING.sub("(ms)", line) for line in shown]
+    assert _matches(want, got), f"{block.where}: `{command}` printed\n{out.getvalue()}"
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_doc_blocks_run(path, clean_state, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(config, "DISABLE_JIT", path not in COMPILED)
+    ns: dict = {"__name__": "__main__"}
+    every = blocks(path)
+    for i, block in enumerate(every):
+        if block.kind == "other" or block.mark == "no-run":
+            continue
+        try:
+            if block.kind == "dump":
+                _run_dump(block)
+            elif block.kind == "doctest":
+                _run_doctest(block, ns)
+            else:
+                _run_python(block, ns, every[i + 1] if i + 1 < len(every) else None)
+        except BaseException as e:
+            raise AssertionError(f"the {block.kind} block at {block.where} failed") from e
+
+
+@pytest.mark.parametrize("path", FILES)
+def test_marks_are_known_and_give_a_reason(path):
+    for block in blocks(path):
+        if block.mark is None:
+            continue
+        assert block.mark in MARKS, f"{block.where}: unknown mark {block.mark!r} (use {MARKS})"
+        assert block.reason, f"{block.where}: `{block.mark}:` needs a reason"
+        assert block.kind != "other", f"{block.where}: a mark on a block that never runs"
+        if block.mark == "raises":
+            assert block.kind == "python", f"{block.where}: `raises` needs a python block"
+
+
+def test_every_block_is_counted():
+    """How many blocks run per file, and which are kept out on purpose (update with the docs)."""
+    runs = {p: len(runnable(p)) for p in FILES}
+    assert {p: n for p, n in runs.items() if n} == {
+        "README.md": 3, "docs/architecture.md": 2, "docs/debugging.md": 3,
+        "docs/eager_jit.md": 1, "docs/forward_mode.md": 1, "docs/performance.md": 1,
+        "docs/random.md": 2, "docs/training.md": 5, "docs/vmap.md": 1,
+    }
+    no_run = sorted(b.where for p in FILES for b in blocks(p) if b.mark == "no-run")
+    assert no_run == [
+        "docs/control_flow.md:11",
+        "docs/control_flow.md:133",
+        "docs/debugging.md:131",
+        "docs/mathlib.md:63",
+    ], no_run
