@@ -5,18 +5,24 @@ as a reader pasting them one after another would run them (a later block may use
 a name an earlier one defined). Tracebacks name the Markdown file and its own
 line numbers. A block made of ``>>>`` lines runs as a doctest, its shown output
 checked. A plain ``` block whose first line is ``$ fusegrad dump ...`` runs that
-command from the repository root and its shown output must match the command's
-(a line ``...`` stands for any number of lines; timings in stage headers are not
-compared). Other plain blocks (shell commands without shown IR, error texts,
-directory trees) and ```text blocks are not code and are left alone.
+command in a process of its own, from the repository root, and the output shown
+must match what it prints (a line ``...`` stands for any number of lines; timings
+in stage headers are not compared). Other plain blocks (shell commands without
+shown IR, error texts, directory trees) and ```text blocks are not code and are
+left alone.
 
-Two HTML comments, on the line right before a fence, change how it runs:
+HTML comments on the lines right before a fence change how it runs:
 
 - ``<!-- raises: ExceptionName -->``: the block shows failing code on purpose;
-  it runs and must raise that exception (the file's later blocks still run).
+  it runs and must raise that exception (the file's later blocks still run). If
+  the next block shows that error's text, the text must be the one raised, with
+  ``/tmp/demo/NAME.py:LINE`` standing for the block's own line LINE.
+- ``<!-- file: NAME.py -->``: the block is the file NAME.py that the page's
+  ``$ fusegrad dump NAME.py:...`` commands read (saved as /tmp/demo/NAME.py in
+  their shown output). It runs as well.
 - ``<!-- no-run: reason -->``: the block cannot run as written (a signature
-  list, an excerpt of generated code, a file that is not in the repository).
-  It is not run; the reason is required. Prefer making a block runnable.
+  list, an excerpt of generated code). It is not run; the reason is required.
+  Prefer making a block runnable.
 
 Transforms run with the NumPy interpreter, as in the rest of the suite, except
 in the files of ``COMPILED``.
@@ -24,18 +30,20 @@ in the files of ``COMPILED``.
 
 from __future__ import annotations
 
-import contextlib
 import doctest
 import io
+import os
 import re
 import shlex
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 import fusegrad as fg
-from fusegrad import cli, config
+from fusegrad import config
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "docs").glob("*.md")))]
@@ -46,12 +54,15 @@ COMPILED = {
 }
 
 FENCE = re.compile(
-    r"^(?:<!-- (?P<mark>[\w-]+):(?P<reason>[^\n]*?)-->\n)?"
+    r"^(?P<marks>(?:<!-- [\w-]+:[^\n]*?-->\n)*)"
     r"```(?P<lang>[^\n]*)\n(?P<body>.*?)^```[ \t]*$",
     re.M | re.S,
 )
-MARKS = ("no-run", "raises")
+MARK = re.compile(r"<!-- ([\w-]+):([^\n]*?)-->")
+MARKS = ("no-run", "raises", "file")
 TIMING = re.compile(r"\(\d+(\.\d+)? ms\)")
+DEMO = "/tmp/demo/"
+CLI = "import sys; from fusegrad.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 @dataclass(frozen=True)
@@ -60,8 +71,7 @@ class Block:
     line: int  # the line of the opening fence, 1-based
     lang: str
     body: str
-    mark: str | None
-    reason: str
+    marks: dict[str, str]  # mark -> its text (a reason, an exception or a file name)
 
     @property
     def where(self) -> str:
@@ -82,13 +92,14 @@ def blocks(path: str) -> list[Block]:
     found = []
     for m in FENCE.finditer(text):
         fence_at = m.start("lang") - 3
+        marks = {name: value.strip() for name, value in MARK.findall(m["marks"])}
         found.append(Block(path, text.count("\n", 0, fence_at) + 1, m["lang"].strip(),
-                           m["body"], m["mark"], (m["reason"] or "").strip()))
+                           m["body"], marks))
     return found
 
 
 def runnable(path: str) -> list[Block]:
-    return [b for b in blocks(path) if b.kind != "other" and b.mark != "no-run"]
+    return [b for b in blocks(path) if b.kind != "other" and "no-run" not in b.marks]
 
 
 @pytest.fixture
@@ -105,14 +116,15 @@ def clean_state():
 def _run_python(block: Block, ns: dict, shown: Block | None) -> None:
     # Padding keeps the Markdown file's line numbers in tracebacks and IR locations.
     code = compile("\n" * block.line + block.body, block.path, "exec")
-    if block.mark != "raises":
+    expected = block.marks.get("raises")
+    if expected is None:
         exec(code, ns)
         return
     with pytest.raises(Exception) as info:
         exec(code, ns)
     error = f"{type(info.value).__name__}: {info.value}"
-    assert error.startswith(block.reason + ":"), f"{block.where}: expected {block.reason}: {error}"
-    if shown is not None and shown.kind == "other" and shown.body.startswith(block.reason + ":"):
+    assert error.startswith(expected + ":"), f"{block.where}: expected {expected}: {error}"
+    if shown is not None and shown.kind == "other" and shown.body.startswith(expected + ":"):
         assert _error_lines(shown.body, block) == _error_lines(error, block), (
             f"{block.where}: the error shown at {shown.where} is not the one raised:\n{error}")
 
@@ -134,7 +146,7 @@ def _error_lines(text: str, block: Block) -> list[str]:
     for line in text.splitlines():
         frame = re.match(r'\s*File "([^"]*)"', line)
         if frame:
-            keep = frame[1] == doc or frame[1].startswith("/tmp/demo/")
+            keep = frame[1] == doc or frame[1].startswith(DEMO)
         elif not line.startswith("    "):
             keep = True
         if keep:
@@ -160,9 +172,9 @@ def _matches(shown: list[str], got: list[str]) -> bool:
             segments.append([])
         else:
             segments[-1].append(line)
-    first, *middle, last = segments if len(segments) > 1 else [segments[0], segments[0]]
     if len(segments) == 1:
         return shown == got
+    first, *middle, last = segments
     if got[:len(first)] != first:
         return False
     pos = len(first)
@@ -176,29 +188,34 @@ def _matches(shown: list[str], got: list[str]) -> bool:
     return len(got) - len(last) >= pos and got[len(got) - len(last):] == last
 
 
-def _run_dump(block: Block) -> None:
+def _run_dump(block: Block, saved: Path) -> None:
     command, *shown = block.body.splitlines()
     argv = shlex.split(command[len("$ fusegrad "):])
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert cli.main(argv) in (0, None)
-    got = [TIMING.sub("(ms)", line) for line in out.getvalue().splitlines()]
+    argv = [str(saved / a) if (saved / a.partition(":")[0]).is_file() else a for a in argv]
+    # A process of its own, as from a shell: this one's counters and caches stay untouched.
+    run = subprocess.run([sys.executable, "-c", CLI, *argv], cwd=ROOT, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert run.returncode == 0, f"{block.where}: `{command}` failed:\n{run.stderr}"
+    printed = run.stdout.replace(f"{saved}/", DEMO)
+    got = [TIMING.sub("(ms)", line) for line in printed.splitlines()]
     want = [TIMING.sub("(ms)", line) for line in shown]
-    assert _matches(want, got), f"{block.where}: `{command}` printed\n{out.getvalue()}"
+    assert _matches(want, got), f"{block.where}: `{command}` printed\n{run.stdout}"
 
 
 @pytest.mark.parametrize("path", FILES)
-def test_doc_blocks_run(path, clean_state, monkeypatch):
+def test_doc_blocks_run(path, clean_state, monkeypatch, tmp_path):
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(config, "DISABLE_JIT", path not in COMPILED)
     ns: dict = {"__name__": "__main__"}
     every = blocks(path)
     for i, block in enumerate(every):
-        if block.kind == "other" or block.mark == "no-run":
+        if block.kind == "other" or "no-run" in block.marks:
             continue
+        if "file" in block.marks:
+            (tmp_path / block.marks["file"]).write_text(block.body)
         try:
             if block.kind == "dump":
-                _run_dump(block)
+                _run_dump(block, tmp_path)
             elif block.kind == "doctest":
                 _run_doctest(block, ns)
             else:
@@ -210,27 +227,25 @@ def test_doc_blocks_run(path, clean_state, monkeypatch):
 @pytest.mark.parametrize("path", FILES)
 def test_marks_are_known_and_give_a_reason(path):
     for block in blocks(path):
-        if block.mark is None:
-            continue
-        assert block.mark in MARKS, f"{block.where}: unknown mark {block.mark!r} (use {MARKS})"
-        assert block.reason, f"{block.where}: `{block.mark}:` needs a reason"
-        assert block.kind != "other", f"{block.where}: a mark on a block that never runs"
-        if block.mark == "raises":
-            assert block.kind == "python", f"{block.where}: `raises` needs a python block"
+        for mark, text in block.marks.items():
+            assert mark in MARKS, f"{block.where}: unknown mark {mark!r} (use {MARKS})"
+            assert text, f"{block.where}: `{mark}:` needs a reason, an exception or a file name"
+            assert block.kind != "other", f"{block.where}: a mark on a block that never runs"
+        if {"raises", "file"} & block.marks.keys():
+            assert block.kind == "python", f"{block.where}: `raises`/`file` mark python blocks"
 
 
 def test_every_block_is_counted():
     """How many blocks run per file, and which are kept out on purpose (update with the docs)."""
     runs = {p: len(runnable(p)) for p in FILES}
     assert {p: n for p, n in runs.items() if n} == {
-        "README.md": 3, "docs/architecture.md": 2, "docs/debugging.md": 3,
+        "README.md": 3, "docs/architecture.md": 2, "docs/debugging.md": 4,
         "docs/eager_jit.md": 1, "docs/forward_mode.md": 1, "docs/performance.md": 1,
         "docs/random.md": 2, "docs/training.md": 5, "docs/vmap.md": 1,
     }
-    no_run = sorted(b.where for p in FILES for b in blocks(p) if b.mark == "no-run")
+    no_run = sorted(b.where for p in FILES for b in blocks(p) if "no-run" in b.marks)
     assert no_run == [
         "docs/control_flow.md:11",
         "docs/control_flow.md:133",
-        "docs/debugging.md:131",
         "docs/mathlib.md:63",
     ], no_run
