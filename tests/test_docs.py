@@ -3,13 +3,14 @@
 Every fenced ```python block of a file runs, in order, in one namespace per file,
 as a reader pasting them one after another would run them (a later block may use
 a name an earlier one defined). Tracebacks name the Markdown file and its own
-line numbers. A block made of ``>>>`` lines runs as a doctest, its shown output
-checked. A plain ``` block whose first line is ``$ fusegrad dump ...`` runs that
-command in a process of its own, from the repository root, and the output shown
-must match what it prints (a line ``...`` stands for any number of lines; timings
-in stage headers are not compared). Other plain blocks (shell commands without
-shown IR, error texts, directory trees) and ```text blocks are not code and are
-left alone.
+line numbers. A one-line expression or ``print(...)`` followed by a comment that
+shows its value (``x.grad  # tensor([2., 4.])``) has the value checked. A block
+made of ``>>>`` lines runs as a doctest, its shown output checked. A plain ```
+block whose first line is ``$ fusegrad dump ...`` runs that command in a process
+of its own, from the repository root, and the output shown must match what it
+prints (a line ``...`` stands for any number of lines; timings in stage headers
+are not compared). Other plain blocks (shell commands without shown IR, error
+texts, directory trees) and ```text blocks are not code and are left alone.
 
 HTML comments on the lines right before a fence change how it runs:
 
@@ -30,6 +31,7 @@ in the files of ``COMPILED``.
 
 from __future__ import annotations
 
+import ast
 import doctest
 import io
 import os
@@ -62,6 +64,7 @@ MARK = re.compile(r"<!-- ([\w-]+):([^\n]*?)-->")
 MARKS = ("no-run", "raises", "file")
 TIMING = re.compile(r"\(\d+(\.\d+)? ms\)")
 DEMO = "/tmp/demo/"
+SHOWN = re.compile(r"\s+# ((?:tensor\(|array\(|\[|-?\d).*?)\s*")
 CLI = "import sys; from fusegrad.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
@@ -113,9 +116,35 @@ def clean_state():
     fg.set_default_dtype(dtype)
 
 
+def _shows_its_value(source: str) -> ast.Module:
+    """The block's code, with each one-line ``EXPR  # VALUE`` and ``print(EXPR)  # VALUE``
+    (VALUE a repr such as ``tensor([2., 4.])``, ``[0. 0. 0.]`` or a number) checked."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    for i, stmt in enumerate(tree.body):
+        if not isinstance(stmt, ast.Expr) or stmt.lineno != stmt.end_lineno:
+            continue
+        shown = SHOWN.fullmatch(lines[stmt.lineno - 1][stmt.end_col_offset:])
+        if shown is None:
+            continue
+        value, as_str = stmt.value, False
+        if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "print":
+            value, as_str = value.args[0], True
+        check = ast.Call(ast.Name("__shown__", ast.Load()),
+                         [value, ast.Constant(shown[1]), ast.Constant(as_str)], [])
+        tree.body[i] = ast.copy_location(ast.Expr(check), stmt)
+    return ast.fix_missing_locations(tree)
+
+
+def _shown(value, text: str, as_str: bool) -> None:
+    got = str(value) if as_str else repr(value)
+    assert got == text, f"the comment shows {text}, the value is {got}"
+
+
 def _run_python(block: Block, ns: dict, shown: Block | None) -> None:
     # Padding keeps the Markdown file's line numbers in tracebacks and IR locations.
-    code = compile("\n" * block.line + block.body, block.path, "exec")
+    code = compile(_shows_its_value("\n" * block.line + block.body), block.path, "exec")
+    ns["__shown__"] = _shown
     expected = block.marks.get("raises")
     if expected is None:
         exec(code, ns)
