@@ -32,7 +32,7 @@ from ..ir.printer import print_function
 from ..ir.stats import add_phase, count_compile, take_phases
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
-from . import blas_threads, debug_nans
+from . import blas_threads, debug_nans, threading_layer
 from .buffer_pool import BufferPool
 from .interpreter import run
 
@@ -76,7 +76,7 @@ class Executable:
         self.entry = self.module.entry
         self.parallel = None
         if hasattr(self.module, "entry_parallel") and numba.config.NUMBA_NUM_THREADS > 1 and (
-                _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and _threads_ok():
+                _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and threading_layer.layer():
             self.parallel = _variant(self.module, "entry_parallel", self.source,
                                      _PARALLEL_WHY)
         self.tier = None
@@ -115,10 +115,11 @@ class Executable:
                 self.warm = True
             else:
                 self._compile(conv)
-        entry = self.entry
-        if self.parallel is not None:
-            entry = self.parallel.ready(self.dims, conv) or entry
-        out = entry(self.dims, *conv)
+        parallel = self.parallel and self.parallel.ready(self.dims, conv)
+        if parallel is not None:
+            out = threading_layer.call(parallel, self.entry, self.dims, *conv)
+        else:
+            out = self.entry(self.dims, *conv)
         if self.rare:
             if out[-1]:
                 out = self.module.entry_exact(self.dims, *conv)
@@ -299,30 +300,6 @@ def _loop_size(fused: Function) -> int:
     """Elements of the largest loop kernel."""
     return max((math.prod(v.type.shape) for op in fused.ops if op.name == "fused"
                 for v in (*op.operands, *op.results)), default=0)
-
-
-_threads: list[bool] = []
-
-
-def _threads_ok() -> bool:
-    """Whether a threading layer safe for concurrent callers is available (TBB or
-    OpenMP: ``NUMBA_THREADING_LAYER=threadsafe``); if not, parallel loops stay serial,
-    with one warning."""
-    if not _threads:
-        import numba
-
-        if os.environ.get("NUMBA_THREADING_LAYER") is None:
-            numba.config.THREADING_LAYER = "threadsafe"
-        try:
-            from numba.np.ufunc import parallel
-
-            parallel._launch_threads()  # loads the layer; raises if none is usable
-            _threads.append(numba.threading_layer() in ("tbb", "omp"))
-        except Exception as e:  # no safe threading layer on this machine
-            warnings.warn(f"fusegrad: no thread-safe Numba threading layer ({e}); compiled "
-                          "loops run on one thread", RuntimeWarning, stacklevel=3)
-            _threads.append(False)
-    return _threads[0]
 
 
 def _internal(fn: Function, err: Exception) -> CodegenError:
