@@ -20,9 +20,9 @@ import ctypes
 import glob
 import math
 import os
-import threading
 from contextlib import contextmanager
 
+from .. import _forksafe
 from ..ir import Function
 
 #: control ops whose regions run once per iteration
@@ -100,7 +100,7 @@ def threads() -> int:
     return b.get() if b is not None else 0
 
 
-_lock = threading.Lock()
+_lock = _forksafe.lock()
 _depth = 0
 _saved = 0
 

@@ -16,13 +16,11 @@ does not reuse the memory).
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from .. import config
+from .. import _forksafe, config
 
-_lock = threading.Lock()
+_lock = _forksafe.lock()
 _pooled_bytes = [0]
 
 

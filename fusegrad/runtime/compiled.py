@@ -23,7 +23,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import config
+from .. import _forksafe, config
 from ..codegen import compile as cg_compile
 from ..codegen.buffers import plan as buffer_plan
 from ..ir import Function
@@ -32,7 +32,7 @@ from ..ir.printer import print_function
 from ..ir.stats import add_phase, count_compile, take_phases
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
-from . import blas_threads, debug_nans, threading_layer
+from . import blas_threads, debug_nans, numba_fork, threading_layer
 from .buffer_pool import BufferPool
 from .interpreter import run
 
@@ -210,7 +210,7 @@ class _Background:
             source, why
         self.path = module.__file__
         self.done = self.started = False
-        self.lock = threading.Lock()
+        self.lock = _forksafe.lock()
 
     def ready(self, dims, conv):
         """The dispatcher if it is compiled, else None (starting its compile)."""
@@ -244,7 +244,7 @@ class _Background:
 
 
 _variants: dict[tuple[int, str], _Background] = {}
-_variants_lock = threading.Lock()
+_variants_lock = _forksafe.lock()
 
 
 def _variant(module, name: str, source: str, why: str) -> _Background:
@@ -254,6 +254,20 @@ def _variant(module, name: str, source: str, why: str) -> _Background:
         if v is None or v.dispatcher is not getattr(module, name):
             v = _variants[id(module), name] = _Background(module, name, source, why)
         return v
+
+
+def _forget_other_threads() -> None:
+    """In a forked child: the threads building executables or compiling entries in the
+    background did not survive the fork. Their executables are built again on demand;
+    their entries start compiling again when a call wants them."""
+    _building.clear()
+    for v in _variants.values():
+        if not v.done:
+            v.started = False
+
+
+os.register_at_fork(after_in_child=_forget_other_threads)
+numba_fork.install()
 
 
 _SUBPROCESS = """
@@ -319,7 +333,7 @@ def _internal(fn: Function, err: Exception) -> CodegenError:
 
 
 _cache: OrderedDict[tuple, tuple[Function, Executable]] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache_lock = _forksafe.lock()
 _CACHE_SIZE = 512
 #: id(fn) -> (fn, lock) while ``fn`` is being compiled (``fn`` keeps its id unique).
 _building: dict[tuple, tuple[Function, threading.Lock]] = {}
@@ -336,7 +350,7 @@ def executable(fn: Function, reason: str = "new function",
         if hit is not None and hit[0] is fn:
             _cache.move_to_end(key)
             return hit[1]
-        lock = _building.setdefault(key, (fn, threading.Lock()))[1]
+        lock = _building.setdefault(key, (fn, _forksafe.lock()))[1]
     with lock:
         with _cache_lock:
             hit = _cache.get(key)

@@ -19,16 +19,17 @@ only ``workqueue`` takes turns.
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 import threading
 import warnings
+
+from .. import _forksafe
 
 #: layers that several threads may use at once
 THREAD_SAFE = frozenset({"tbb", "omp"})
 
 _chosen: list[str | None] = []  # [layer] once started ([None]: no layer could start)
-_choosing = threading.Lock()
+_choosing = _forksafe.lock()
 _turn: threading.Lock | None = None  # held by the one parallel call (workqueue only)
 
 
@@ -90,7 +91,7 @@ def _choose() -> str | None:
                       "loops run on one thread", RuntimeWarning, stacklevel=4)
         return None
     if name not in THREAD_SAFE:
-        _turn = threading.Lock()
+        _turn = _forksafe.lock()
     return name
 
 
@@ -107,12 +108,3 @@ def call(parallel, serial, *args):
     finally:
         turn.release()
 
-
-def _after_fork_in_child() -> None:
-    global _choosing, _turn
-    _choosing = threading.Lock()  # their holders, if any, did not survive the fork
-    if _turn is not None:
-        _turn = threading.Lock()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
