@@ -86,8 +86,8 @@ class Executable:
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
         self.warm = False
-        # products in loop bodies: one BLAS thread (see runtime/blas_threads.py)
-        self.serial_blas = blas_threads.wanted(self.fused, config.LOOP_BLAS_SERIAL_MAX)
+        # small matrix products: one BLAS thread (see runtime/blas_threads.py)
+        self.serial_blas = blas_threads.wanted(self.fused, config.BLAS_SERIAL_MAX)
         self.phases = take_phases()  # trace, passes, codegen: for FUSEGRAD_LOG_COMPILES
 
     def _entry(self, conv):
