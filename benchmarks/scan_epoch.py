@@ -7,7 +7,7 @@ per-call wall time. Run it pinned and unpinned, e.g.
 
     taskset -c 0 env NUMBA_NUM_THREADS=1 python -m benchmarks.scan_epoch
     env NUMBA_NUM_THREADS=2 python -m benchmarks.scan_epoch
-    env NUMBA_NUM_THREADS=2 FUSEGRAD_LOOP_BLAS_SERIAL_MAX=0 python -m benchmarks.scan_epoch
+    env NUMBA_NUM_THREADS=2 FUSEGRAD_BLAS_SERIAL_MAX=0 python -m benchmarks.scan_epoch
 
 (the last one keeps OpenBLAS's threads inside the scan, as before the products in loop
 bodies were made single-threaded; see docs/performance.md).

@@ -42,9 +42,12 @@ def _int(name: str, default: int) -> int:
 #: loops on several threads (fixed chunks: the same results on any thread count).
 PARALLEL_THRESHOLD: int = _int("FUSEGRAD_PARALLEL_THRESHOLD", 1 << 18)
 
-#: Compiled functions with matrix products inside loop bodies (scan, while_loop), none
-#: of more than this many multiply-adds, run BLAS on one thread (0: never).
-LOOP_BLAS_SERIAL_MAX: int = _int("FUSEGRAD_LOOP_BLAS_SERIAL_MAX", 1 << 24)
+#: Compiled functions with matrix products (in loop bodies or not), none of more than
+#: this many multiply-adds, run BLAS on one thread (0: never). Its former name,
+#: ``FUSEGRAD_LOOP_BLAS_SERIAL_MAX`` (from when only loop bodies counted), is read when
+#: this one is not set.
+BLAS_SERIAL_MAX: int = _int("FUSEGRAD_BLAS_SERIAL_MAX",
+                            _int("FUSEGRAD_LOOP_BLAS_SERIAL_MAX", 1 << 24))
 
 
 #: Let compiled calls keep their intermediates in arrays reused from call to call.

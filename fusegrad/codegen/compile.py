@@ -39,7 +39,7 @@ try:
 except ImportError:  # not POSIX: threads still share one compile, processes may not
     fcntl = None
 
-from .. import config
+from .. import _forksafe, config
 from .._version import __version__
 from ..ir.errors import FusegradError
 from ..ir.stats import count_module
@@ -47,7 +47,11 @@ from ..ir.stats import count_module
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _loaded: dict[str, object] = {}
 _locks: dict[str, threading.Lock] = {}
-_locks_guard = threading.Lock()
+_locks_guard = _forksafe.lock()
+#: lock files open in ``key_lock`` (a forked child closes its copies: see ``_forget_flocks``);
+#: the guard, held across ``fork``, keeps the set and the open files in step
+_flocked: set[int] = set()
+_flocked_guard = _forksafe.lock()
 _fallback_dir: str | None = None
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows
 
@@ -170,20 +174,37 @@ def key_lock(key: str):
     """
     directory = _directory()
     with _locks_guard:
-        lock = _locks.setdefault(key, threading.Lock())
+        lock = _locks.setdefault(key, _forksafe.lock())
     with lock:
         fd = None
         if fcntl is not None:
-            with contextlib.suppress(OSError):
+            with _flocked_guard, contextlib.suppress(OSError):
                 fd = os.open(os.path.join(directory, f"fg_{key}.lock"),
                              os.O_RDWR | os.O_CREAT | NOFOLLOW, 0o600)
+                _flocked.add(fd)
         try:
             if fd is not None:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
             if fd is not None:
-                os.close(fd)  # releases the flock
+                with _flocked_guard:
+                    _flocked.discard(fd)
+                    os.close(fd)  # releases the flock
+
+
+def _forget_flocks() -> None:
+    """In a forked child: close the lock files that threads of the parent held. The
+    child's copies share the parent's open file descriptions, so while they are open the
+    ``flock`` stays held: the child (and every other process) would wait for it forever."""
+    for fd in list(_flocked):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    _flocked.clear()
+
+
+os.register_at_fork(before=_flocked_guard.acquire, after_in_parent=_flocked_guard.release,
+                    after_in_child=_forget_flocks)
 
 
 def load(source: str):

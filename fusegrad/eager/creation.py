@@ -9,10 +9,9 @@ bools bool; NumPy arrays keep their dtype. ``fg.tensor`` copies its data,
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
+from .. import _forksafe
 from ..tracer import Tracer
 from . import dtypes as D
 from . import tensor_base as TB
@@ -187,7 +186,7 @@ class Generator:
 
     def __init__(self, device="cpu"):
         self._rng = np.random.default_rng()
-        self._lock = threading.Lock()
+        self._lock = _forksafe.lock()
         self._seed = None
 
     def manual_seed(self, seed: int):

@@ -10,11 +10,11 @@ classes are named as PyTorch names them (``type(y.grad_fn).__name__`` is
 from __future__ import annotations
 
 import itertools
-import threading
 import weakref
 
 import numpy as np
 
+from .. import _forksafe
 from ..ir.bind import handler_for
 from . import tensor_base as TB
 from .grad_mode import no_grad
@@ -25,7 +25,7 @@ _sequence = itertools.count()
 ACCUMULATE_PRIORITY = float("inf")
 
 #: Guards every ``.grad`` accumulation, so threads sharing a leaf add up exactly.
-GRAD_LOCK = threading.Lock()
+GRAD_LOCK = _forksafe.lock()
 
 
 class RemovableHandle:

@@ -19,7 +19,9 @@ import threading
 import time
 from collections import Counter
 
-_lock = threading.Lock()
+from .. import _forksafe
+
+_lock = _forksafe.lock()
 _traces: Counter = Counter()
 _compiles: Counter = Counter()
 _modules = [0]

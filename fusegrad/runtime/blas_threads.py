@@ -1,148 +1,160 @@
-"""Single-threaded BLAS for compiled calls that multiply matrices inside loops.
+"""Single-threaded BLAS for compiled calls whose matrix products are all small.
 
-Numba's ``np.dot`` calls the BLAS that ``scipy.linalg.cython_blas`` links (an OpenBLAS
-in SciPy's wheels). OpenBLAS splits one product over its worker threads, which then
-spin and wait for the next one. A loop body (``scan``, ``while_loop``) makes many small
-products back to back: on a loaded machine a single descheduled worker stalls every
-one of them, and a call that takes milliseconds sometimes takes hundreds. Such calls
-(unless one of those products is large: ``config.LOOP_BLAS_SERIAL_MAX`` multiply-adds)
-therefore run with BLAS limited to one thread, restored afterwards. The setting is
-process-wide (OpenBLAS's pthreads builds have no per-thread count): while any such call
-runs, every BLAS product of the process is single-threaded; the count in force before
-the first of overlapping calls is restored when the last one ends.
+Numba's ``np.dot`` calls the BLAS that ``scipy.linalg.cython_blas`` links (an OpenBLAS in
+SciPy's wheels). OpenBLAS splits one product over its worker threads, which then spin
+and wait for the next one. For a small product the split gains little, and on a loaded
+machine one descheduled worker stalls it: a compiled training step of 128x64 @ 64x64
+products took from 1 to 32 ms instead of 0.3 ms (``fusegrad demo``), a ``scan`` of
+small products hundreds of milliseconds instead of a few. Compiled calls whose products,
+wherever they are (in loop bodies or not), are all at most ``config.BLAS_SERIAL_MAX``
+multiply-adds therefore run with BLAS limited to one thread, restored afterwards. The
+setting is process-wide (OpenBLAS's pthreads builds have no per-thread count): while
+any such call runs, every BLAS product of the library is single-threaded; the count in
+force before the first of overlapping calls is restored when the last one ends.
 
-When no OpenBLAS is found (another BLAS, or none loaded), ``serial()`` does nothing.
+The libraries are found by ``threadpoolctl``, once: SciPy's own BLAS libraries if it
+bundles them, else every BLAS library loaded. Entering and leaving ``serial()`` then
+costs a few ctypes calls (about 1.5 us in all). For OpenBLAS's pthreads builds, the
+count is set with the library's own ``openblas_set_num_threads``: threadpoolctl's
+``set_num_threads`` lets only the first thread that calls it change OpenBLAS's count
+(later callers silently do nothing), and fusegrad's calls leave from any thread.
+With no BLAS library found, ``serial()`` does nothing.
 """
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import math
 import os
-import threading
-from contextlib import contextmanager
+from collections import deque
+from itertools import product
 
+from .. import _forksafe
 from ..ir import Function
 
-#: control ops whose regions run once per iteration
-LOOPS = frozenset({"while_loop", "scan", "while_grad", "while_grad_vjp"})
 
-#: (set, get) names of the process-wide thread count, per OpenBLAS build
-_GLOBAL = (("scipy_openblas_set_num_threads", "scipy_openblas_get_num_threads"),
-           ("openblas_set_num_threads", "openblas_get_num_threads"))
+class _Library:
+    """Get and set the thread count of one BLAS library, from any thread."""
+
+    __slots__ = ("get", "path", "set")
+
+    def __init__(self, controller):
+        self.path = controller.filepath
+        self.get, self.set = controller.get_num_threads, controller.set_num_threads
+        if controller.internal_api == "openblas" and controller.threading_layer != "openmp":
+            for prefix, suffix in product(("scipy_", ""), ("", "64_", "_64")):
+                get = getattr(controller.dynlib, f"{prefix}openblas_get_num_threads{suffix}",
+                              None)
+                set_ = getattr(controller.dynlib, f"{prefix}openblas_set_num_threads{suffix}",
+                               None)
+                if get is not None and set_ is not None:
+                    self.get, self.set = get, set_
+                    return
 
 
-class _Blas:
-    """Thread-count controls of one loaded OpenBLAS."""
-
-    def __init__(self, lib: ctypes.CDLL, set_name: str, get_name: str):
-        self.path = lib._name
-        self.get = getattr(lib, get_name)
-        self.get.restype = ctypes.c_int
-        self.get.argtypes = []
-        self.set_global = getattr(lib, set_name)
-        self.set_global.restype = None
-        self.set_global.argtypes = [ctypes.c_int]
-
-
-def _candidates() -> list[str]:
-    """Shared libraries SciPy's BLAS wrappers may use, those already loaded first."""
-    import scipy.linalg.cython_blas  # loads the library it links
-
-    paths = []
-    try:
-        with open("/proc/self/maps") as f:
-            for line in f:
-                p = line.split()[-1]
-                base = os.path.basename(p).lower()
-                if "blas" in base and ".so" in base and p not in paths:
-                    paths.append(p)
-    except OSError:
-        pass
+def _find() -> list[_Library]:
     import scipy
+    import scipy.linalg.cython_blas  # loads the library compiled products call
+    from threadpoolctl import ThreadpoolController
 
-    libs = os.path.join(os.path.dirname(os.path.dirname(scipy.__file__)), "scipy.libs")
-    paths += [p for p in sorted(glob.glob(os.path.join(libs, "*openblas*"))) if p not in paths]
-    # SciPy's own library before any other (NumPy bundles a second OpenBLAS)
-    return sorted(paths, key=lambda p: "scipy.libs" not in p)
+    found = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+    site = os.path.dirname(os.path.dirname(os.path.realpath(scipy.__file__)))
+    scipys = [c for c in found
+              if os.path.realpath(c.filepath).startswith(os.path.join(site, "scipy"))]
+    return [_Library(c) for c in scipys or found]
 
 
-def _find() -> _Blas | None:
-    for path in _candidates():
+_found: list[list[_Library]] = []
+
+
+def libraries() -> list[_Library]:
+    """The BLAS libraries whose threads ``serial()`` controls (found on the first call)."""
+    if not _found:
         try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        for set_name, get_name in _GLOBAL:
-            if hasattr(lib, set_name) and hasattr(lib, get_name):
-                return _Blas(lib, set_name, get_name)
-    return None
-
-
-_blas: _Blas | bool | None = False  # False: not looked up yet
-
-
-def blas() -> _Blas | None:
-    """The OpenBLAS that compiled matrix products call, or None."""
-    global _blas
-    if _blas is False:
-        try:
-            _blas = _find()
-        except ImportError:
-            _blas = None
-    return _blas
+            _found.append(_find())
+        except ImportError:  # no SciPy or no threadpoolctl: nothing to control
+            _found.append([])
+    return _found[0]
 
 
 def threads() -> int:
-    """BLAS's thread count (0 if unknown)."""
-    b = blas()
-    return b.get() if b is not None else 0
+    """The thread count of the first controlled library (0 if there is none)."""
+    libs = libraries()
+    return libs[0].get() if libs else 0
 
 
-_lock = threading.Lock()
-_depth = 0
-_saved = 0
+def set_threads(n: int) -> None:
+    """Set the thread count of every controlled library."""
+    for lib in libraries():
+        lib.set(n)
 
 
-@contextmanager
-def serial():
-    """BLAS products inside the block use one thread."""
-    global _depth, _saved
-    b = blas()
-    if b is None:
-        yield
-        return
-    with _lock:
-        if _depth == 0:
-            _saved = b.get()
-            b.set_global(1)
-        _depth += 1
-    try:
-        yield
-    finally:
+class _Serial:
+    """``with serial():`` BLAS products inside the block use one thread."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        global _depth, _saved
+        with _lock:
+            if _depth == 0:
+                libs = libraries()
+                _saved = [lib.get() for lib in libs]
+                for lib in libs:
+                    lib.set(1)
+            _depth += 1
+
+    def __exit__(self, *exc):
+        global _depth
         with _lock:
             _depth -= 1
             if _depth == 0:
-                b.set_global(_saved)
+                _restore()
 
 
-def loop_products(fn: Function, in_loop: bool = False) -> list[int]:
-    """The multiply-add counts of the matrix products inside loop bodies of ``fn``
-    (at any depth), one per product written in the code (not per iteration)."""
-    sizes = []
-    for op in fn.ops:
-        if op.name == "matmul" and in_loop:
-            a, out = op.operands[0].type, op.results[0].type
-            sizes.append(math.prod(out.shape) * (a.shape[-1] if a.shape else 1))
-        loop = in_loop or op.name in LOOPS
-        for r in op.regions:
-            sizes += loop_products(r, loop)
+_SERIAL = _Serial()
+_lock = _forksafe.lock()
+_depth = 0
+_saved: list[int] = []
+
+
+def serial() -> _Serial:
+    """A context manager: BLAS products inside the block use one thread."""
+    return _SERIAL
+
+
+def _restore() -> None:
+    for lib, n in zip(libraries(), _saved):
+        if n is not None:  # None: a library that does not report its count
+            lib.set(n)
+
+
+def _after_fork_in_child() -> None:
+    """The threads inside ``serial()`` blocks did not survive the fork: restore the count
+    they would have restored."""
+    global _depth
+    if _depth:
+        _depth = 0
+        _restore()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def products(fn: Function) -> list[int]:
+    """The multiply-add counts of the matrix products of ``fn``, at any depth (loop
+    bodies included), one per product written in the code (not per iteration)."""
+    sizes, pending = [], deque([fn])
+    while pending:
+        for op in pending.popleft().ops:
+            if op.name == "matmul":
+                a, out = op.operands[0].type, op.results[0].type
+                sizes.append(math.prod(out.shape) * (a.shape[-1] if a.shape else 1))
+            pending.extend(op.regions)
     return sizes
 
 
 def wanted(fn: Function, limit: int) -> bool:
-    """Whether calls of ``fn`` (fused) should run BLAS on one thread: it has products in
-    loop bodies, none of more than ``limit`` multiply-adds, and an OpenBLAS is found."""
-    sizes = loop_products(fn)
-    return bool(sizes) and max(sizes) <= limit and blas() is not None
+    """Whether calls of ``fn`` (fused) should run BLAS on one thread: it has matrix
+    products, none of more than ``limit`` multiply-adds, and a BLAS library is found."""
+    sizes = products(fn)
+    return bool(sizes) and max(sizes) <= limit and bool(libraries())

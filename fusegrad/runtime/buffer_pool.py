@@ -8,21 +8,20 @@ no intermediates. ``FUSEGRAD_BUFFER_POOL`` arenas at most are kept per Executabl
 call's arena is simply dropped and allocated afresh next time).
 
 Donated slots are filled with the caller's donated arguments, after checking that
-the array may be overwritten: writeable, C-contiguous, not sharing its memory owner
-with another argument. If not (or with ``FUSEGRAD_DEBUG_NANS``, which re-runs a call
-from its inputs), that slot gets a fresh array (the call is correct either way; it just
-does not reuse the memory).
+the array may be overwritten: writeable, C-contiguous, its memory owned by a NumPy
+array or by Numba (not a memory-mapped file or another object's buffer), not sharing
+its memory owner with another argument. If not (or with ``FUSEGRAD_DEBUG_NANS``,
+which re-runs a call from its inputs), that slot gets a fresh array (the call is
+correct either way; it just does not reuse the memory).
 """
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 
-from .. import config
+from .. import _forksafe, config
 
-_lock = threading.Lock()
+_lock = _forksafe.lock()
 _pooled_bytes = [0]
 
 
@@ -79,18 +78,23 @@ _NUMBA_OWNERS = ("_nrt_python", "numba.core.runtime._nrt_python")
 
 
 def _may_overwrite(a, args, k: int) -> bool:
-    """``a`` is writeable, C-contiguous and shares no memory with another argument
-    (arrays with one owner count as overlapping even if they do not: the donation is
-    then skipped, never wrong)."""
+    """``a`` is writeable, C-contiguous, its memory is owned by a NumPy array or by
+    Numba, and it shares no memory with another argument (arrays with one owner count
+    as overlapping even if they do not: the donation is then skipped, never wrong).
+
+    Memory of any other owner is never overwritten: two ``np.memmap`` (``mmap``) views
+    of one file are different addresses for the same bytes, which no address comparison
+    sees, and other buffers (``bytes``, ctypes, other libraries' tensors) may be
+    shared the same way."""
     if type(a) is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable:
         return False
     owner = _owner(a)
-    distinct = _distinct(owner)
+    if not _distinct(owner):
+        return False
     for j, b in enumerate(args):
         if j == k or type(b) is not np.ndarray:
             continue
         other = _owner(b)
-        if other is owner or (not (distinct and _distinct(other))
-                              and np.may_share_memory(a, b)):
+        if other is owner or (not _distinct(other) and np.may_share_memory(a, b)):
             return False
     return True

@@ -25,7 +25,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from .. import config
+from .. import _forksafe, config
 from ..codegen import compile as cg_compile
 from ..codegen.buffers import plan as buffer_plan
 from ..ir import Function
@@ -34,13 +34,39 @@ from ..ir.printer import print_function
 from ..ir.stats import add_phase, count_compile, take_phases
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
-from . import blas_threads, debug_nans
+from . import blas_threads, debug_nans, numba_fork, threading_layer
 from .buffer_pool import BufferPool
 from .interpreter import run
 
 
 class CodegenError(FusegradError, RuntimeError):
     """fusegrad failed to compile a valid Function (a bug in fusegrad: please report it)."""
+
+
+class Float16Error(FusegradError, TypeError):
+    """A float16 value in a Function to compile: Numba has no float16 arithmetic."""
+
+
+def _refuse_float16(fn: Function) -> None:
+    """Raise ``Float16Error`` naming the first float16 argument, or else the first op
+    making a float16 value, of ``fn`` (regions included), and saying what to do."""
+    what = next((f"argument {p.hint or i} ({p.type})" for i, p in enumerate(fn.params)
+                 if p.type.dtype == np.float16), None)
+    pending = [fn]
+    while what is None and pending:
+        for op in pending.pop().ops:
+            if any(r.type.dtype == np.float16 for r in op.results):
+                what = f"`{op.name}` making {op.results[0].type}" + (
+                    f" at {op.loc}" if op.loc else "")
+                break
+            pending.extend(op.regions)
+    if what is not None:
+        raise Float16Error(
+            f"@{fn.name}: {what} is float16, which compiled code does not support (Numba "
+            "has no float16 arithmetic). Compute in float32 (x.astype(np.float32), and "
+            "cast the results back with .astype(np.float16) if you need them), or run "
+            "float16 with FUSEGRAD_DISABLE_JIT=1 (the NumPy interpreter) or with eager "
+            "Tensors, which compute it.")
 
 
 #: what unpickling a damaged cache entry raises (UnicodeDecodeError before ValueError)
@@ -57,6 +83,7 @@ class Executable:
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset(),
                  reason: str = "new function"):
         self.fn, self.reason = fn, reason
+        _refuse_float16(fn)
         try:
             self.fused = fuse(simplify(fn))
             t0 = time.perf_counter()
@@ -78,7 +105,7 @@ class Executable:
         self.entry = self.module.entry
         self.parallel = None
         if hasattr(self.module, "entry_parallel") and numba.config.NUMBA_NUM_THREADS > 1 and (
-                _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and _threads_ok():
+                _loop_size(self.fused) >= config.PARALLEL_THRESHOLD) and threading_layer.layer():
             self.parallel = _variant(self.module, "entry_parallel", self.source,
                                      _PARALLEL_WHY)
         self.tier = None
@@ -88,8 +115,8 @@ class Executable:
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
         self.warm = False
-        # products in loop bodies: one BLAS thread (see runtime/blas_threads.py)
-        self.serial_blas = blas_threads.wanted(self.fused, config.LOOP_BLAS_SERIAL_MAX)
+        # small matrix products: one BLAS thread (see runtime/blas_threads.py)
+        self.serial_blas = blas_threads.wanted(self.fused, config.BLAS_SERIAL_MAX)
         self.phases = take_phases()  # trace, passes, codegen: for FUSEGRAD_LOG_COMPILES
 
     def _entry(self, conv):
@@ -117,10 +144,11 @@ class Executable:
                 self.warm = True
             else:
                 self._compile(conv)
-        entry = self.entry
-        if self.parallel is not None:
-            entry = self.parallel.ready(self.dims, conv) or entry
-        out = entry(self.dims, *conv)
+        parallel = self.parallel and self.parallel.ready(self.dims, conv)
+        if parallel is not None:
+            out = threading_layer.call(parallel, self.entry, self.dims, *conv)
+        else:
+            out = self.entry(self.dims, *conv)
         if self.rare:
             if out[-1]:
                 out = self.module.entry_exact(self.dims, *conv)
@@ -211,7 +239,7 @@ class _Background:
             source, why
         self.path = module.__file__
         self.done = self.started = False
-        self.lock = threading.Lock()
+        self.lock = _forksafe.lock()
 
     def ready(self, dims, conv):
         """The dispatcher if it is compiled, else None (starting its compile)."""
@@ -246,7 +274,7 @@ class _Background:
 
 
 _variants: dict[tuple[int, str], _Background] = {}
-_variants_lock = threading.Lock()
+_variants_lock = _forksafe.lock()
 
 
 def _variant(module, name: str, source: str, why: str) -> _Background:
@@ -256,6 +284,21 @@ def _variant(module, name: str, source: str, why: str) -> _Background:
         if v is None or v.dispatcher is not getattr(module, name):
             v = _variants[id(module), name] = _Background(module, name, source, why)
         return v
+
+
+def _forget_other_threads() -> None:
+    """In a forked child: the threads building executables or compiling entries in the
+    background did not survive the fork. Their executables are built again on demand;
+    their entries start compiling again when a call wants them."""
+    _building.clear()
+    for v in _variants.values():
+        if not v.done:
+            v.started = False
+    _children.clear()  # the parent's compile processes: not this child's to stop at exit
+
+
+os.register_at_fork(after_in_child=_forget_other_threads)
+numba_fork.install()
 
 
 _SUBPROCESS = """
@@ -294,7 +337,7 @@ def _compile_in_subprocess(path: str, name: str, sig) -> None:
 
 
 _children: set = set()
-_children_lock = threading.Lock()
+_children_lock = _forksafe.lock()
 
 
 @atexit.register
@@ -353,30 +396,6 @@ def _loop_size(fused: Function) -> int:
                 for v in (*op.operands, *op.results)), default=0)
 
 
-_threads: list[bool] = []
-
-
-def _threads_ok() -> bool:
-    """Whether a threading layer safe for concurrent callers is available (TBB or
-    OpenMP: ``NUMBA_THREADING_LAYER=threadsafe``); if not, parallel loops stay serial,
-    with one warning."""
-    if not _threads:
-        import numba
-
-        if os.environ.get("NUMBA_THREADING_LAYER") is None:
-            numba.config.THREADING_LAYER = "threadsafe"
-        try:
-            from numba.np.ufunc import parallel
-
-            parallel._launch_threads()  # loads the layer; raises if none is usable
-            _threads.append(numba.threading_layer() in ("tbb", "omp"))
-        except Exception as e:  # no safe threading layer on this machine
-            warnings.warn(f"fusegrad: no thread-safe Numba threading layer ({e}); compiled "
-                          "loops run on one thread", RuntimeWarning, stacklevel=3)
-            _threads.append(False)
-    return _threads[0]
-
-
 def _internal(fn: Function, err: Exception) -> CodegenError:
     text = print_function(fn, locs=True)
     name = hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -393,7 +412,7 @@ def _internal(fn: Function, err: Exception) -> CodegenError:
 
 
 _cache: OrderedDict[tuple, tuple[Function, Executable]] = OrderedDict()
-_cache_lock = threading.Lock()
+_cache_lock = _forksafe.lock()
 _CACHE_SIZE = 512
 #: id(fn) -> (fn, lock) while ``fn`` is being compiled (``fn`` keeps its id unique).
 _building: dict[tuple, tuple[Function, threading.Lock]] = {}
@@ -410,7 +429,7 @@ def executable(fn: Function, reason: str = "new function",
         if hit is not None and hit[0] is fn:
             _cache.move_to_end(key)
             return hit[1]
-        lock = _building.setdefault(key, (fn, threading.Lock()))[1]
+        lock = _building.setdefault(key, (fn, _forksafe.lock()))[1]
     with lock:
         with _cache_lock:
             hit = _cache.get(key)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from .. import _forksafe
 from ..ir import Function
 from ..ir import array as A
 from ..ir.bind import aval, is_weak
@@ -47,7 +47,7 @@ def jvp_pass(fn: Function, wrt, name=None) -> Function:
 # Functions with equal text compute the same thing: one object per text, so that the
 # compiled code of a Function is reused when ``fg.jvp`` traces the same function again.
 _canonical_fns: OrderedDict[str, Function] = OrderedDict()
-_canonical_lock = threading.Lock()
+_canonical_lock = _forksafe.lock()
 _CANONICAL_SIZE = 256
 
 
@@ -76,7 +76,7 @@ class _Pushforward:
     def __init__(self, f: Callable, primal_out: bool = True):
         self.f, self.primal_out = f, primal_out
         self.plans: dict = {}
-        self.lock = threading.RLock()
+        self.lock = _forksafe.rlock()
 
     def plan(self, args: tuple, nums: tuple[int, ...]) -> tuple[_Plan, list[int]]:
         key = _signature(args, (nums,))

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 from collections.abc import Callable, Sequence
 
+from .. import _forksafe
 from ..ir.bind import aval
 from ..runtime import fastcall
 from ..runtime.donation import donated_leaves
@@ -117,7 +117,7 @@ class jit:
                                else tuple(static_argnums))
         self._cache: dict = {}
         self._fast: dict = {}  # runtime.fastcall signature -> plan
-        self._lock = threading.RLock()
+        self._lock = _forksafe.rlock()
 
     def _key(self, args, kwargs):
         static = _static_indices(self.static_argnums, len(args), f"jit({self.__name__})")

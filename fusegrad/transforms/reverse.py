@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import functools
 import math
-import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import config
+from .. import _forksafe, config
 from ..ir import ops
 from ..ir.bind import aval
 from ..ir.types import TensorType
@@ -53,7 +52,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
 
     plans: dict = {}
-    lock = threading.RLock()
+    lock = _forksafe.rlock()
 
     def plan_for(args, kwargs):
         if kwargs and any(not -len(args) <= i < len(args) for i in (

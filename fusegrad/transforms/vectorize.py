@@ -12,9 +12,9 @@ inside another transform it is inlined, so ``fg.grad(fg.vmap(f))``,
 from __future__ import annotations
 
 import functools
-import threading
 from collections.abc import Callable
 
+from .. import _forksafe
 from ..ir.bind import aval
 from ..ir.types import TensorType
 from ..passes.batching import BatchingError, batch
@@ -47,7 +47,7 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
     _check_spec(out_axes, "out_axes")
     name = fn_name(f)
     plans: dict = {}
-    lock = threading.RLock()
+    lock = _forksafe.rlock()
 
     @functools.wraps(f)
     @api_boundary

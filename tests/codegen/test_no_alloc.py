@@ -267,3 +267,35 @@ def test_donation_with_a_loop_and_two_donated_states():
     got = fg.jit(update, donate_argnums=(0, 1))(p.copy(), m.copy(), g)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_two_memmaps_of_one_file_are_not_donated(tmp_path):
+    """Two mappings of one file have different addresses for the same bytes: overwriting
+    the donated one would change the other while it is read."""
+    path = tmp_path / "data.bin"
+    np.arange(4096.0).tofile(path)
+    a = np.memmap(path, dtype=np.float64, mode="r+")
+    b = np.memmap(path, dtype=np.float64, mode="r+")
+    f = fg.jit(lambda x, y: x * 2 + fnp.flip(y), donate_argnums=0)
+    got = f(a, b)
+    want = np.arange(4096.0) * 2 + np.arange(4096.0)[::-1]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.fromfile(path), np.arange(4096.0))  # file untouched
+
+
+def test_arrays_over_other_buffers_are_not_donated():
+    """A view of a ``bytearray`` (any buffer not owned by NumPy or Numba) is kept."""
+    raw = bytearray(np.arange(8.0).tobytes())
+    a = np.frombuffer(raw, dtype=np.float64)
+    out = fg.jit(lambda x: x * 2.0, donate_argnums=0)(a)
+    np.testing.assert_array_equal(out, np.arange(8.0) * 2)
+    np.testing.assert_array_equal(np.frombuffer(raw), np.arange(8.0))
+
+
+def test_results_of_compiled_calls_are_still_donated():
+    """Numba-allocated results passed back in (a training loop) keep being donated."""
+    f = fg.jit(lambda x: x * 2.0, donate_argnums=0)
+    x = f(np.arange(8.0))
+    y = f(x)
+    np.testing.assert_array_equal(y, np.arange(8.0) * 4)
+    assert np.shares_memory(x, y)

@@ -1,14 +1,17 @@
-"""Compiled calls with matrix products inside loop bodies run BLAS single-threaded.
+"""Compiled calls whose matrix products are all small run BLAS single-threaded.
 
-OpenBLAS spreads each product over worker threads; inside a ``scan`` or ``while_loop``
-that means many small parallel products back to back, each waiting for every worker,
-which on a loaded machine makes the run time of a call erratic. The structural
-property checked here: the BLAS thread count in force while the generated entry runs
-is 1 for such calls, untouched for the others, and restored after the call.
+OpenBLAS spreads each product over worker threads; for small products, in a ``scan``
+body or not, each waits for every worker, which on a loaded machine makes the run time
+of a call erratic. The structural property checked here: the BLAS thread count in
+force while the generated entry runs is 1 for such calls, untouched for the others
+(no products, or a large one), and restored after the call, from whichever thread.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -22,8 +25,8 @@ from tests.helpers import assert_close
 
 pytestmark = pytest.mark.compiled
 
-BLAS = blas_threads.blas()
-needs_blas = pytest.mark.skipif(BLAS is None, reason="no OpenBLAS found")
+BLAS = blas_threads.libraries()
+needs_blas = pytest.mark.skipif(not BLAS, reason="no BLAS library found")
 
 
 def _exe(jitted):
@@ -34,12 +37,12 @@ def _exe(jitted):
 @pytest.fixture
 def two_threads():
     """BLAS allowed two threads (if the machine has them) for the test."""
-    before = BLAS.get()
-    BLAS.set_global(2)
+    before = blas_threads.threads()
+    blas_threads.set_threads(2)
     try:
-        yield BLAS.get()
+        yield blas_threads.threads()
     finally:
-        BLAS.set_global(before)
+        blas_threads.set_threads(before)
 
 
 def _record_threads(exe):
@@ -104,41 +107,64 @@ def _scan_without_products(w, xs):
     return fg.scan(lambda h, x: (h * 0.5 + x, fnp.sum(x)), fnp.zeros((16, 8)), xs)
 
 
-IN_LOOPS = [_scan_of_products, _grad_of_scan, _while_of_products, _cond_in_scan]
-NOT_IN_LOOPS = [_product_outside_loops, _scan_without_products]
+def _step_of_products(w, xs):
+    """A training step: products outside any loop (the demo's compiled step)."""
+    return fg.grad(lambda w: fnp.sum(fnp.tanh(xs[0] @ w) @ w.T))(w)
 
 
-@pytest.mark.parametrize("f", IN_LOOPS + NOT_IN_LOOPS, ids=lambda f: f.__name__)
-def test_products_in_loop_bodies_are_detected(f):
+WITH_PRODUCTS = [_scan_of_products, _grad_of_scan, _while_of_products, _cond_in_scan,
+                 _product_outside_loops, _step_of_products]
+WITHOUT_PRODUCTS = [_scan_without_products]
+
+
+@pytest.mark.parametrize("f", WITH_PRODUCTS + WITHOUT_PRODUCTS, ids=lambda f: f.__name__)
+def test_products_are_found_wherever_they_are(f):
     xs, w = _data()
     jitted = fg.jit(f)
     jitted(w, xs)
     exe = _exe(jitted)
-    assert bool(blas_threads.loop_products(exe.fused)) == (f in IN_LOOPS)
-    assert exe.serial_blas == (f in IN_LOOPS and BLAS is not None)
+    assert bool(blas_threads.products(exe.fused)) == (f in WITH_PRODUCTS)
+    assert exe.serial_blas == (f in WITH_PRODUCTS and bool(BLAS))
 
 
-def test_loop_product_sizes_are_multiply_adds():
+def test_product_sizes_are_multiply_adds():
     xs, w = _data()
     jitted = fg.jit(_scan_of_products)
     jitted(w, xs)
-    assert blas_threads.loop_products(_exe(jitted).fused) == [16 * 8 * 8]
+    assert blas_threads.products(_exe(jitted).fused) == [16 * 8 * 8]
 
 
 @needs_blas
 @pytest.mark.parametrize(("limit", "serial"), [(0, False), (16 * 8 * 8 - 1, False),
                                               (16 * 8 * 8, True)])
-def test_large_loop_products_keep_the_blas_threads(monkeypatch, limit, serial):
-    monkeypatch.setattr(config, "LOOP_BLAS_SERIAL_MAX", limit)
+@pytest.mark.parametrize("f", [_scan_of_products, _product_outside_loops],
+                         ids=lambda f: f.__name__)
+def test_large_products_keep_the_blas_threads(monkeypatch, f, limit, serial):
+    monkeypatch.setattr(config, "BLAS_SERIAL_MAX", limit)
     xs, w = _data(3)
-    jitted = fg.jit(_scan_of_products)
+    jitted = fg.jit(f)
     jitted(w, xs)
     assert _exe(jitted).serial_blas == serial
 
 
+@pytest.mark.parametrize(("env", "limit"), [
+    ({"FUSEGRAD_BLAS_SERIAL_MAX": "7"}, 7),
+    ({"FUSEGRAD_LOOP_BLAS_SERIAL_MAX": "9"}, 9),  # the former name still works
+    ({"FUSEGRAD_BLAS_SERIAL_MAX": "7", "FUSEGRAD_LOOP_BLAS_SERIAL_MAX": "9"}, 7),
+    ({}, 1 << 24),
+])
+def test_the_limit_is_read_from_the_environment(env, limit):
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("FUSEGRAD_BLAS_SERIAL_MAX", "FUSEGRAD_LOOP_BLAS_SERIAL_MAX")}
+    r = subprocess.run([sys.executable, "-c", "from fusegrad import config; "
+                        "print(config.BLAS_SERIAL_MAX)"], env={**base, **env},
+                       capture_output=True, text=True, timeout=120, check=True)
+    assert int(r.stdout) == limit
+
+
 @needs_blas
-@pytest.mark.parametrize("f", IN_LOOPS, ids=lambda f: f.__name__)
-def test_loop_products_run_on_one_blas_thread(f, two_threads):
+@pytest.mark.parametrize("f", WITH_PRODUCTS, ids=lambda f: f.__name__)
+def test_small_products_run_on_one_blas_thread(f, two_threads):
     xs, w = _data(1)
     jitted = fg.jit(f)
     jitted(w, xs)
@@ -146,14 +172,14 @@ def test_loop_products_run_on_one_blas_thread(f, two_threads):
     got = jitted(w, xs)
     jitted(w, xs)
     assert seen == [1, 1]
-    assert BLAS.get() == two_threads  # restored
+    assert blas_threads.threads() == two_threads  # restored
     for a, b in zip(fg.tree.tree_leaves(got), fg.tree.tree_leaves(_interpreted(f, w, xs)),
                     strict=True):
         assert_close(np.asarray(a), np.asarray(b), "exact64")
 
 
 @needs_blas
-@pytest.mark.parametrize("f", NOT_IN_LOOPS, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("f", WITHOUT_PRODUCTS, ids=lambda f: f.__name__)
 def test_other_calls_keep_the_blas_threads(f, two_threads):
     xs, w = _data(2)
     jitted = fg.jit(f)
@@ -183,7 +209,7 @@ def test_overlapping_serial_blocks_restore_the_count_once_all_end(two_threads):
     leave.set()
     t.join(10)
     assert seen == [1, two_threads]
-    assert BLAS.get() == two_threads
+    assert blas_threads.threads() == two_threads
 
 
 @needs_blas
@@ -191,4 +217,33 @@ def test_serial_block_restores_the_count_after_an_error(two_threads):
     with pytest.raises(ZeroDivisionError), blas_threads.serial():
         assert blas_threads.threads() == 1
         1 / 0  # noqa: B018
-    assert BLAS.get() == two_threads
+    assert blas_threads.threads() == two_threads
+
+
+@needs_blas
+def test_a_child_forked_inside_a_serial_block_gets_the_count_back(two_threads):
+    """The thread inside the block does not survive the fork: the child restores the
+    count it would have restored."""
+    from tests.runtime.test_threading_layer import _wait_child
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def other():
+        with blas_threads.serial():
+            inside.set()
+            leave.wait(30)
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert inside.wait(10)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if blas_threads.threads() == two_threads else 2
+        finally:
+            os._exit(code)
+    leave.set()
+    t.join(10)
+    assert _wait_child(pid) == 0
+    assert blas_threads.threads() == two_threads
