@@ -26,6 +26,7 @@ from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, s
 from .transforms.forward import hessian, hvp, jacfwd, jvp
 from .transforms.inspection import dump, make_ir
 from .transforms.jit_api import jit
+from .transforms.guards import RetraceWarning
 from .transforms.plan import GradError, SideEffectWarning
 from .transforms.reverse import (
     custom_vjp,
@@ -40,6 +41,7 @@ from .transforms.vectorize import BatchingError, vmap
 
 __all__ = [
     "SideEffectWarning",
+    "RetraceWarning",
     "ControlFlowError",
     "checkpoint",
     "cond",

@@ -12,6 +12,7 @@ from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
 from ..ir.errors import ShapeError
 from ..ir.stats import count_trace, timed
+from .concrete import Concrete, concrete_leaves
 from .core import Trace, Tracer, located
 from .effects import Recorder
 from .pytree import TreeDef, tree_flatten, tree_unflatten
@@ -25,7 +26,8 @@ class Traced:
     implicit parameter per object in ``free`` (closed-over arrays and tracers of
     enclosing transforms), which the caller passes after the arguments.
     ``effects`` lists the random draws and clock reads made while tracing
-    (``tracer.effects``): their results are constants of this trace.
+    (``tracer.effects``): their results are constants of this trace. ``guards`` lists
+    the traced values the function turned into Python values (``tracer.concrete``).
     """
 
     function: Function
@@ -33,6 +35,7 @@ class Traced:
     out_tree: TreeDef
     free: tuple
     effects: tuple = ()
+    guards: tuple = ()  # concrete.Guard s: Python values the trace depends on
 
 
 def leaf_type(x) -> TensorType:
@@ -73,14 +76,23 @@ def fn_name(fn: Callable) -> str:
 
 
 @timed("trace")
-def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
-    """Trace ``fn(*args)`` where ``args`` are pytrees of arrays or TensorTypes."""
+def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
+                 concrete: bool = False, kind: str | None = None) -> Traced:
+    """Trace ``fn(*args)`` where ``args`` are pytrees of arrays or TensorTypes.
+
+    With ``concrete`` (and arrays, or tracers of enclosing traces, as arguments), Python
+    control flow on traced values evaluates them and records guards
+    (``tracer.concrete``); ``kind`` names the transform of an abstract trace in errors.
+    """
     leaves, in_tree = tree_flatten(tuple(args))
     types = [leaf_type(x) for x in leaves]
     hints = arg_hints(fn, args)
     count_trace(name or fn_name(fn))
     with Trace(name or fn_name(fn)) as t:
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
+        t.kind = kind
+        if concrete and concrete_leaves(leaves):
+            t.source = Concrete(t, leaves)
         try:
             with Recorder(fn) as effects:
                 out = fn(*tree_unflatten(in_tree, tracers))
@@ -92,7 +104,7 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
         out_leaves, out_tree = tree_flatten(out)
         results = [t.to_value(_as_output(o)) for o in out_leaves]
     return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values),
-                  tuple(effects.effects))
+                  tuple(effects.effects), tuple(t.source.guards) if t.source else ())
 
 
 def _explain_lists(err: TypeError, args: tuple) -> None:

@@ -23,6 +23,7 @@ from ..ir.types import TensorType
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
+from . import guards
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -64,17 +65,21 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 f"call g(x) rather than g(x=x) (keyword arguments are not differentiated).")
         nums = _argnums_tuple(argnums, len(args), "grad")
         key = _signature(args, (nums, has_aux)) if not kwargs else None
-        plan = plans.get(key) if key is not None else None
+        leaves = tree_flatten(args)[0]
+        plan = guards.cached(plans, key, leaves)
         if plan is not None:
             return plan, nums
-        with lock:  # one trace per signature, whichever thread comes first
-            plan = plans.get(key) if key is not None else None
-            return (plan, nums) if plan is not None else (make_plan(args, kwargs, key, nums), nums)
+        with lock:  # one trace per signature (and path), whichever thread comes first
+            plan = guards.cached(plans, key, leaves)
+            if plan is None:
+                plan = make_plan(args, kwargs, key, nums)
+                guards.enter(plan, leaves)
+            return plan, nums
 
     def make_plan(args, kwargs, key, nums):
         wrt = _diff_leaves(args, nums, "grad")
         fun = functools.partial(f, **kwargs) if kwargs else f
-        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
+        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"), concrete=True)
         warn_effects("grad", f, traced)
         fn = traced.function
         if has_aux:
@@ -98,7 +103,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         plan = _Plan(g, traced, (np.ones((), loss_t.dtype),),
                      _reason(plans, key) if key is not None else "new function")
         if key is not None and plan.cacheable:
-            plans[key] = plan
+            guards.store(plans, key, plan, "grad", f)
         return plan
 
     fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
@@ -120,7 +125,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         value = tree_unflatten(plan.traced.out_tree, outs[:n])
         grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
         if (not kwargs and not has_aux and plan.exe is not None and plan.cacheable
-                and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
+                and not plan.traced.free and not plan.traced.guards and all(type(a) is np.ndarray for a in args)):
             single = isinstance(argnums, int)
             fast[tuple((a.shape, a.dtype) for a in args)] = (
                 plan.exe, n, (lambda g: g[0]) if single else tuple, plan.extra)
@@ -159,7 +164,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     """``(f(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
     primals = tree_map(_leaf, primals)
     wrt = _diff_leaves(primals, tuple(range(len(primals))), "vjp")
-    traced = trace_pytree(f, primals)
+    traced = trace_pytree(f, primals, concrete=True)
     fn = traced.function
     n_out = len(fn.results)
     aux_tree = None
@@ -172,6 +177,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     else:
         n_main, main_tree = n_out, traced.out_tree
     leaves = tree_flatten(primals)[0]
+    guards.enter(_Plan(fn, traced), leaves)
     outs = call(fn, *leaves, *traced.free)
     g = vjp_pass(fn, wrt, seeds=tuple(range(n_main)), name=f"{fn.name}_vjp")
 
