@@ -83,7 +83,7 @@ class NotConcrete(Exception):
 class Concrete:
     """The parameter values of one trace, and the values of its ops on demand."""
 
-    __slots__ = ("args", "guards", "producer", "scanned", "trace", "vals")
+    __slots__ = ("args", "guards", "no_array", "producer", "scanned", "trace", "vals")
 
     def __init__(self, trace: Trace, args: list):
         self.trace = trace
@@ -92,6 +92,7 @@ class Concrete:
         self.producer: dict[Value, object] = {}
         self.scanned = 0
         self.guards: list[Guard] = []
+        self.no_array: set[Value] = set()  # values np.asarray must not convert
 
     def _param(self, v: Value):
         if v in self.args:
@@ -138,6 +139,8 @@ class Concrete:
         return vals[v]
 
     def convert(self, t: Tracer, kind: str, construct: str, msg_kind: str):
+        if kind == "array" and t.value in self.no_array:
+            raise _concrete_error(t, construct, msg_kind, None)
         try:
             a = self.peek(t.value)
         except NotConcrete as e:

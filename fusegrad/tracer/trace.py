@@ -93,6 +93,7 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
         t.kind = kind
         if concrete and concrete_leaves(leaves):
             t.source = Concrete(t, leaves)
+            t.source.no_array = _list_leaves(args, tracers)
         try:
             with Recorder(fn) as effects:
                 out = fn(*tree_unflatten(in_tree, tracers))
@@ -107,11 +108,26 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
                   tuple(effects.effects), tuple(t.source.guards) if t.source else ())
 
 
+def _scalar_lists(args: tuple) -> list[int]:
+    """The arguments that are Python lists of scalars."""
+    return [i for i, a in enumerate(args) if type(a) is list and a and all(
+        not isinstance(v, list | tuple | dict) and getattr(v, "shape", ()) == () for v in a)]
+
+
+def _list_leaves(args: tuple, tracers: list) -> set:
+    """The values of the leaves of Python-list arguments: ``np.asarray`` of such a list
+    inside the function (``fnp.sum(x)``) is the error ``_explain_lists`` explains, not
+    an array of concrete values."""
+    starts = [0]
+    for a in args:
+        starts.append(starts[-1] + len(tree_flatten(a)[0]))
+    return {tracers[k].value for i in _scalar_lists(args) for k in range(starts[i], starts[i + 1])}
+
+
 def _explain_lists(err: TypeError, args: tuple) -> None:
     """Add to ``err`` that a Python list argument is a pytree of scalars, not an array
     (``x * 2`` repeats a list; ``fnp.sum`` of it needs concrete values)."""
-    lists = [i for i, a in enumerate(args) if type(a) is list and a and all(
-        not isinstance(v, list | tuple | dict) and getattr(v, "shape", ()) == () for v in a)]
+    lists = _scalar_lists(args)
     if lists and err.args and isinstance(err.args[0], str):
         i = lists[0]
         err.args = (f"{err.args[0]}\nNote: argument {i} is a Python list, which fusegrad (as "
