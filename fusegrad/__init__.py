@@ -24,9 +24,9 @@ from .runtime.debug_nans import debug_nans
 from .serialization import SerializationError, load, save
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .transforms.forward import hessian, hvp, jacfwd, jvp
+from .transforms.guards import RetraceWarning
 from .transforms.inspection import dump, make_ir
 from .transforms.jit_api import jit
-from .transforms.guards import RetraceWarning
 from .transforms.plan import GradError, SideEffectWarning
 from .transforms.reverse import (
     custom_vjp,

@@ -125,7 +125,8 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         value = tree_unflatten(plan.traced.out_tree, outs[:n])
         grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
         if (not kwargs and not has_aux and plan.exe is not None and plan.cacheable
-                and not plan.traced.free and not plan.traced.guards and all(type(a) is np.ndarray for a in args)):
+                and not plan.traced.free and not plan.traced.guards
+                and all(type(a) is np.ndarray for a in args)):
             single = isinstance(argnums, int)
             fast[tuple((a.shape, a.dtype) for a in args)] = (
                 plan.exe, n, (lambda g: g[0]) if single else tuple, plan.extra)
