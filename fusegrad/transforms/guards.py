@@ -92,17 +92,23 @@ class _Entry:
             return executable(self.fn, "guards")(*args)
         return run(self.fn, *args)
 
-    def check(self, leaves) -> tuple[bool, str | None]:
-        """Whether every guard holds on ``leaves`` (and the line of the first that fails)."""
+    def check(self, leaves, memo: dict | None = None) -> tuple[bool, str | None]:
+        """Whether every guard holds on ``leaves`` (and the line of the first that fails);
+        ``memo``: guard values already computed for these arguments, per guard function."""
         args = (*leaves, *self.plan.traced.free)
         guards = self.plan.traced.guards
         if _trace_state.stack or any(isinstance(a, Tracer) for a in args):
             got = evaluate(self.fn, *args)  # into the enclosing trace: guards there too
         else:
+            key = (self.fn, self.compiled, tuple(map(id, self.plan.traced.free)))
+            got = memo.get(key) if memo is not None else None
             try:
-                got = self.values(args)
+                if got is None:
+                    got = self.values(args)
             except Exception:  # a path's guard may not evaluate on other arguments
                 return False, guards[0].loc
+            if memo is not None:
+                memo[(self.fn, self.compiled, tuple(map(id, self.plan.traced.free)))] = got
         for g, v in zip(guards, got):
             if not same(CONVERT[g.kind](v), g.expected):
                 return False, g.loc
@@ -127,17 +133,40 @@ class Guarded:
         """The plan of a trace whose guards hold on ``leaves``, or None (trace again)."""
         if self.interpret:
             return None
+        memo: dict = {}
         for e in list(self.entries):
-            ok, loc = e.check(leaves)
+            ok, loc = e.check(leaves, memo)
             if ok:
-                with self.lock:
-                    self.history.append(False)
-                    if e in self.entries and self.entries[0] is not e:
-                        self.entries.remove(e)
-                        self.entries.insert(0, e)
+                self._used(e)
                 return e.plan
             self.failed = self.failed or loc
         return None
+
+    def fast(self, args):
+        """``lookup`` for plain ndarray arguments of the signature, when every trace has
+        no closed-over values and compiled guard and gradient code: the plan, or None
+        (take the general path)."""
+        if self.interpret:
+            return None
+        memo: dict = {}  # the traces of one function's paths often share a guard function
+        for e in list(self.entries):
+            if e.compiled is not True or e.plan.exe is None or e.plan.traced.free:
+                return None
+            got = memo.get(e.fn)
+            if got is None:
+                got = memo[e.fn] = executable(e.fn, "guards").call_unchecked(args)
+            if all(same(CONVERT[g.kind](v), g.expected)
+                   for g, v in zip(e.plan.traced.guards, got)):
+                self._used(e)
+                return e.plan
+        return None
+
+    def _used(self, e: _Entry) -> None:
+        with self.lock:
+            self.history.append(False)
+            if self.entries[0] is not e and e in self.entries:
+                self.entries.remove(e)
+                self.entries.insert(0, e)
 
     def add(self, plan) -> None:
         with self.lock:

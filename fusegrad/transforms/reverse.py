@@ -107,6 +107,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         return plan
 
     fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
+    fast_grads = (lambda g: g[0]) if isinstance(argnums, int) else tuple
 
     @functools.wraps(f)
     @api_boundary
@@ -114,6 +115,10 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         if not kwargs and not _trace_state.stack and not config.DISABLE_JIT and all(
                 type(a) is np.ndarray for a in args):
             hit = fast.get(tuple((a.shape, a.dtype) for a in args))
+            if type(hit) is guards.Guarded:  # traces of several paths: the one whose guards hold
+                plan = hit.fast(args)
+                hit = None if plan is None else (plan.exe, len(plan.traced.function.results),
+                                                 fast_grads, plan.extra)
             if hit is not None:
                 exe, n, grads_of, extra = hit
                 outs = exe.call_unchecked((*args, *extra))
@@ -125,11 +130,12 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         value = tree_unflatten(plan.traced.out_tree, outs[:n])
         grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
         if (not kwargs and not has_aux and plan.exe is not None and plan.cacheable
-                and not plan.traced.free and not plan.traced.guards
-                and all(type(a) is np.ndarray for a in args)):
-            single = isinstance(argnums, int)
-            fast[tuple((a.shape, a.dtype) for a in args)] = (
-                plan.exe, n, (lambda g: g[0]) if single else tuple, plan.extra)
+                and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
+            shapes = tuple((a.shape, a.dtype) for a in args)
+            if not plan.traced.guards:
+                fast[shapes] = (plan.exe, n, fast_grads, plan.extra)
+            elif type(paths := plans.get(_signature(args, (nums, has_aux)))) is guards.Guarded:
+                fast[shapes] = paths
         return value, grads
 
     value_and_grad_f._plans = plans
