@@ -30,7 +30,7 @@ from collections import OrderedDict, deque
 from .. import _forksafe, config
 from ..ir import evaluate
 from ..ir.printer import print_function
-from ..passes.simplify import simplify
+from ..passes.simplify import dce
 from ..runtime.compiled import executable
 from ..runtime.interpreter import run
 from ..tracer import Tracer
@@ -76,7 +76,7 @@ class _Entry:
         traced = plan.traced
         fn = traced.function.replace(results=tuple(g.value for g in traced.guards),
                                      name=f"{traced.function.name}_guards")
-        self.fn = _shared(simplify(fn))
+        self.fn = _shared(dce(fn))  # exactly the ops tracing evaluated (no rewrites)
         self.compiled: bool | None = None  # None: not decided yet
 
     def values(self, args) -> tuple:
