@@ -23,7 +23,6 @@ signature is traced on every call and run with the NumPy interpreter (no compile
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections import OrderedDict, deque
 
@@ -124,7 +123,7 @@ class Guarded:
         self.history: deque = deque(maxlen=RETRACE_WINDOW)  # True: that call retraced
         self.interpret = False  # retraced too often: trace per call, never compile
         self.failed: str | None = None  # line of the last guard that failed
-        self.lock = threading.Lock()
+        self.lock = _forksafe.lock()
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -213,7 +212,7 @@ def enter(plan, leaves) -> None:
 
 
 _warned: set = set()
-_warned_lock = threading.Lock()
+_warned_lock = _forksafe.lock()
 
 
 def _warn_retrace(who: str, f, loc: str | None) -> None:
