@@ -247,6 +247,8 @@ def _concrete_error(t: Tracer, construct: str, kind: str = "value",
 def _convert(t: Tracer, guard: str, construct: str, kind: str = "value"):
     """``t`` as a Python value (``guard``: "bool", "float", ...): evaluated where the trace
     knows its arguments' values (and recorded as a guard), else the concretisation error."""
+    if not t._trace.active:
+        raise _leaked(t)
     source = t._trace.source
     if source is None:
         raise _concrete_error(t, construct, kind, t._trace.kind)

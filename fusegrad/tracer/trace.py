@@ -104,8 +104,10 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
             raise
         out_leaves, out_tree = tree_flatten(out)
         results = [t.to_value(_as_output(o)) for o in out_leaves]
+    guards = tuple(t.source.guards) if t.source else ()
+    t.source = None  # the values evaluated while tracing are not kept
     return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values),
-                  tuple(effects.effects), tuple(t.source.guards) if t.source else ())
+                  tuple(effects.effects), guards)
 
 
 def _scalar_lists(args: tuple) -> list[int]:

@@ -163,7 +163,7 @@ class Guarded:
     def _used(self, e: _Entry) -> None:
         with self.lock:
             self.history.append(False)
-            if self.entries[0] is not e and e in self.entries:
+            if self.entries and self.entries[0] is not e and e in self.entries:
                 self.entries.remove(e)
                 self.entries.insert(0, e)
 

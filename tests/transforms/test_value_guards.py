@@ -349,3 +349,17 @@ def test_the_interpreter_path(monkeypatch):
     g = fg.grad(branchy)
     for x in (POS, NEG, POS * 2, NEG * 3):
         np.testing.assert_allclose(g(x), jax.grad(lambda v: branchy(v, jnp))(x), rtol=1e-12)
+
+
+def test_a_leaked_tracer_has_no_value():
+    leaked = []
+
+    def f(x):
+        leaked.append(x)
+        return x * x
+
+    fg.grad(f)(1.0)
+    with pytest.raises(fg.TracerError, match="leaked tracer"):
+        bool(leaked[0])
+    with pytest.raises(fg.TracerError, match="leaked tracer"):
+        float(leaked[0])
