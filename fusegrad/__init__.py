@@ -24,6 +24,7 @@ from .runtime.debug_nans import debug_nans
 from .serialization import SerializationError, load, save
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .transforms.forward import hessian, hvp, jacfwd, jvp
+from .transforms.guards import RetraceWarning
 from .transforms.inspection import dump, make_ir
 from .transforms.jit_api import jit
 from .transforms.plan import GradError, SideEffectWarning
@@ -40,6 +41,7 @@ from .transforms.vectorize import BatchingError, vmap
 
 __all__ = [
     "SideEffectWarning",
+    "RetraceWarning",
     "ControlFlowError",
     "checkpoint",
     "cond",

@@ -59,6 +59,11 @@ class Trace:
         self.active = False
         self.free: dict[int, tuple[object, Value]] = {}
         self._consts: dict[tuple, Value] = {}
+        #: the argument values, where the trace knows them (``concrete.Concrete``): Python
+        #: control flow on traced values then evaluates them; None: an abstract trace
+        self.source = None
+        #: the transform that opened an abstract trace ("jit", "vmap", "control"), for errors
+        self.kind: str | None = None
 
     def __enter__(self) -> Trace:
         stack = _state.stack
@@ -206,20 +211,48 @@ def _bool_construct(loc: str | None) -> tuple[str, str]:
     return "bool() (or `and`/`or`/`not`)", "bool"
 
 
-def _concrete_error(t: Tracer, construct: str, kind: str = "value") -> TracerError:
+#: Why a trace of this kind has no values, and what works instead.
+_NO_VALUES = {
+    "jit": "fg.jit traces the function once for all argument values, so Python control "
+           "flow on values cannot be decided while tracing; call fg.grad (or value_and_grad, "
+           "vjp, jvp, hessian) without fg.jit to branch on values",
+    "vmap": "inside fg.vmap a traced value stands for a whole batch of per-example values "
+            "and has no single Python value",
+    "control": "the body of fg.cond / fg.while_loop / fg.fori_loop / fg.scan is traced once "
+               "for all iterations and operands",
+}
+
+
+def _concrete_error(t: Tracer, construct: str, kind: str = "value",
+                    who: str | None = None) -> TracerError:
     loc = user_location()
     if kind == "bool":
         construct, kind = _bool_construct(loc)
     where = f" at {loc}" if loc else ""
+    why = f" ({_NO_VALUES[who]})" if who in _NO_VALUES else ""
     err = TracerError(
-        f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
+        f"{construct} needs a concrete value, but got a traced {t.value.type}{where}{why}. "
         f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]} "
         f"{_ALL}. "
         "Or decide the control flow outside the transformed function, or pass the "
         "deciding argument as static: fg.jit(f, static_argnums=...)."
+        + ("" if who else " (fg.grad, value_and_grad, vjp, jvp and hessian called on "
+           "arrays, outside fg.jit and fg.vmap, do evaluate such values: "
+           "see docs/control_flow.md)")
     )
     err.traced = f"a traced {t.value.type}{where}"  # for errors that explain it themselves
     return err
+
+
+def _convert(t: Tracer, guard: str, construct: str, kind: str = "value"):
+    """``t`` as a Python value (``guard``: "bool", "float", ...): evaluated where the trace
+    knows its arguments' values (and recorded as a guard), else the concretisation error."""
+    if not t._trace.active:
+        raise _leaked(t)
+    source = t._trace.source
+    if source is None:
+        raise _concrete_error(t, construct, kind, t._trace.kind)
+    return source.convert(t, guard, construct, kind)
 
 
 def _index_text(idx) -> str:
@@ -258,26 +291,30 @@ class Tracer(ArrayMethods):
         return f"Tracer<{self.value.type}, level {self._trace.level}>"
 
     def __bool__(self):
-        raise _concrete_error(self, "bool()", "bool")
+        return _convert(self, "bool", "bool()", "bool")
 
     def __float__(self):
-        raise _concrete_error(self, "float()")
+        return _convert(self, "float", "float()")
 
     def __int__(self):
-        raise _concrete_error(self, "int()", "int")
+        return _convert(self, "int", "int()", "int")
 
     def __index__(self):
-        raise _concrete_error(self, "using a traced value as a Python index (range(), "
-                              "list indexing)", "index")
+        return _convert(self, "index", "using a traced value as a Python index (range(), "
+                        "list indexing)", "index")
 
     def __complex__(self):
-        raise _concrete_error(self, "complex()")
+        return _convert(self, "complex", "complex()")
 
     def __array__(self, dtype=None, copy=None):
-        raise _concrete_error(self, "converting a traced value to a NumPy array (np.asarray)")
+        a = _convert(self, "array", "converting a traced value to a NumPy array (np.asarray)")
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            a = a.astype(dtype)
+            a.flags.writeable = False
+        return a
 
     def item(self):
-        raise _concrete_error(self, ".item()")
+        return _convert(self, "item", ".item()")
 
     def __setitem__(self, idx, value):
         loc = user_location()
@@ -288,7 +325,7 @@ class Tracer(ArrayMethods):
             "updated array, as in JAX.")
 
     def tolist(self):
-        raise _concrete_error(self, ".tolist()")
+        return _convert(self, "tolist", ".tolist()")
 
 
 def _tracer_level(t: Tracer) -> int:

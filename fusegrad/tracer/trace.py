@@ -12,6 +12,7 @@ from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
 from ..ir.errors import ShapeError
 from ..ir.stats import count_trace, timed
+from .concrete import Concrete, concrete_leaves
 from .core import Trace, Tracer, located
 from .effects import Recorder
 from .pytree import TreeDef, tree_flatten, tree_unflatten
@@ -25,7 +26,8 @@ class Traced:
     implicit parameter per object in ``free`` (closed-over arrays and tracers of
     enclosing transforms), which the caller passes after the arguments.
     ``effects`` lists the random draws and clock reads made while tracing
-    (``tracer.effects``): their results are constants of this trace.
+    (``tracer.effects``): their results are constants of this trace. ``guards`` lists
+    the traced values the function turned into Python values (``tracer.concrete``).
     """
 
     function: Function
@@ -33,6 +35,7 @@ class Traced:
     out_tree: TreeDef
     free: tuple
     effects: tuple = ()
+    guards: tuple = ()  # concrete.Guard s: Python values the trace depends on
 
 
 def leaf_type(x) -> TensorType:
@@ -73,14 +76,24 @@ def fn_name(fn: Callable) -> str:
 
 
 @timed("trace")
-def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
-    """Trace ``fn(*args)`` where ``args`` are pytrees of arrays or TensorTypes."""
+def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
+                 concrete: bool = False, kind: str | None = None) -> Traced:
+    """Trace ``fn(*args)`` where ``args`` are pytrees of arrays or TensorTypes.
+
+    With ``concrete`` (and arrays, or tracers of enclosing traces, as arguments), Python
+    control flow on traced values evaluates them and records guards
+    (``tracer.concrete``); ``kind`` names the transform of an abstract trace in errors.
+    """
     leaves, in_tree = tree_flatten(tuple(args))
     types = [leaf_type(x) for x in leaves]
     hints = arg_hints(fn, args)
     count_trace(name or fn_name(fn))
     with Trace(name or fn_name(fn)) as t:
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
+        t.kind = kind
+        if concrete and concrete_leaves(leaves):
+            t.source = Concrete(t, leaves)
+            t.source.no_array = _list_leaves(args, tracers)
         try:
             with Recorder(fn) as effects:
                 out = fn(*tree_unflatten(in_tree, tracers))
@@ -91,15 +104,32 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None) -> Traced:
             raise
         out_leaves, out_tree = tree_flatten(out)
         results = [t.to_value(_as_output(o)) for o in out_leaves]
+    guards = tuple(t.source.guards) if t.source else ()
+    t.source = None  # the values evaluated while tracing are not kept
     return Traced(t.builder.build(results), in_tree, out_tree, tuple(t.free_values),
-                  tuple(effects.effects))
+                  tuple(effects.effects), guards)
+
+
+def _scalar_lists(args: tuple) -> list[int]:
+    """The arguments that are Python lists of scalars."""
+    return [i for i, a in enumerate(args) if type(a) is list and a and all(
+        not isinstance(v, list | tuple | dict) and getattr(v, "shape", ()) == () for v in a)]
+
+
+def _list_leaves(args: tuple, tracers: list) -> set:
+    """The values of the leaves of Python-list arguments: ``np.asarray`` of such a list
+    inside the function (``fnp.sum(x)``) is the error ``_explain_lists`` explains, not
+    an array of concrete values."""
+    starts = [0]
+    for a in args:
+        starts.append(starts[-1] + len(tree_flatten(a)[0]))
+    return {tracers[k].value for i in _scalar_lists(args) for k in range(starts[i], starts[i + 1])}
 
 
 def _explain_lists(err: TypeError, args: tuple) -> None:
     """Add to ``err`` that a Python list argument is a pytree of scalars, not an array
     (``x * 2`` repeats a list; ``fnp.sum`` of it needs concrete values)."""
-    lists = [i for i, a in enumerate(args) if type(a) is list and a and all(
-        not isinstance(v, list | tuple | dict) and getattr(v, "shape", ()) == () for v in a)]
+    lists = _scalar_lists(args)
     if lists and err.args and isinstance(err.args[0], str):
         i = lists[0]
         err.args = (f"{err.args[0]}\nNote: argument {i} is a Python list, which fusegrad (as "

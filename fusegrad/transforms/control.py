@@ -54,7 +54,7 @@ def _types(leaves) -> list[TensorType]:
 
 def _trace(fn: Callable, args: tuple, name: str, who: str) -> Traced:
     try:
-        return trace_pytree(fn, args, name=name)
+        return trace_pytree(fn, args, name=name, kind="control")
     except TypeError as e:
         if "the traced function returned" in str(e):
             raise ControlFlowError(f"{who}: {e}") from None

@@ -25,6 +25,7 @@ from ..passes.autodiff import jvp as _jvp_pass
 from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
+from . import guards
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -76,23 +77,30 @@ class _Pushforward:
     def __init__(self, f: Callable, primal_out: bool = True):
         self.f, self.primal_out = f, primal_out
         self.plans: dict = {}
+        self.wrts: dict = {}  # signature -> the differentiated leaves
         self.lock = _forksafe.rlock()
 
     def plan(self, args: tuple, nums: tuple[int, ...]) -> tuple[_Plan, list[int]]:
         key = _signature(args, (nums,))
-        hit = self.plans.get(key)
+        leaves = tree_flatten(args)[0]
+        hit = guards.cached(self.plans, key, leaves)
         if hit is not None:
-            return hit
-        with self.lock:  # one trace per signature, whichever thread comes first
-            hit = self.plans.get(key)
-            return hit if hit is not None else self._trace(args, nums, key)
+            return hit, self.wrts[key]
+        with self.lock:  # one trace per signature (and path), whichever thread comes first
+            hit = guards.cached(self.plans, key, leaves)
+            if hit is not None:
+                return hit, self.wrts[key]
+            plan, wrt = self._trace(args, nums, key)
+            guards.enter(plan, leaves)
+            return plan, wrt
 
     def _trace(self, args: tuple, nums: tuple[int, ...], key) -> tuple[_Plan, list[int]]:
         flat = tree_flatten(args)[0]
         starts = np.cumsum([0] + [len(tree_flatten(a)[0]) for a in args]).tolist()
         wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])
                if aval(flat[k]).is_float]
-        traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"))
+        traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"),
+                              concrete=True)
         warn_effects("jvp", self.f, traced)
         fn = _jvp_pass(traced.function, wrt, name=f"{traced.function.name}_jvp")
         if not self.primal_out:
@@ -101,10 +109,11 @@ class _Pushforward:
         n, nf = len(flat), len(traced.free)
         p = fn.params
         fn = _canonical(fn.replace(params=(*p[:n], *p[n + nf:], *p[n:n + nf])))
-        hit = (_Plan(fn, traced, reason=_reason(self.plans, key)), wrt)
-        if hit[0].cacheable:
-            self.plans[key] = hit
-        return hit
+        plan = _Plan(fn, traced, reason=_reason(self.plans, key))
+        if plan.cacheable:
+            self.wrts[key] = wrt
+            guards.store(self.plans, key, plan, "jvp", self.f)
+        return plan, wrt
 
     def __call__(self, args: tuple, nums: tuple[int, ...], tangent_of) -> tuple:
         """``(traced, outs, tangents_out)``: ``f`` traced, its flat results (``()``

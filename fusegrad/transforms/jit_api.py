@@ -162,7 +162,7 @@ class jit:
         fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")
         if kwargs:
             fun = _keywords_last(fun, len(dyn_args), kwargs)
-        traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__)
+        traced = trace_pytree(fun, tree_map(_leaf, dyn), name=self.__name__, kind="jit")
         plan = _Plan(traced.function, traced, reason=_reason(self._cache, key),
                      donated=donated_leaves(args, self.static_argnums, self.donate_argnums),
                      kept=True)

@@ -157,13 +157,14 @@ class _Plan:
     on first use), the interpreter with ``FUSEGRAD_DISABLE_JIT``, or inlines into the
     enclosing trace when given tracers."""
 
-    __slots__ = ("donated", "exe", "extra", "fn", "kept", "reason", "traced")
+    __slots__ = ("donated", "exe", "extra", "fn", "interpret", "kept", "reason", "traced")
 
     def __init__(self, fn: Function, traced, extra: tuple = (), reason: str = "new function",
                  donated: frozenset[int] = frozenset(), kept: bool = False):
         self.fn, self.traced, self.extra, self.exe = fn, traced, extra, None
         self.reason, self.donated = reason, donated
         self.kept = kept  # reused even if tracing met side effects (jit): worth compiling
+        self.interpret = False  # used once (guards fail on nearly every call): not compiled
 
     @property
     def reusable(self) -> bool:
@@ -180,7 +181,7 @@ class _Plan:
         args = (*leaves, *self.traced.free, *self.extra)
         if _trace_state.stack or not all(_concrete(a) for a in leaves):
             return evaluate(self.fn, *args)
-        if config.DISABLE_JIT or (self.traced.effects and not self.kept):  # used once
+        if config.DISABLE_JIT or self.interpret or (self.traced.effects and not self.kept):
             return run_checked(self.fn, *args)
         if self.exe is None:
             self.exe = executable(self.fn, self.reason, self.donated)

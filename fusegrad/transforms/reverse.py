@@ -23,6 +23,7 @@ from ..ir.types import TensorType
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
+from . import guards
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -64,17 +65,21 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 f"call g(x) rather than g(x=x) (keyword arguments are not differentiated).")
         nums = _argnums_tuple(argnums, len(args), "grad")
         key = _signature(args, (nums, has_aux)) if not kwargs else None
-        plan = plans.get(key) if key is not None else None
+        leaves = tree_flatten(args)[0]
+        plan = guards.cached(plans, key, leaves)
         if plan is not None:
             return plan, nums
-        with lock:  # one trace per signature, whichever thread comes first
-            plan = plans.get(key) if key is not None else None
-            return (plan, nums) if plan is not None else (make_plan(args, kwargs, key, nums), nums)
+        with lock:  # one trace per signature (and path), whichever thread comes first
+            plan = guards.cached(plans, key, leaves)
+            if plan is None:
+                plan = make_plan(args, kwargs, key, nums)
+                guards.enter(plan, leaves)
+            return plan, nums
 
     def make_plan(args, kwargs, key, nums):
         wrt = _diff_leaves(args, nums, "grad")
         fun = functools.partial(f, **kwargs) if kwargs else f
-        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"))
+        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"), concrete=True)
         warn_effects("grad", f, traced)
         fn = traced.function
         if has_aux:
@@ -98,10 +103,11 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         plan = _Plan(g, traced, (np.ones((), loss_t.dtype),),
                      _reason(plans, key) if key is not None else "new function")
         if key is not None and plan.cacheable:
-            plans[key] = plan
+            guards.store(plans, key, plan, "grad", f)
         return plan
 
     fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
+    fast_grads = (lambda g: g[0]) if isinstance(argnums, int) else tuple
 
     @functools.wraps(f)
     @api_boundary
@@ -109,6 +115,10 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         if not kwargs and not _trace_state.stack and not config.DISABLE_JIT and all(
                 type(a) is np.ndarray for a in args):
             hit = fast.get(tuple((a.shape, a.dtype) for a in args))
+            if type(hit) is guards.Guarded:  # traces of several paths: the one whose guards hold
+                plan = hit.fast(args)
+                hit = None if plan is None else (plan.exe, len(plan.traced.function.results),
+                                                 fast_grads, plan.extra)
             if hit is not None:
                 exe, n, grads_of, extra = hit
                 outs = exe.call_unchecked((*args, *extra))
@@ -121,9 +131,11 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
         if (not kwargs and not has_aux and plan.exe is not None and plan.cacheable
                 and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
-            single = isinstance(argnums, int)
-            fast[tuple((a.shape, a.dtype) for a in args)] = (
-                plan.exe, n, (lambda g: g[0]) if single else tuple, plan.extra)
+            shapes = tuple((a.shape, a.dtype) for a in args)
+            if not plan.traced.guards:
+                fast[shapes] = (plan.exe, n, fast_grads, plan.extra)
+            elif type(paths := plans.get(_signature(args, (nums, has_aux)))) is guards.Guarded:
+                fast[shapes] = paths
         return value, grads
 
     value_and_grad_f._plans = plans
@@ -159,7 +171,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     """``(f(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
     primals = tree_map(_leaf, primals)
     wrt = _diff_leaves(primals, tuple(range(len(primals))), "vjp")
-    traced = trace_pytree(f, primals)
+    traced = trace_pytree(f, primals, concrete=True)
     fn = traced.function
     n_out = len(fn.results)
     aux_tree = None
@@ -172,6 +184,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     else:
         n_main, main_tree = n_out, traced.out_tree
     leaves = tree_flatten(primals)[0]
+    guards.enter(_Plan(fn, traced), leaves)
     outs = call(fn, *leaves, *traced.free)
     g = vjp_pass(fn, wrt, seeds=tuple(range(n_main)), name=f"{fn.name}_vjp")
 

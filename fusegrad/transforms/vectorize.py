@@ -83,7 +83,7 @@ def vmap(f: Callable, in_axes=0, out_axes=0, axis_size: int | None = None) -> Ca
 def _plan(fun, name, args, in_tree, leaves, axes, size, out_axes, reason) -> _Plan:
     """Trace ``fun`` on one example of the batch, then batch its Function."""
     example = [_unbatched_type(aval(x), ax) for x, ax in zip(leaves, axes)]
-    traced = trace_pytree(fun, tree_unflatten(in_tree, example), name=name)
+    traced = trace_pytree(fun, tree_unflatten(in_tree, example), name=name, kind="vmap")
     warn_effects("vmap", fun, traced)
     out_axes = _prefix_axes(traced.out_tree, out_axes, "out_axes", "the output", name)
     for j, (t, ax) in enumerate(zip(traced.function.out_types, out_axes)):

@@ -335,7 +335,9 @@ def test_concretisation_error_names_construct_source_line_and_alternatives(name)
 
 def test_concretisation_error_under_grad_and_jit():
     with pytest.raises(fg.TracerError, match=r"fg\.cond"):
-        fg.grad(lambda x: x if x > 0 else -x)(1.0)
+        fg.jit(fg.grad(lambda x: x if x > 0 else -x))(1.0)
+    with pytest.raises(fg.TracerError, match=r"fg\.vmap"):
+        fg.vmap(fg.grad(lambda x: x if x > 0 else -x))(np.ones(3))
     with pytest.raises(fg.TracerError, match=r"fnp\.where"):
         fg.jit(use_if)(F64_3)
 
