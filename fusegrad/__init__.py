@@ -23,6 +23,7 @@ from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
 from .serialization import SerializationError, load, save
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
+from .transforms.export import cfunc
 from .transforms.forward import hessian, hvp, jacfwd, jvp
 from .transforms.inspection import dump, make_ir
 from .transforms.jit_api import jit
@@ -40,6 +41,7 @@ from .transforms.vectorize import BatchingError, vmap
 
 __all__ = [
     "SideEffectWarning",
+    "cfunc",
     "ControlFlowError",
     "checkpoint",
     "cond",
