@@ -202,9 +202,8 @@ def _local_names(tree) -> set[str]:
             out.add(node.arg)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store | ast.Del):
             out.add(node.id)
-        elif isinstance(node, ast.FunctionDef | ast.Lambda) and node is not tree:
-            if isinstance(node, ast.FunctionDef):
-                out.add(node.name)
+        elif isinstance(node, ast.FunctionDef) and node is not tree:
+            out.add(node.name)
     return out
 
 
