@@ -3,7 +3,7 @@
 SciPy is handed one compiled ``value_and_grad`` of the objective (``jac=True``: the
 value and the gradient come from one native call) and, for the methods that take
 it (Newton-CG, trust-ncg, trust-krylov, trust-constr), the Hessian-vector product
-``hessp`` by forward-over-reverse (``fg.hvp``): no finite differences, no Hessian
+``hessp`` by forward-over-reverse (``fg.jvp`` of ``fg.grad``): no finite differences, no Hessian
 matrix. Every other keyword goes to SciPy unchanged; the result is SciPy's
 ``OptimizeResult`` with ``x`` in the shape of ``x0``.
 """
@@ -11,13 +11,15 @@ matrix. Every other keyword goes to SciPy unchanged; the result is SciPy's
 from __future__ import annotations
 
 import sys
+import threading
+import weakref
 from collections.abc import Callable
 
 import numpy as np
 
-from ..transforms.forward import hvp
+from ..transforms.forward import jvp
 from ..transforms.jit_api import jit
-from ..transforms.reverse import value_and_grad
+from ..transforms.reverse import grad, value_and_grad
 
 #: methods that evaluate only the objective (no gradient to hand them)
 _VALUE_ONLY = ("nelder-mead", "powell", "cobyla", "cobyqa")
@@ -43,8 +45,8 @@ def minimize(fun: Callable, x0, args: tuple = (), method: str | None = None, **k
     shape = x0.shape
     args = tuple(args)
     name = (method or "").lower()
-    vg = None if name in _VALUE_ONLY else value_and_grad(fun)
-    compiled = jit(fun)
+    compiled, vg, hv = _compiled(fun)
+    vg = None if name in _VALUE_ONLY else vg
 
     def value(x):
         return float(compiled(x.reshape(shape), *args))
@@ -58,15 +60,31 @@ def minimize(fun: Callable, x0, args: tuple = (), method: str | None = None, **k
     else:
         objective, kw["jac"] = value_and_jac, True
     if name in _HESSP and "hessp" not in kw and "hess" not in kw:
-        hv = hvp(lambda x: fun(x, *args))
-
         def hessp(x, p):
-            return np.asarray(hv(x.reshape(shape), p.reshape(shape)), np.float64).ravel()
+            return np.asarray(hv(x.reshape(shape), p.reshape(shape), *args),
+                              np.float64).ravel()
 
         kw["hessp"] = hessp
     res = scipy.optimize.minimize(objective, x0.ravel(), args=(), method=method, **kw)
     res.x = res.x.reshape(shape)
     return res
+
+
+_transformed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_transformed_lock = threading.Lock()
+
+
+def _compiled(fun: Callable):
+    """``(jit(fun), value_and_grad(fun), hvp)`` with ``hvp(x, p, *args)``, made once per
+    ``fun`` so that later calls reuse their traces and compiled code."""
+    with _transformed_lock:
+        hit = _transformed.get(fun)
+        if hit is None:
+            def hessian_vector(x, p, *args):
+                return jvp(lambda x: grad(fun)(x, *args), (x,), (p,))[1]
+
+            hit = _transformed[fun] = (jit(fun), value_and_grad(fun), jit(hessian_vector))
+        return hit
 
 
 # ``fg.scipy.minimize``: the package's ``__init__`` holds only its docstring
