@@ -163,6 +163,14 @@ def _fit_entry(xs: list[list[int]], ys: list[int]):
         rule = (tuple((c.numerator, c.denominator, e) for c, e in zip(sol, terms)), int(sol[-1]))
         if all(_apply(rule, [values[e][t] for e in terms]) == y for t, y in enumerate(ys)):
             return rule
+    for e in monos:  # one term rounded down: n // 2 + 3 (an exact solve misses it)
+        ms = values[e]
+        i = next((t for t in range(1, len(ms)) if ms[t] != ms[0]), None)
+        for den in range(2, _MAX_DEN + 1) if i is not None else ():
+            num = round((int(ys[i]) - int(ys[0])) * den / (ms[i] - ms[0]))
+            rule = (((num, den, e),), int(ys[0]) - num * ms[0] // den)
+            if num and all(_apply(rule, [m]) == y for m, y in zip(ms, ys)):
+                return rule
     return None
 
 

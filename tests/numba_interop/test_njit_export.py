@@ -151,3 +151,13 @@ def test_second_process_loads_the_machine_code_from_the_cache(tmp_path):
     hits, misses = map(int, runs[1].stdout.split())
     assert hits >= 1 and misses == 0
     assert runs[0].stdout.split()[0] == "0"  # the first process compiled it
+
+
+def test_other_transforms_export_through_jit():
+    jac = fg.jit(fg.jacfwd(lambda x: fnp.sin(x) * x[::-1])).njit(np.zeros(3))
+    x = np.array([0.2, -0.5, 1.3])
+    np.testing.assert_allclose(jac(x), fg.jacfwd(lambda x: fnp.sin(x) * x[::-1])(x),
+                               rtol=1e-12)
+    tangent = fg.jit(lambda x, v: fg.jvp(w1, (x,), (v,))[1]).njit(np.zeros(3), np.zeros(3))
+    x, v = np.linspace(-1, 1, 9), np.linspace(0, 2, 9)
+    np.testing.assert_allclose(tangent(x, v), fg.grad(w1)(x) @ v, rtol=1e-12)
