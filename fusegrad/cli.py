@@ -70,7 +70,7 @@ def _cmd_dump(args) -> int:
 def _cmd_eject(args) -> int:
     import numpy as np
 
-    from .codegen.eject import eject
+    from .transforms.eject import eject
     from .transforms.jit_api import jit
     from .transforms.reverse import grad
 

@@ -1,5 +1,7 @@
 """A standalone module of plain ``@numba.njit`` functions: no fusegrad import needed.
 
+(Here, not in ``codegen/``: every file there is part of the generated code's cache key.)
+
 ``eject(functions)`` takes Numba functions (the ``exported`` wrappers of generated
 modules, see ``transforms.export``) and writes one module holding them and,
 transitively, everything they call: the entries of their generated modules, the
@@ -12,7 +14,9 @@ literals, modules of NumPy, Numba, llvmlite (Numba's code generator) and the
 standard library as imports; a reference to any other module, or to a value that
 has no literal, is an error. Functions the math library marks for LLVM inlining
 keep that mark (a copy of ``codegen.inline``'s dispatcher, without fusegrad's cache
-key).
+key). Module-level values computed at import are written as this machine's values
+(``HAS_FMA``: on a CPU without FMA the exact product then calls libm's ``fma``, which
+is still exact, only slower).
 """
 
 from __future__ import annotations
