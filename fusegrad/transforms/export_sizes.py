@@ -39,24 +39,25 @@ class SizeRule:
     ``tied`` lists ``(arg, axis, j)`` for every other extent of that class (must be
     equal at run time); ``fixed`` lists ``(arg, axis, n)`` extents that must be ``n``
     (0 or 1, or every extent when ``generic`` is false); ``entries[k]`` is
-    ``(terms, b)``: ``d[k] = sum(num * prod(class_j ** e_j) // den) + b`` over the
-    ``(num, den, exponents)`` of ``terms``.
+    ``(terms, b)``: ``d[k] = sum((num * prod(class_j ** e_j) + c) // den) + b`` over
+    the ``(num, den, exponents, c)`` of ``terms``.
     """
 
     generic: bool
     classes: tuple[tuple[int, int], ...]
     tied: tuple[tuple[int, int, int], ...]
     fixed: tuple[tuple[int, int, int], ...]
-    entries: tuple[tuple[tuple[tuple[int, int, tuple[int, ...]], ...], int], ...]
+    entries: tuple[tuple[tuple[tuple[int, int, tuple[int, ...], int], ...], int], ...]
 
     def expression(self, k: int, name: Callable[[int], str]) -> str:
         """Python text for ``d[k]``; ``name(j)`` is the variable holding class ``j``."""
         terms, b = self.entries[k]
         parts = []
-        for num, den, exps in terms:
+        for num, den, exps, c in terms:
             term = " * ".join([*([str(num)] if num != 1 else []),
                                *(name(j) for j, e in enumerate(exps) for _ in range(e))])
-            parts.append(f"({term}) // {den}" if den != 1 else term)
+            inner = f"{term} + {c}" if c else term
+            parts.append(f"({inner}) // {den}" if den != 1 else term)
         if b or not parts:
             parts.append(str(b))
         return " + ".join(parts)
@@ -64,7 +65,7 @@ class SizeRule:
     def evaluate(self, shapes) -> list[int]:
         """The sizes table for argument ``shapes`` (a check of the rule, used by tests)."""
         vals = [shapes[a][ax] for a, ax in self.classes]
-        return [_apply(rule, [_value(vals, e) for _, _, e in rule[0]]) for rule in self.entries]
+        return [_apply(rule, [_value(vals, t[2]) for t in rule[0]]) for rule in self.entries]
 
 
 def fit(build: Callable, shapes: list[tuple[int, ...]]) -> tuple[str, SizeRule]:
@@ -147,7 +148,7 @@ def _solve(rows: list[list[Fraction]], rhs: list[Fraction]):
 
 
 def _fit_entry(xs: list[list[int]], ys: list[int]):
-    """``((num, den, exps), ...), b)``: ``ys[t] == sum(num * m_t // den) + b`` at every
+    """``((num, den, exps, c), ...), b)``: ``ys[t] == sum((num * m_t + c) // den) + b`` at every
     point ``t``, with one or two monomials ``m`` (the fewest that fit)."""
     if len(set(ys)) == 1:
         return ((), int(ys[0]))
@@ -160,20 +161,22 @@ def _fit_entry(xs: list[list[int]], ys: list[int]):
         if sol is None or sol[-1].denominator != 1 or any(
                 c == 0 or c.denominator > _MAX_DEN for c in sol[:-1]):
             continue
-        rule = (tuple((c.numerator, c.denominator, e) for c, e in zip(sol, terms)), int(sol[-1]))
+        rule = (tuple((c.numerator, c.denominator, e, 0) for c, e in zip(sol, terms)),
+                int(sol[-1]))
         if all(_apply(rule, [values[e][t] for e in terms]) == y for t, y in enumerate(ys)):
             return rule
-    for e in monos:  # one term rounded down: n // 2 + 3 (an exact solve misses it)
+    for e in monos:  # one term rounded down: (n + 1) // 2 (an exact solve misses it)
         ms = values[e]
         i = next((t for t in range(1, len(ms)) if ms[t] != ms[0]), None)
         for den in range(2, _MAX_DEN + 1) if i is not None else ():
             num = round((int(ys[i]) - int(ys[0])) * den / (ms[i] - ms[0]))
-            rule = (((num, den, e),), int(ys[0]) - num * ms[0] // den)
-            if num and all(_apply(rule, [m]) == y for m, y in zip(ms, ys)):
-                return rule
+            for c in range(den):
+                rule = (((num, den, e, c),), int(ys[0]) - (num * ms[0] + c) // den)
+                if num and all(_apply(rule, [m]) == y for m, y in zip(ms, ys)):
+                    return rule
     return None
 
 
 def _apply(rule, ms) -> int:
     terms, b = rule
-    return sum(num * m // den for (num, den, _), m in zip(terms, ms)) + b
+    return sum((num * m + c) // den for (num, den, _, c), m in zip(terms, ms)) + b

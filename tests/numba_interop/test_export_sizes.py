@@ -14,13 +14,16 @@ def _build(table):
 
 def test_products_offsets_and_halves_fit_and_generalise():
     def table(n, m, k):
-        return [n * m - m, n, 1, 0, n // 2 + 3, m * m * k, 5]
+        return [n * m - m, n, 1, 0, n // 2 + 3, m * m * k, 5, (n + 1) // 2, (2 * k + 2) // 3]
 
     source, rule = fit(_build(table), [(6, 3), (4,)])
     assert source == "same source" and rule.generic
     for shapes in ([(6, 3), (4,)], [(11, 2), (9,)], [(100, 37), (2,)], [(2, 2), (3,)]):
         assert rule.evaluate(shapes) == table(shapes[0][0], shapes[0][1], shapes[1][0])
     assert rule.expression(0, lambda j: f"c{j}").count("c") >= 2
+    classes = {"c0": 3, "c1": 4, "c2": 6}  # in order of size: m, k, n
+    assert [eval(rule.expression(i, lambda j: f"c{j}"), classes)
+            for i in range(9)] == table(6, 3, 4)
 
 
 def test_tied_and_fixed_extents_are_recorded():

@@ -161,3 +161,14 @@ def test_other_transforms_export_through_jit():
     tangent = fg.jit(lambda x, v: fg.jvp(w1, (x,), (v,))[1]).njit(np.zeros(3), np.zeros(3))
     x, v = np.linspace(-1, 1, 9), np.linspace(0, 2, 9)
     np.testing.assert_allclose(tangent(x, v), fg.grad(w1)(x) @ v, rtol=1e-12)
+
+
+def test_strided_slices_stay_shape_generic():
+    def f(x):
+        return fnp.sum(fnp.sin(x[::2])) * fnp.sum(x[1::2] ** 2) + fnp.sum(x[::3])
+
+    e = fg.grad(f).njit(np.zeros(6))
+    assert _export(fg.grad(f), (np.zeros(6),)).rule.generic
+    for n in (6, 7, 11, 40):
+        x = np.linspace(-1, 2, n)
+        np.testing.assert_allclose(e(x), fg.grad(f)(x), rtol=1e-12, atol=1e-15)
