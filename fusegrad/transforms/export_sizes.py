@@ -12,7 +12,8 @@ equal, as a matrix product does). The function is traced again at six other
 sizes per class; if every trace generates the same source, each entry of ``d`` is
 fitted, exactly over the seven traces, as ``a1 * m1 + a2 * m2 + b`` (one or two
 terms) with ``m`` products of classes (degree at most 3), ``a`` fractions with a
-small denominator (rounded down at run time) and ``b`` an integer. Extents of 0
+small denominator and ``b`` an integer, or as one term rounded down,
+``(p * m + c) // q + b`` (a strided slice has ``(n + 1) // 2`` elements). Extents of 0
 or 1 stay fixed (they decide broadcasting and are written into the source).
 When the traces differ (the structure depends on the sizes) or an entry fits no
 such form, the export is for the example's shapes only.
