@@ -21,8 +21,10 @@ from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
+from .scipy import optimize as _scipy_optimize  # noqa: F401  (fg.scipy.minimize)
 from .serialization import SerializationError, load, save
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
+from .transforms.export import cfunc
 from .transforms.forward import hessian, hvp, jacfwd, jvp
 from .transforms.guards import RetraceWarning
 from .transforms.inspection import dump, make_ir
@@ -42,6 +44,7 @@ from .transforms.vectorize import BatchingError, vmap
 __all__ = [
     "SideEffectWarning",
     "RetraceWarning",
+    "cfunc",
     "ControlFlowError",
     "checkpoint",
     "cond",

@@ -1,4 +1,5 @@
-"""The ``fusegrad`` command: ``dump`` (IR at every stage), ``demo`` and ``bench``."""
+"""The ``fusegrad`` command: ``dump`` (IR at every stage), ``eject`` (a standalone Numba
+module), ``demo`` and ``bench``."""
 
 from __future__ import annotations
 
@@ -63,6 +64,41 @@ def _cmd_dump(args) -> int:
     if stage not in (*STAGES, "all"):
         raise UsageError(f"unknown stage {stage!r}: choose {', '.join(STAGES)} or all")
     dump(fn, *types, stage=stage, grad=args.grad, locs=args.locs)
+    return 0
+
+
+def _cmd_eject(args) -> int:
+    import numpy as np
+
+    from .transforms.eject import eject
+    from .transforms.jit_api import jit
+    from .transforms.reverse import grad
+
+    fn = _load_function(args.target)
+    try:
+        types = [parse_type(a) for a in args.arg]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    _check_arity(fn, args.target, len(types))
+    examples = [np.zeros(t.shape, t.dtype) for t in types]
+    functions = {"forward": jit(fn).njit(*examples)}
+    if args.grad:
+        nums = [i for i, t in enumerate(types) if t.is_float]
+        if not nums:
+            raise UsageError("--grad: no floating-point argument to differentiate")
+        g = grad(fn, argnums=nums[0] if len(nums) == 1 else tuple(nums))
+        functions["gradient"] = g.njit(*examples)
+    sig = " ".join(f"--arg {a}" for a in args.arg)
+    doc = (f"{args.target} ({sig}{' --grad' if args.grad else ''}), written by "
+           "`fusegrad eject`.\n\nPlain Numba functions: `forward(...)`"
+           + (" and `gradient(...)` (one array per differentiated argument)" if args.grad
+              else "") + ", one positional argument per\n--arg, for any extents of those "
+           "ranks (unless the function's structure depends on its\nsizes: then for those "
+           "shapes only). Imports NumPy and Numba only.\n")
+    text = eject(functions, doc)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(f"wrote {args.out}: {', '.join(functions)}")
     return 0
 
 
@@ -161,6 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--stage", choices=None, metavar="|".join((*STAGES, "all")),
                    help="which stage to print (default: all with --grad, else traced)")
     d.set_defaults(run=_cmd_dump)
+    e = sub.add_parser("eject", help="write a standalone Numba module (no fusegrad import) "
+                       "of a function and, with --grad, its gradient")
+    e.add_argument("target", metavar="FILE.py:FUNC", help="the function to trace")
+    e.add_argument("--arg", action="append", default=[], metavar="TYPE",
+                   help="type of the next positional argument, e.g. f64[1000] or f32[3,4]")
+    e.add_argument("--grad", action="store_true", help="also write gradient(...)")
+    e.add_argument("-o", "--out", required=True, metavar="OUT.py", help="the module to write")
+    e.set_defaults(run=_cmd_eject)
     demo = sub.add_parser("demo", help="train an MLP on two spirals with a compiled step")
     demo.add_argument("--steps", type=int, default=1000, help="training steps (default 1000)")
     demo.add_argument("--batch-size", type=int, default=128, help="minibatch size (default 128)")

@@ -26,6 +26,7 @@ from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from . import guards
+from .export import attach
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -204,6 +205,7 @@ def hvp(f: Callable) -> Callable:
         traced, _, touts = push(primals, (0,), t_leaves.__getitem__)
         return tree_unflatten(traced.out_tree, touts)
 
+    attach(hvp_f)
     return hvp_f
 
 

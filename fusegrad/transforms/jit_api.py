@@ -17,6 +17,8 @@ from ..runtime import fastcall
 from ..runtime.donation import donated_leaves
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
+from .export import cfunc as export_cfunc
+from .export import export_njit
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -157,6 +159,14 @@ class jit:
         if fast is not None and plan.reusable and not plan.traced.free:
             self._fast[fast] = plan
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
+
+    def njit(self, *example_args):
+        """This function as a Numba dispatcher for ``@numba.njit`` code (``transforms.export``)."""
+        return export_njit(self, *example_args)
+
+    def cfunc(self, *example_args):
+        """This function as a ``numba.cfunc`` (``transforms.export.cfunc``)."""
+        return export_cfunc(self, *example_args)
 
     def _trace(self, args, kwargs, key, dyn) -> _Plan:
         fun, dyn_args = _split_static(self.f, args, self.static_argnums, "jit")

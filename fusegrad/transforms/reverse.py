@@ -24,6 +24,7 @@ from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
 from . import guards
+from .export import attach
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -139,6 +140,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         return value, grads
 
     value_and_grad_f._plans = plans
+    attach(value_and_grad_f)
     return value_and_grad_f
 
 
@@ -163,6 +165,7 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
         value, g = vg(*args, **kwargs)
         return (g, value[1]) if has_aux else g
 
+    attach(grad_f)
     return grad_f
 
 

@@ -36,7 +36,7 @@ def test_loss_pattern():
 
 def test_examples_are_found():
     names = {p.name for p in EXAMPLES}
-    assert {"mlp_training.py", "pinn.py"} <= names
+    assert {"mlp_training.py", "pinn.py", "numba_newton.py", "scipy_fit.py"} <= names
     assert "f.py" not in names
 
 
