@@ -1,0 +1,116 @@
+"""Data-parallel gradient throughput on Dask: one worker against two.
+
+A logistic-regression loss (mean log-loss, float32) over ``--n`` examples of ``--d``
+features, generated and kept on the workers. Two ``LocalCluster``s run side by side,
+one of 1 worker and one of 2, each worker a single-threaded process (Numba and BLAS on
+one thread); their ``fusegrad.distributed.value_and_grad`` calls are interleaved and the
+medians compared. A tiny loss over two chunks of 8 examples measures the per-step
+overhead (scheduling, shipping parameters and gradients, the tree sum)::
+
+    python benchmarks/dask_scaling.py                  # n = 1e7, d = 100
+    python benchmarks/dask_scaling.py --n 1e6 --repeats 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+
+
+def loss(w, X, y):
+    import fusegrad.numpy as fnp
+
+    return fnp.mean(fnp.logaddexp(0, -y * (X @ w)))
+
+
+def _cluster(n_workers: int):
+    import distributed
+
+    env = {"NUMBA_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "MKL_NUM_THREADS": "1"}
+    cluster = distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1,
+                                       processes=True, dashboard_address=None,
+                                       silence_logs=40, env=env)
+    return cluster, distributed.Client(cluster, set_as_default=False)
+
+
+def _data(client, n: int, d: int, chunk: int):
+    import dask.array as da
+
+    with client.as_current():
+        rs = da.random.RandomState(0)
+        X = rs.standard_normal((n, d), chunks=(chunk, d)).astype(np.float32)
+        w_true = np.linspace(-1, 1, d).astype(np.float32)
+        y = da.sign(X @ w_true + rs.standard_normal(n, chunks=chunk).astype(np.float32))
+        X, y = client.persist([X, y])
+        distributed_wait([X, y])
+    return X, y
+
+
+def distributed_wait(xs):
+    from distributed import wait
+
+    wait(xs)
+
+
+def _time(client, fn) -> float:
+    with client.as_current():
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+
+
+def main(argv=None) -> None:
+    from fusegrad import distributed as fd
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--n", type=float, default=1e7)
+    p.add_argument("--d", type=int, default=100)
+    p.add_argument("--chunks", type=int, default=16, help="chunks along the examples")
+    p.add_argument("--repeats", type=int, default=7)
+    a = p.parse_args(argv)
+    n, d = int(a.n), a.d
+    chunk = -(-n // a.chunks)
+    clusters = {k: _cluster(k) for k in (1, 2)}
+    try:
+        data = {k: _data(c, n, d, chunk) for k, (_, c) in clusters.items()}
+        w = np.zeros(d, np.float32)
+        results, overhead = {1: [], 2: []}, {1: [], 2: []}
+        tiny_X, tiny_y = np.ones((16, d), np.float32), np.ones(16, np.float32)
+
+        def tiny():
+            import dask.array as da
+
+            fd.value_and_grad(loss, w, da.from_array(tiny_X, chunks=(8, d)),
+                              da.from_array(tiny_y, chunks=8))
+
+        for k, (_, c) in clusters.items():  # compile on every worker, detect the mean
+            _time(c, lambda k=k: fd.value_and_grad(loss, w, *data[k]))
+            _time(c, tiny)
+        values = {}
+        for _ in range(a.repeats):
+            for k, (_, c) in clusters.items():
+                results[k].append(_time(c, lambda k=k: values.__setitem__(
+                    k, fd.value_and_grad(loss, w, *data[k]))))
+                overhead[k].append(_time(c, tiny))
+        np.testing.assert_allclose(values[1][1], values[2][1], rtol=1e-4)
+        med = {k: statistics.median(v) for k, v in results.items()}
+        print(f"logistic regression, n = {n:.3g}, d = {d}, float32, {a.chunks} chunks, "
+              f"{a.repeats} interleaved rounds, medians")
+        print("| workers | gradient time | examples/s | per-step overhead (2 chunks of 8) |")
+        print("|---|---:|---:|---:|")
+        for k in (1, 2):
+            print(f"| {k} | {med[k] * 1e3:.0f} ms | {n / med[k]:.3g} | "
+                  f"{statistics.median(overhead[k]) * 1e3:.1f} ms |")
+        print(f"throughput ratio, 2 workers / 1 worker: {med[1] / med[2]:.2f}x")
+    finally:
+        for cluster, client in clusters.values():
+            client.close()
+            cluster.close()
+
+
+if __name__ == "__main__":
+    main()

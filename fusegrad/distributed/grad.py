@@ -1,0 +1,233 @@
+"""Data-parallel value and gradient of a loss summed or averaged over examples.
+
+``value_and_grad(loss, params, *data)``: ``data`` are ``dask.array``s (NumPy arrays are
+wrapped) whose axis 0 is the example axis, chunked alike along it. Each chunk becomes
+one task computing ``loss(params, *chunk)`` and its gradient with compiled code on a
+worker; the tasks' results are summed in a tree of ``split_every``-way additions. For
+a mean, each chunk's value and gradient are weighted by its number of examples and the
+total is divided by their sum, so unequal chunks give the exact full-data mean.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from ..ir import TensorType
+from ..ir.errors import FusegradError
+from ..tracer import trace_pytree
+from ..tracer.pytree import tree_flatten, tree_unflatten
+from ..transforms.plan import _leaf, vjp_pass, warn_effects
+from .shipping import Shipped, executable_for, ship
+
+
+class LossStructureError(FusegradError, ValueError):
+    """The loss is not a sum or a mean over the examples, so it cannot be split by chunk."""
+
+
+_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def cache_for(fn) -> dict:
+    """The client-side cache of traces for ``fn`` (a throwaway dict if ``fn`` cannot
+    be weakly referenced)."""
+    try:
+        return _CACHE.setdefault(fn, {})
+    except TypeError:
+        return {}
+
+
+def as_dask(data, who: str) -> list:
+    """``data`` as dask arrays chunked alike along axis 0 and not at all along the others."""
+    import dask.array as da
+
+    if not data:
+        raise TypeError(f"{who}: pass the data arrays after params (example axis first)")
+    data = [a if isinstance(a, da.Array) else np.asarray(a) for a in data]
+    for i, a in enumerate(data):
+        if a.ndim == 0:
+            raise TypeError(f"{who}: data argument {i} is a scalar; every data array needs "
+                            "an example axis (axis 0)")
+        if isinstance(a, da.Array) and any(np.isnan(c) for c in a.chunks[0]):
+            raise ValueError(f"{who}: data argument {i} has chunks of unknown size; call "
+                             ".compute_chunk_sizes() on it first")
+        if a.shape[0] != data[0].shape[0]:
+            raise ValueError(f"{who}: data arguments 0 and {i} have {data[0].shape[0]} and "
+                             f"{a.shape[0]} examples (axis 0); they must have the same number")
+    first = next((a for a in data if isinstance(a, da.Array)), None)
+    rows = first.chunks[0] if first is not None else (data[0].shape[0],)
+    out = [a if isinstance(a, da.Array) else da.from_array(a, chunks=(rows, *a.shape[1:]))
+           for a in data]
+    return [a.rechunk({0: rows, **{ax: -1 for ax in range(1, a.ndim)}}) for a in out]
+
+
+def param_leaves(params, who: str) -> tuple[list[np.ndarray], object]:
+    leaves, treedef = tree_flatten(params)
+    leaves = [_leaf(x) for x in leaves]
+    for i, x in enumerate(leaves):
+        if not isinstance(x, np.ndarray) or not np.issubdtype(x.dtype, np.floating):
+            raise TypeError(f"{who}: parameter leaf {i} is {getattr(x, 'dtype', type(x))}; "
+                            "parameters must be floating-point arrays")
+    return leaves, treedef
+
+
+def gradient_of(fn, params_tree, others, who: str) -> tuple[Shipped, tuple, np.dtype]:
+    """Trace ``fn(params, *others)`` (``others``: arrays or TensorTypes), differentiate
+    w.r.t. every leaf of ``params``: the shipped gradient Function (it returns the value,
+    then the gradients), its closed-over arrays, and the loss dtype."""
+    traced = trace_pytree(fn, (params_tree, *others), name=getattr(fn, "__name__", "loss"))
+    warn_effects(who, fn, traced, jit=True)
+    f = traced.function
+    if traced.out_tree.num_leaves != 1 or f.out_types[0].shape != () or not f.out_types[0].is_float:
+        raise LossStructureError(f"{who}: the loss must return one floating-point scalar, "
+                                 f"got {traced.out_tree} of {list(map(str, f.out_types))}")
+    if any(not isinstance(x, np.ndarray | np.generic) for x in traced.free):
+        raise TypeError(f"{who}: the loss closes over a traced value; it cannot run inside "
+                        "another fusegrad transform")
+    n = len(tree_flatten(params_tree)[0])
+    g = vjp_pass(f, list(range(n)), seeds=(0,), name=f"{f.name}_grad")
+    return ship(g), tuple(np.asarray(x) for x in traced.free), f.out_types[0].dtype
+
+
+# --- the loss's structure -------------------------------------------------------------
+
+
+def _close(a: float, b: float, scale: float, dtype) -> bool:
+    return abs(a - b) <= np.sqrt(np.finfo(dtype).eps) * max(scale, 1e-300)
+
+
+def reduction_of(loss, params, data, reduction: str, who: str) -> str:
+    """``"sum"`` or ``"mean"``: what ``loss`` does over the examples, checked on the first
+    examples at ``params`` and at a perturbed point (``reduction`` = "auto" detects it)."""
+    if reduction not in ("auto", "sum", "mean"):
+        raise ValueError(f"{who}: reduction must be 'auto', 'sum' or 'mean', got {reduction!r}")
+    import dask
+
+    m = min(64, data[0].shape[0])
+    if m < 2:  # one example: its sum is its mean
+        return "mean" if reduction == "auto" else reduction
+    rows = dask.compute(*[a[:m] for a in data])
+    k = m // 2
+    leaves, treedef = tree_flatten(params)
+    rng = np.random.default_rng(0)
+    moved = [np.asarray(x) + 0.1 * (1 + np.abs(x)) * rng.standard_normal(np.shape(x))
+             for x in leaves]
+    is_sum = is_mean = True
+    for point in (params, tree_unflatten(treedef, [x.astype(np.asarray(y).dtype)
+                                                   for x, y in zip(moved, leaves)])):
+        full = float(loss(point, *rows))
+        a = float(loss(point, *[r[:k] for r in rows]))
+        b = float(loss(point, *[r[k:] for r in rows]))
+        dtype = np.result_type(*[np.asarray(x).dtype for x in leaves], *[r.dtype for r in rows])
+        dtype = dtype if np.issubdtype(dtype, np.floating) else np.float64
+        scale = abs(full) + abs(a) + abs(b)
+        is_sum &= _close(full, a + b, scale, dtype)
+        is_mean &= _close(full, (k * a + (m - k) * b) / m, scale, dtype)
+        detail = (f"on the first {m} examples the loss is {full:.6g}; on the first {k} it is "
+                  f"{a:.6g} and on the other {m - k} {b:.6g}, whose sum is {a + b:.6g} and "
+                  f"weighted mean {(k * a + (m - k) * b) / m:.6g}")
+    found = "sum" if is_sum and not is_mean else "mean" if is_mean and not is_sum else None
+    if reduction == "auto" and found is not None:
+        return found
+    if reduction != "auto" and (is_sum if reduction == "sum" else is_mean):
+        return reduction
+    if is_sum and is_mean:
+        raise LossStructureError(
+            f"{who}: cannot tell whether the loss is a sum or a mean over the examples "
+            f"({detail}); pass reduction='sum' or reduction='mean'")
+    claim = "" if reduction == "auto" else f" (reduction={reduction!r} was given)"
+    raise LossStructureError(
+        f"{who}: loss(params, *data) is not a {'sum or mean' if reduction == 'auto' else reduction}"
+        f" over the examples (axis 0 of the data){claim}: {detail}. Only such a loss can be "
+        "split into chunks. A loss that mixes examples (a product or maximum over them, a "
+        "normalisation across the batch) cannot; a term that does not depend on the data (a "
+        "regulariser) can be computed on the client and added to the value and gradient "
+        "returned here.")
+
+
+# --- the task graph -----------------------------------------------------------------
+
+
+def chunk_value_and_grad(shipped: Shipped, mean: bool, leaves, free, seed_dtype: str, *blocks):
+    """On a worker: one chunk's value and gradients (times its example count for a mean)."""
+    exe = executable_for(Shipped(*shipped))
+    blocks = [np.ascontiguousarray(b) for b in blocks]
+    outs = exe(*leaves, *blocks, *free, np.ones((), np.dtype(seed_dtype)))
+    w = blocks[0].shape[0] if mean else 1
+    return [np.asarray(o) * w if mean else np.array(o) for o in outs]
+
+
+def add_parts(*parts):
+    """Element-wise sum of several chunks' ``[value, *gradients]`` lists."""
+    total = [np.array(p, copy=True) for p in parts[0]]
+    for part in parts[1:]:
+        for t, p in zip(total, part):
+            t += p
+    return total
+
+
+def graph(loss, params, data, mode: str, chunks=None, split_every: int = 8, who: str = ""):
+    """The delayed ``[value, *gradients]`` summed over the chunks numbered ``chunks``
+    (all if None), and the number of examples they hold."""
+    import dask
+
+    leaves, treedef = param_leaves(params, who)
+    rows = data[0].chunks[0]
+    chunks = range(len(rows)) if chunks is None else chunks
+    blocks = [a.to_delayed().reshape(-1) for a in data]
+    cache = cache_for(loss)
+    leaves_d = dask.delayed(leaves, pure=True)
+    parts = []
+    for i in chunks:
+        types = [TensorType((rows[i], *a.shape[1:]), a.dtype) for a in data]
+        key = ("chunk", treedef, tuple((x.shape, x.dtype) for x in leaves), tuple(types))
+        if key not in cache:
+            cache[key] = gradient_of(loss, tree_unflatten(treedef, leaves), types, who)
+        shipped, free, dtype = cache[key]
+        parts.append(dask.delayed(chunk_value_and_grad, pure=True)(
+            dask.delayed(shipped, pure=True), mode == "mean", leaves_d,
+            dask.delayed(free, pure=True), np.dtype(dtype).str, *[b[i] for b in blocks]))
+    while len(parts) > 1:
+        parts = [dask.delayed(add_parts, pure=True)(*parts[j:j + split_every])
+                 for j in range(0, len(parts), split_every)]
+    return parts[0], treedef, sum(rows[i] for i in chunks)
+
+
+def finish(total, treedef, n: int, mode: str):
+    value, *grads = total
+    if mode == "mean":
+        value, grads = value / n, [g / n for g in grads]
+    return np.asarray(value), tree_unflatten(treedef, grads)
+
+
+def value_and_grad(loss, params, *data, reduction: str = "auto", split_every: int = 8):
+    """``(loss(params, *data), gradient w.r.t. params)`` computed chunk by chunk on Dask.
+
+    ``loss(params, *data)`` must be a sum or a mean over the examples (axis 0 of every
+    data array); ``reduction="auto"`` finds which on the first examples, and a loss that
+    is neither raises :class:`LossStructureError`. ``data`` are ``dask.array``s chunked
+    alike along axis 0 (NumPy arrays are chunked like the first dask array). Runs on the
+    active Dask scheduler. Returns NumPy arrays: the value, and the gradient in the
+    structure of ``params``.
+    """
+    import dask
+
+    who = "distributed.value_and_grad"
+    if split_every < 2:
+        raise ValueError(f"{who}: split_every must be at least 2, got {split_every}")
+    data = as_dask(data, who)
+    mode = mode_for(loss, params, data, reduction, who)
+    total, treedef, n = graph(loss, params, data, mode, None, split_every, who)
+    return finish(dask.compute(total)[0], treedef, n, mode)
+
+
+def mode_for(loss, params, data, reduction: str, who: str) -> str:
+    """:func:`reduction_of`, remembered per loss, parameter structure and data types."""
+    leaves, treedef = param_leaves(params, who)
+    key = ("mode", reduction, treedef, tuple((x.shape, x.dtype) for x in leaves),
+           tuple((a.shape[1:], a.dtype) for a in data))
+    cache = cache_for(loss)
+    if key not in cache:
+        cache[key] = reduction_of(loss, params, data, reduction, who)
+    return cache[key]
