@@ -19,6 +19,7 @@ import re
 import numpy as np
 
 from ..ir import Function, Op, Value
+from ..ir.count_op import count_n
 from ..ir.printer import format_op_header, value_names
 from ..ir.types import TensorType, dtype_name
 from . import mathlib as ml
@@ -54,7 +55,8 @@ def literal(value, t: TensorType) -> str:
 
 def count_expr(w: _Writer, op: Op) -> str:
     """A ``count`` op: its element count read from the sizes table, as a float scalar."""
-    return f"{np_dtype(op.results[0].type)}({w.number(op.attrs['n'])})"
+    n = count_n(op.attrs["shape"], op.attrs["axes"])
+    return f"{np_dtype(op.results[0].type)}({w.number(n)})"
 
 
 def reduce_init(name: str, t: TensorType) -> str:

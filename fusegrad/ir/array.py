@@ -151,8 +151,10 @@ def count_value(x, axis):
     """The number of elements ``mean`` divides by, in ``x``'s (floating) dtype: a ``count`` op,
     which compiled code reads at run time, so the extents stay out of the generated text.
     A count of 1 (every reduced extent is 1, which the text already fixes) is the literal 1."""
-    n = count(x, axis)
-    return 1 if n == 1 else ops.count(n=n, dtype=dtype_name(dtype(x)))
+    axes = norm_axes(axis, ndim(x))
+    if count(x, axes) == 1:
+        return 1
+    return ops.count(shape=shape(x), axes=axes, dtype=dtype_name(dtype(x)))
 
 
 def mean(x, axis=None, keepdims=False):

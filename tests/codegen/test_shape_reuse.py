@@ -45,6 +45,21 @@ def test_mean_of_matmul_compiles_one_module():
     assert _modules() - before == 1
 
 
+def test_counts_of_different_axes_stay_apart_on_a_square_shape():
+    """A count names its axes and shape: on a square array the counts of axis 0 and of
+    axis 1 are equal but not merged, so the IR has the structure of any other shape."""
+
+    def both_axes(x):
+        return fnp.sum(fnp.mean(x, 0)) * fnp.sum(fnp.mean(x, 1) ** 2)
+
+    def structure(shape):
+        fn = simplify(fg.make_ir(both_axes)(np.zeros(shape)))
+        return [(op.name, op.attrs.get("axes")) for op in fn.ops]
+
+    assert structure((4, 4)) == structure((5, 3))
+    assert [n for n, _ in structure((4, 4))].count("count") == 2
+
+
 #: (name, NumPy reduction, fusegrad reduction): var and std with ddof 0 and 1
 REDUCTIONS = [
     ("mean", np.mean, fnp.mean),
@@ -120,7 +135,7 @@ VAR_DDOF1_IR = """\
 func @var_ddof1(%x: f64[5,3]) -> f64[3] {
   %0 = reduce_sum %x {axes=[0]} : f64[3]
   %1 = reshape %0 {shape=[1, 3]} : f64[1,3]
-  %2 = count {dtype=f64, n=5} : f64[]
+  %2 = count {axes=[0], dtype=f64, shape=[5, 3]} : f64[]
   %3 = div %1, %2 : f64[1,3]
   %4 = sub %x, %3 : f64[5,3]
   %5 = constant {dtype=f64, value=1.0} : f64[]
