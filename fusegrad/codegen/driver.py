@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Op, Value
-from .emit import LoweringError, _scalar_expr, _Writer, literal, np_dtype
+from .emit import LoweringError, _scalar_expr, _Writer, count_expr, literal, np_dtype
 from .templates import SCALAR
 
 
@@ -23,6 +23,8 @@ def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
     lhs = f"    {names[out]} = "
     if op.name == "constant":
         return [lhs + literal(op.attrs["value"], out.type)]
+    if op.name == "count":
+        return [lhs + count_expr(w, op)]
     if op.name == "convert" or (out.type.shape == () and op.name in SCALAR):
         return [lhs + _scalar_expr(op, args)]
     if op.name.startswith("reduce_") and op.operands[0].type.shape == ():

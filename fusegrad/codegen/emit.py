@@ -19,6 +19,7 @@ import re
 import numpy as np
 
 from ..ir import Function, Op, Value
+from ..ir.count_op import count_n
 from ..ir.printer import format_op_header, value_names
 from ..ir.types import TensorType, dtype_name
 from . import mathlib as ml
@@ -50,6 +51,12 @@ def literal(value, t: TensorType) -> str:
     else:
         text = repr(value)
     return f"{NP_DTYPE[name]}({text})"
+
+
+def count_expr(w: _Writer, op: Op) -> str:
+    """A ``count`` op: its element count read from the sizes table, as a float scalar."""
+    n = count_n(op.attrs["shape"], op.attrs["axes"])
+    return f"{np_dtype(op.results[0].type)}({w.number(n)})"
 
 
 def reduce_init(name: str, t: TensorType) -> str:
@@ -174,6 +181,10 @@ def _rare_flag(op: Op, args: list[str]) -> str | None:
     return f"ml.{ml.RARE[op.name]}_{sfx}({args[0]})"
 
 
+#: scalar ops of a kernel's body computed once before its loops
+_HOISTED = ("constant", "count")
+
+
 class _Kernel:
     """One fused op as a loop nest over its iteration space, written inline in ``entry``.
 
@@ -189,7 +200,7 @@ class _Kernel:
         self.space = next(
             bop.operands[0].type.shape if bop.name.startswith("reduce_")
             else bop.results[0].type.shape
-            for bop in self.body.ops if bop.name != "constant"
+            for bop in self.body.ops if bop.name not in _HOISTED
         )
 
     def _kinds(self):
@@ -243,7 +254,7 @@ class _Kernel:
                 local[p] = names[p]
         paired = _sincos_pairs(body)
         for bop in body.ops:
-            if bop.name == "constant" or (bop in paired and paired[bop] is None):
+            if bop.name in _HOISTED or (bop in paired and paired[bop] is None):
                 continue
             res = bop.results[0]
             comment = _comment(bop, irnames)
@@ -270,10 +281,11 @@ class _Kernel:
         irnames = value_names(self.body)
         out = []
         for bop in self.body.ops:
-            if bop.name == "constant":
+            if bop.name in _HOISTED:
                 res = bop.results[0]
-                out.append(f"    {names[res]} = {literal(bop.attrs['value'], res.type)}"
-                           + _comment(bop, irnames))
+                value = (count_expr(self.w, bop) if bop.name == "count"
+                         else literal(bop.attrs["value"], res.type))
+                out.append(f"    {names[res]} = {value}" + _comment(bop, irnames))
                 local[res] = names[res]
         return out
 

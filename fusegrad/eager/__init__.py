@@ -13,7 +13,7 @@ May import ``config``, ``ir``, ``tracer``, ``passes``, ``codegen``, ``runtime`` 
 register what it needs to know about them.
 """
 
-from . import jit_eager  # noqa: F401  (routes fg.jit calls over eager code here)
+from . import jit_eager, sizes  # noqa: F401  (fg.jit over eager code; counts stay traced)
 from .tensor import Tensor
 
 __all__ = ["Tensor"]

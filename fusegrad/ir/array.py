@@ -147,15 +147,30 @@ def count(x, axis) -> int:
     return math.prod(shape(x)[a] for a in axes)
 
 
+def count_value(x, axis):
+    """The number of elements ``mean`` divides by, in ``x``'s (floating) dtype: a ``count`` op,
+    which compiled code reads at run time, so the extents stay out of the generated text.
+    A count of 1 (every reduced extent is 1, which the text already fixes) is the literal 1."""
+    axes = norm_axes(axis, ndim(x))
+    if count(x, axes) == 1:
+        return 1
+    return ops.count(shape=shape(x), axes=axes, dtype=dtype_name(dtype(x)))
+
+
 def mean(x, axis=None, keepdims=False):
     x = to_float(asarray(x))
-    return sum(x, axis, keepdims=keepdims) / count(x, axis)
+    return sum(x, axis, keepdims=keepdims) / count_value(x, axis)
 
 
 def var(x, axis=None, ddof=0, keepdims=False):
     x = to_float(asarray(x))
     centred = x - mean(x, axis, keepdims=True)
-    return sum(centred * centred, axis, keepdims=keepdims) / builtins.max(count(x, axis) - ddof, 0)
+    n = count_value(x, axis)
+    if is_weak(n):
+        n = builtins.max(n - ddof, 0)
+    elif ddof:  # NumPy's max(n - ddof, 0): n - ddof in floating point is exact
+        n = ops.maximum(n - ddof, 0)
+    return sum(centred * centred, axis, keepdims=keepdims) / n
 
 
 def std(x, axis=None, ddof=0, keepdims=False):

@@ -221,7 +221,7 @@ def _kernel(ops: list[Op], producer, used_outside, index: int):
             if u in inside or u in consts or u in inputs:
                 continue
             uop = producer.get(u)
-            if uop is not None and uop.name == "constant":
+            if uop is not None and uop.name in ("constant", "count"):
                 consts[u] = uop
             else:
                 inputs.append(u)

@@ -24,6 +24,7 @@ from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferent
 from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
+from tests.passes.count_cases import count_cases, count_nondiff
 
 Shape = tuple[int, ...]
 Make = Callable[[np.random.Generator], list]
@@ -398,6 +399,7 @@ NONDIFF: dict[str, NonDiffCase] = {
         inputs(normal(3, 4)),
     ),
 }
+NONDIFF.update(count_nondiff(NonDiffCase, inputs, normal))
 
 # --- NumPy-only cases: non-differentiable ops; ties and integer conversions ---------
 
@@ -439,6 +441,7 @@ INTERPRETER_ONLY = [
         for w in (0, 1)
     ),
 ]
+INTERPRETER_ONLY += count_cases(Case, inputs)
 
 
 def _case_id(case: Case) -> str:

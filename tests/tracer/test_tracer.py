@@ -57,7 +57,7 @@ def test_ir_reduction_axis_keepdims():
         func @reductions(%x: f64[2,3]) -> (f64[2,3], f64[]) {
           %0 = reduce_sum %x {axes=[1]} : f64[2]
           %1 = reshape %0 {shape=[2, 1]} : f64[2,1]
-          %2 = constant {dtype=f64, value=3.0} : f64[]
+          %2 = count {axes=[1], dtype=f64, shape=[2, 3]} : f64[]
           %3 = div %1, %2 : f64[2,1]
           %4 = reduce_max %x {axes=[0]} : f64[3]
           %5 = add %3, %4 : f64[2,3]
