@@ -274,7 +274,10 @@ class Tracer(ArrayMethods):
         raise _concrete_error(self, "complex()")
 
     def __array__(self, dtype=None, copy=None):
-        raise _concrete_error(self, "converting a traced value to a NumPy array (np.asarray)")
+        raise _concrete_error(self, "converting a traced value to a NumPy array (np.asarray; "
+                              "also np.array, np.mean, np.sum, np.full, np.linalg.norm... of a "
+                              "list holding traced values, which NumPy converts itself: call "
+                              "fnp.array / fnp.stack / fnp.mean... of the list instead)")
 
     def item(self):
         raise _concrete_error(self, ".item()")
