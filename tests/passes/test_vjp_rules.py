@@ -24,6 +24,7 @@ from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferent
 from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
+from tests.passes.sort_cases import sort_cases, sort_nondiff
 
 Shape = tuple[int, ...]
 Make = Callable[[np.random.Generator], list]
@@ -439,6 +440,8 @@ INTERPRETER_ONLY = [
         for w in (0, 1)
     ),
 ]
+INTERPRETER_ONLY += sort_cases(Case, inputs, normal, const)
+NONDIFF.update(sort_nondiff(NonDiffCase, inputs, normal))
 
 
 def _case_id(case: Case) -> str:

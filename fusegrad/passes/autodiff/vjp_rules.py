@@ -32,6 +32,7 @@ NON_DIFFERENTIABLE = frozenset({
     "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor",
     "logical_not", "isnan", "isfinite", "argmax", "argmin", "floor", "ceil", "round",
     "sign", "floor_divide", "constant", "iota", "stop_gradient", "threefry2x32",
+    "argsort",
 })  # fmt: skip
 
 VJP_RULES: dict = {}
