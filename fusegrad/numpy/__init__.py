@@ -321,6 +321,7 @@ _implements(np.broadcast_to)(lambda array, shape, subok=False: broadcast_to(arra
 
 from . import linalg  # noqa: E402, F401  (fusegrad.numpy.linalg.norm)
 from ._arrays import *  # noqa: E402, F403  (tril, diag, roll, pad, r_, meshgrid, ...)
+from ._calculus import *  # noqa: E402, F403  (cumprod, diff, gradient, interp, cross)
 from ._contract import *  # noqa: E402, F403  (dot, tensordot, einsum, outer)
 from ._math import *  # noqa: E402, F403  (hypot, sinc, nan-aware functions, isclose)
 from ._shape import *  # noqa: E402, F403  (shape ops, take, creation)
