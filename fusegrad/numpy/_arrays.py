@@ -424,6 +424,15 @@ def select(condlist, choicelist, default=0):
     return out
 
 
+@implements(np.copyto)
+def copyto(dst, src, casting="same_kind", where=True):
+    """In place, so never recordable; NumPy's ``full_like(array, x)`` calls it."""
+    raise TracerError(
+        "np.copyto (which np.full_like(array, value) and np.place call) writes into an "
+        "array in place, which fusegrad cannot record: use fnp.full_like(array, value), "
+        "fnp.full, or build the array with fnp.array / fnp.stack / fnp.where instead")
+
+
 def where_indices(condition):
     """``np.where(condition)`` / ``np.nonzero``: index arrays of the true entries, for
     concrete conditions only (their length depends on the values)."""
