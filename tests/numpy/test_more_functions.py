@@ -15,6 +15,7 @@ through ``__array_function__``. For each case:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -320,60 +321,72 @@ def test_vmap_matches_loop(case):
     _same(f(*args), _vmap_want(case), "vmap")
 
 
-# --- compiled: the cases grouped into a few compiled functions ---------------------------
-
-CHUNK = 16
+# --- compiled: one case per function, a few cases per compiled module -------------------
 
 
-def _compile_all(fns_args):
-    """Every ``f(*args)`` of ``fns_args``, computed by compiled functions of CHUNK each."""
+def _one_per_name(cases):
+    """The first case of each function: compiling every case would take many minutes
+    (the interpreter tests above cover them all)."""
+    seen: dict = {}
+    for c in cases:
+        seen.setdefault(c.name, c)
+    return list(seen.values())
+
+
+#: cases per compiled module: Numba's compile time grows faster than the module
+CHUNK = 4
+COMPILED = _one_per_name(CASES)
+COMPILED_VMAP = _one_per_name(VMAP)
+
+
+@functools.cache
+def _compiled_chunk(kind: str, start: int) -> dict:
+    """Results of the compiled cases ``start .. start + CHUNK`` of ``kind``, by case id."""
+    cases = (COMPILED if kind == "grad" else COMPILED_VMAP)[start : start + CHUNK]
+    if kind == "grad":
+        fns_args = [((_along(c)[0] if c.diff else c.f), c.args) for c in cases]
+    else:
+        fns_args = [_vmapped(c) for c in cases]
+    counts = [len(a) for _, a in fns_args]
+
+    def combined(*xs):
+        res, k = [], 0
+        for (f, _), n in zip(fns_args, counts):
+            res.append(f(*xs[k : k + n]))
+            k += n
+        return res
+
     old = config.DISABLE_JIT
     config.DISABLE_JIT = False
     try:
-        out = []
-        for s in range(0, len(fns_args), CHUNK):
-            part = fns_args[s : s + CHUNK]
-            counts = [len(a) for _, a in part]
-
-            def combined(*xs, part=part, counts=counts):
-                res, k = [], 0
-                for (f, _), n in zip(part, counts):
-                    res.append(f(*xs[k : k + n]))
-                    k += n
-                return res
-
-            out += fg.jit(combined)(*(a for _, args in part for a in args))
-        return out
+        out = fg.jit(combined)(*(a for _, args in fns_args for a in args))
     finally:
         config.DISABLE_JIT = old
+    return dict(zip((c.id for c in cases), out))
 
 
-@pytest.fixture(scope="module")
-def compiled():
-    fns_args = [((_along(c)[0] if c.diff else c.f), c.args) for c in CASES]
-    return dict(zip((c.id for c in CASES), _compile_all(fns_args)))
-
-
-@pytest.fixture(scope="module")
-def compiled_vmap():
-    return dict(zip((c.id for c in VMAP), _compile_all([_vmapped(c) for c in VMAP])))
+def _compiled(kind, case):
+    cases = COMPILED if kind == "grad" else COMPILED_VMAP
+    i = [c.id for c in cases].index(case.id)
+    return _compiled_chunk(kind, i - i % CHUNK)[case.id]
 
 
 @pytest.mark.compiled
-@pytest.mark.parametrize("case", CASES, ids=_ids(CASES))
-def test_compiled(case, compiled):
+@pytest.mark.parametrize("case", COMPILED, ids=_ids(COMPILED))
+def test_compiled(case):
     """Compiled: the value, and for differentiable cases the gradient and jvp."""
+    got = _compiled("grad", case)
     if case.diff:
-        _along(case)[1](compiled[case.id], "compiled")
+        _along(case)[1](got, "compiled")
     else:
         with np.errstate(all="ignore"):
-            _same(compiled[case.id], case.f(*case.args), "compiled")
+            _same(got, case.f(*case.args), "compiled")
 
 
 @pytest.mark.compiled
-@pytest.mark.parametrize("case", VMAP, ids=_ids(VMAP))
-def test_compiled_vmap(case, compiled_vmap):
-    _same(compiled_vmap[case.id], _vmap_want(case), "compiled vmap")
+@pytest.mark.parametrize("case", COMPILED_VMAP, ids=_ids(COMPILED_VMAP))
+def test_compiled_vmap(case):
+    _same(_compiled("vmap", case), _vmap_want(case), "compiled vmap")
 
 
 def test_every_added_function_exists_and_has_cases():
