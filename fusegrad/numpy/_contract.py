@@ -190,19 +190,17 @@ def _from_sublists(args):
 
 
 @implements(np.einsum)
-def einsum(subscripts, *operands, optimize=None, order=None, dtype=None, **unsupported):
+def einsum(subscripts, *operands, optimize=None, order=None, **unsupported):
     """Einstein summation, contracted pairwise left to right through ``matmul``.
 
     ``subscripts`` is a string, or the operands alternate with sublists of integer
     labels (NumPy's second form). ``optimize`` and ``order`` do not change values and
-    are ignored; ``dtype`` casts the operands first.
+    are ignored.
     """
     A.refuse("einsum", unsupported)
     if not isinstance(subscripts, str):
         subscripts, operands = _from_sublists((subscripts, *operands))
     operands = [A.asarray(x) for x in operands]
-    if dtype is not None:
-        operands = [A.astype(x, dtype) for x in operands]
     terms, out = _parse(subscripts, operands)
     xs = []
     for i, (x, t) in enumerate(zip(operands, terms)):
