@@ -29,7 +29,7 @@ def _shape(x):
 def _sortable(a, axis, name):
     """``a`` (flattened for ``axis=None``, booleans as int8) and the normalised axis."""
     a = A.asarray(a)
-    if axis is None or not _shape(a):
+    if axis is None:
         a, axis = A.reshape(a, (-1,)), 0
     axis = A.norm_axis(axis, len(_shape(a)), name)
     return a, axis

@@ -37,7 +37,7 @@ MAX_MAGNITUDE = 50.0
 #: behind fg.random (no derivative; tests/random checks it bit for bit in every executor).
 SKIPPED = frozenset({"constant", "custom_vjp_call", "fused", "while_grad", "checkpoint",
                      "while_grad_vjp", "threefry2x32",
-                     "argsort"})  # fnp.sort / argsort: tests/numpy/test_sorting.py
+                     "argsort"})  # fnp.sort / argsort: tests/numpy/test_more_functions.py
 
 
 @dataclass(frozen=True)
