@@ -23,6 +23,7 @@ from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
 from .scipy import optimize as _scipy_optimize  # noqa: F401  (fg.scipy.minimize)
 from .serialization import SerializationError, load, save
+from .tracer.core import GradientCutWarning
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .transforms.export import cfunc
 from .transforms.forward import hessian, hvp, jacfwd, jvp
@@ -44,6 +45,7 @@ from .transforms.vectorize import BatchingError, vmap
 __all__ = [
     "SideEffectWarning",
     "RetraceWarning",
+    "GradientCutWarning",
     "cfunc",
     "ControlFlowError",
     "checkpoint",

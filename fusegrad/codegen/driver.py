@@ -89,6 +89,10 @@ def _array_expr(w: _Writer, op: Op, args: list[str]) -> str:
         xs = op.operands[0].type.shape
         x3 = f"rt.contiguous({x}).reshape({_pre_n_post(w, xs, op.attrs['axis'])})"
         return f"rt.cumsum3({x3}).reshape({w.shape(xs)})"
+    if op.name == "argsort":
+        xs = op.operands[0].type.shape
+        x3 = f"rt.contiguous({x}).reshape({_pre_n_post(w, xs, op.attrs['axis'])})"
+        return f"rt.argsort3({x3}).reshape({w.shape(xs)})"
     if op.name in ("argmax", "argmin"):
         xs = op.operands[0].type.shape
         x3 = f"rt.contiguous({x}).reshape({_pre_n_post(w, xs, op.attrs['axis'])})"

@@ -308,6 +308,17 @@ def cumsum3(x3):
 
 
 @_jit
+def argsort3(x3):
+    """Stable ascending sort permutation along axis 1 (NaNs last, as np.argsort)."""
+    pre, n, post = x3.shape
+    out = np.empty((pre, n, post), np.int64)
+    for a in range(pre):
+        for c in range(post):
+            out[a, :, c] = np.argsort(x3[a, :, c], kind="mergesort")
+    return out
+
+
+@_jit
 def argext3(x3, largest):
     """Index of the first max (or min) along axis 1; NaN counts as the extremum."""
     pre, n, post = x3.shape

@@ -61,7 +61,29 @@ def asarray(x):
     """Leave arrays, tracers and Tensors alone; turn scalars and lists into arrays."""
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return x
+    if isinstance(x, list | tuple) and _holds_array(x):
+        return _nested(x)
     return np.asarray(x)
+
+
+def _is_array(x) -> bool:
+    """A tracer or Tensor (an array NumPy cannot convert without losing what it records)."""
+    return (hasattr(x, "shape") and hasattr(x, "dtype")
+            and not isinstance(x, np.ndarray | np.generic))
+
+
+def _holds_array(x) -> bool:
+    return builtins.any(_holds_array(e) if isinstance(e, list | tuple) else _is_array(e)
+                        for e in x)
+
+
+def _nested(x):
+    """A (nested) list of tracers, arrays and Python numbers stacked as ``np.array`` would:
+    Python numbers count as f64 / i64 / bool, the dtypes are promoted together."""
+    items = [_nested(e) if isinstance(e, list | tuple) and _holds_array(e) else
+             e if _is_array(e) else np.asarray(e) for e in x]
+    common = np.result_type(*(dtype(e) for e in items))
+    return stack([astype(e, common) for e in items])
 
 
 def astype(x, dt):
@@ -277,6 +299,9 @@ def broadcast_to(x, new_shape):
 def concatenate(xs, axis=0):
     """NumPy's ``concatenate``; ``axis=None`` flattens the arrays first."""
     xs = [asarray(x) for x in xs]
+    if len({dtype(x) for x in xs}) > 1:  # promoted as NumPy does
+        common = np.result_type(*(dtype(x) for x in xs))
+        xs = [astype(x, common) for x in xs]
     if axis is None:
         xs, axis = [reshape(x, (-1,)) for x in xs], 0
     axis = norm_axis(axis, ndim(xs[0]), "concatenate")

@@ -302,3 +302,4 @@ def get(name: str) -> OpDef:
 
 from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)
 from . import count_op as _count_op  # noqa: E402,F401  (registers count)
+from . import sort_ops as _sort_ops  # noqa: E402,F401  (registers argsort)

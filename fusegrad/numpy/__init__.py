@@ -171,7 +171,9 @@ def where(condition, x=None, y=None):
 
 @_implements(np.nonzero)
 def nonzero(a):
-    return tuple(np.nonzero(np.asarray(a)))
+    from ._arrays import where_indices
+
+    return where_indices(a)
 
 
 _COMPARE = {
@@ -318,5 +320,9 @@ _implements(np.squeeze)(lambda a, axis=None: squeeze(a, axis))
 _implements(np.broadcast_to)(lambda array, shape, subok=False: broadcast_to(array, shape))
 
 from . import linalg  # noqa: E402, F401  (fusegrad.numpy.linalg.norm)
+from ._arrays import *  # noqa: E402, F403  (tril, diag, roll, pad, r_, meshgrid, ...)
+from ._calculus import *  # noqa: E402, F403  (cumprod, diff, gradient, interp, cross)
 from ._contract import *  # noqa: E402, F403  (dot, tensordot, einsum, outer)
+from ._math import *  # noqa: E402, F403  (hypot, sinc, nan-aware functions, isclose)
 from ._shape import *  # noqa: E402, F403  (shape ops, take, creation)
+from ._sorting import *  # noqa: E402, F403  (sort, argsort, partition, searchsorted)

@@ -164,13 +164,42 @@ def _contract(a, la, b, lb, keep: set):
     return A.reshape(out, tuple(sizes[c] for c in labels)), labels
 
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_text(sub) -> str:
+    out = []
+    for s in sub:
+        if s is Ellipsis:
+            out.append("...")
+        elif isinstance(s, int | np.integer) and 0 <= s < len(_LETTERS):
+            out.append(_LETTERS[int(s)])
+        else:
+            raise ValueError(f"einsum: sublist labels must be integers in [0, 52) or ..., "
+                             f"got {s!r}")
+    return "".join(out)
+
+
+def _from_sublists(args):
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as ``("ab,bc->ac", a, b)``."""
+    out = _sublist_text(args[-1]) if len(args) % 2 else None
+    args = args[:-1] if len(args) % 2 else args
+    operands, subs = list(args[0::2]), [_sublist_text(s) for s in args[1::2]]
+    spec = ",".join(subs) + ("" if out is None else "->" + out)
+    return spec, operands
+
+
 @implements(np.einsum)
-def einsum(subscripts: str, *operands, optimize=None, order=None, **unsupported):
+def einsum(subscripts, *operands, optimize=None, order=None, **unsupported):
     """Einstein summation, contracted pairwise left to right through ``matmul``.
 
-    ``optimize`` and ``order`` do not change values and are ignored.
+    ``subscripts`` is a string, or the operands alternate with sublists of integer
+    labels (NumPy's second form). ``optimize`` and ``order`` do not change values and
+    are ignored.
     """
     A.refuse("einsum", unsupported)
+    if not isinstance(subscripts, str):
+        subscripts, operands = _from_sublists((subscripts, *operands))
     operands = [A.asarray(x) for x in operands]
     terms, out = _parse(subscripts, operands)
     xs = []

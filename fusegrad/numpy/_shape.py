@@ -184,7 +184,18 @@ def take(a, indices, axis=None, mode=None, **unsupported):
 zeros = implements()(lambda shape, dtype=float: np.zeros(shape, dtype))
 ones = implements()(lambda shape, dtype=float: np.ones(shape, dtype))
 empty = zeros
-full = implements()(lambda shape, fill_value, dtype=None: np.full(shape, fill_value, dtype))
+
+
+def full(shape, fill_value, dtype=None):
+    """``np.full``; a traced (or list-of-traced) ``fill_value`` gives a traced array."""
+    v = A.asarray(fill_value) if isinstance(fill_value, list | tuple) else fill_value
+    if not A._is_array(v):
+        return np.full(shape, fill_value, dtype)
+    shape = tuple(np.atleast_1d(shape).tolist())
+    v = v if dtype is None else A.astype(v, dtype)
+    return A.broadcast_to(v, shape)
+
+
 arange = np.arange
 linspace = np.linspace
 eye = np.eye
@@ -195,6 +206,10 @@ def _filled_like(a, value, dtype, shape):
     t = aval(a)
     dt = np.dtype(dtype) if dtype is not None else t.dtype
     shape = t.shape if shape is None else tuple(np.atleast_1d(shape).tolist())
+    if isinstance(value, list | tuple):
+        value = A.asarray(value)
+    if A._is_array(value):
+        return A.broadcast_to(A.astype(value, dt), shape)
     if isinstance(a, np.ndarray):
         return np.full(shape, value, dt)
     return ops.broadcast_to(np.asarray(value, dt), shape=shape)

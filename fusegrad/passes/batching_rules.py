@@ -115,6 +115,11 @@ def arg_reduce_batch(op, size, batched, x, *, axis):
     return bind(op, x, axis=norm_axis(op, axis, rank) + 1)
 
 
+@rule("argsort")
+def argsort_batch(op, size, batched, x, *, axis):
+    return ops.argsort(x, axis=norm_axis(op, axis, len(shape(x)) - 1) + 1)
+
+
 @rule("cumsum")
 def cumsum_batch(op, size, batched, x, *, axis):
     return ops.cumsum(x, axis=norm_axis(op, axis, len(shape(x)) - 1) + 1)

@@ -14,6 +14,7 @@ import linecache
 import os
 import sys
 import threading
+import warnings
 
 import numpy as np
 
@@ -266,6 +267,11 @@ def tracing() -> bool:
     return bool(_state.stack)
 
 
+class GradientCutWarning(UserWarning):
+    """A traced value became a NumPy constant (``np.asarray`` of it, or NumPy converting a
+    list that holds it): no gradient flows through that constant."""
+
+
 class Tracer(ArrayMethods):
     """A stand-in for an array while a function is traced: a type and an IR value."""
 
@@ -307,7 +313,16 @@ class Tracer(ArrayMethods):
         return _convert(self, "complex", "complex()")
 
     def __array__(self, dtype=None, copy=None):
-        a = _convert(self, "array", "converting a traced value to a NumPy array (np.asarray)")
+        a = _convert(self, "array", "converting a traced value to a NumPy array (np.asarray; "
+                     "also np.array, np.mean, np.sum, np.full, np.linalg.norm... of a list "
+                     "holding traced values, which NumPy converts itself: call fnp.array / "
+                     "fnp.stack / fnp.mean... of the list instead)")
+        warnings.warn(
+            "a traced value was converted to a NumPy array, which is a constant of the trace: "
+            "no gradient flows through it. If this is np.asarray(x) on purpose, wrap it in "
+            "fg.stop_gradient to say so; if NumPy converted a list holding traced values "
+            "(np.array, np.mean, np.sum, np.full... of a list), call fnp.array / fnp.stack / "
+            "fnp.mean... of the list to keep the gradient.", GradientCutWarning, stacklevel=2)
         if dtype is not None and np.dtype(dtype) != a.dtype:
             a = a.astype(dtype)
             a.flags.writeable = False

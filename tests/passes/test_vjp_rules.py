@@ -25,6 +25,7 @@ from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
 from tests.passes.count_cases import count_cases, count_nondiff
+from tests.passes.sort_cases import sort_cases, sort_nondiff
 
 Shape = tuple[int, ...]
 Make = Callable[[np.random.Generator], list]
@@ -442,6 +443,8 @@ INTERPRETER_ONLY = [
     ),
 ]
 INTERPRETER_ONLY += count_cases(Case, inputs)
+INTERPRETER_ONLY += sort_cases(Case, inputs, normal, const)
+NONDIFF.update(sort_nondiff(NonDiffCase, inputs, normal))
 
 
 def _case_id(case: Case) -> str:

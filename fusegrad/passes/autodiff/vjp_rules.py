@@ -33,6 +33,7 @@ NON_DIFFERENTIABLE = frozenset({
     "logical_not", "isnan", "isfinite", "argmax", "argmin", "floor", "ceil", "round",
     "sign", "floor_divide", "constant", "iota", "stop_gradient", "threefry2x32",
     "count",
+    "argsort",
 })  # fmt: skip
 
 VJP_RULES: dict = {}
