@@ -51,6 +51,7 @@ ARRAY_OPS = frozenset({
     "reshape", "transpose", "slice", "update_slice", "concatenate", "take", "index_add",
     "index_set", "matmul", "cumsum", "argmax", "argmin", "iota", "fused", "constant",
     "convert", "reduce_sum", "reduce_max", "reduce_min",
+    "conv",  # codegen.rt_conv
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
 })  # fmt: skip
 

@@ -1,0 +1,106 @@
+"""The compiled ``conv``: im2col then one BLAS product per (image, group).
+
+Generated modules call ``conv1`` / ``conv2`` / ``conv3`` (1, 2 or 3 spatial axes),
+which view their operands as 3-d convolutions with unit extents and run
+``conv5``. For each output position and kernel tap, per spatial axis, a table
+gives the input index read (``-1``: a padding or dilation zero), so the column
+matrix is filled without tests on the hot path; the product of each group's
+weight rows with it is a BLAS ``gemm`` (``np.dot`` on contiguous float arrays).
+The attributes arrive as int64 arrays: ``st`` (stride), ``pad`` (lo, hi per
+axis), ``ld`` / ``rd`` (input / kernel dilation), as in ``ir.conv_ops``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_jit = numba.njit(error_model="numpy", cache=True)
+
+
+@_jit
+def _table(size, k, st, lo, hi, ld, rd):
+    """``t[j, q]``: the input index kernel tap ``j`` reads at output ``q`` (-1: a zero),
+    and the number of outputs ``q``."""
+    ext = 0 if size == 0 else 1 + ld * (size - 1)
+    kd = 0 if k == 0 else 1 + rd * (k - 1)
+    padded = lo + ext + hi
+    nq = 0 if (padded < kd or k == 0) else (padded - kd) // st + 1
+    t = np.full((k, nq), -1, np.int64)
+    for j in range(k):
+        for q in range(nq):
+            p = q * st + j * rd - lo  # position in the dilated, unpadded input
+            if 0 <= p < ext and p % ld == 0:
+                t[j, q] = p // ld
+    return t, nq
+
+
+@_jit
+def conv5(x, w, st, pad, ld, rd, groups):
+    """``conv`` of ``x`` (N, C, D, H, W) with ``w`` (O, C/groups, KD, KH, KW)."""
+    n, c = x.shape[0], x.shape[1]
+    o, cg = w.shape[0], w.shape[1]
+    k0, k1, k2 = w.shape[2], w.shape[3], w.shape[4]
+    t0, q0 = _table(x.shape[2], k0, st[0], pad[0], pad[1], ld[0], rd[0])
+    t1, q1 = _table(x.shape[3], k1, st[1], pad[2], pad[3], ld[1], rd[1])
+    t2, q2 = _table(x.shape[4], k2, st[2], pad[4], pad[5], ld[2], rd[2])
+    kk = cg * k0 * k1 * k2
+    qq = q0 * q1 * q2
+    og = o // groups
+    out = np.zeros((n, o, qq), x.dtype)
+    if n == 0 or o == 0 or qq == 0 or kk == 0:
+        return out.reshape((n, o, q0, q1, q2))
+    xc = np.ascontiguousarray(x)
+    wr = np.ascontiguousarray(w).reshape((o, kk))
+    cols = np.empty((kk, qq), x.dtype)
+    for b in range(n):
+        for g in range(groups):
+            row = 0
+            for ci in range(cg):
+                xi = xc[b, g * cg + ci]
+                for a in range(k0):
+                    for bb in range(k1):
+                        for cc in range(k2):
+                            col = 0
+                            for i in range(q0):
+                                i0 = t0[a, i]
+                                for j in range(q1):
+                                    i1 = t1[bb, j]
+                                    if i0 < 0 or i1 < 0:
+                                        for m in range(q2):
+                                            cols[row, col + m] = 0.0
+                                    else:
+                                        for m in range(q2):
+                                            i2 = t2[cc, m]
+                                            cols[row, col + m] = 0.0 if i2 < 0 else xi[i0, i1, i2]
+                                    col += q2
+                            row += 1
+            out[b, g * og:(g + 1) * og] = np.dot(wr[g * og:(g + 1) * og], cols)
+    return out.reshape((n, o, q0, q1, q2))
+
+
+@_jit
+def conv1(x, w, st, pad, ld, rd, groups):
+    x5 = np.ascontiguousarray(x).reshape((x.shape[0], x.shape[1], 1, 1, x.shape[2]))
+    w5 = np.ascontiguousarray(w).reshape((w.shape[0], w.shape[1], 1, 1, w.shape[2]))
+    one = np.ones(1, np.int64)
+    z = np.zeros(2, np.int64)
+    out = conv5(x5, w5, np.concatenate((one, one, st)), np.concatenate((z, z, pad)),
+                np.concatenate((one, one, ld)), np.concatenate((one, one, rd)), groups)
+    return out.reshape((out.shape[0], out.shape[1], out.shape[4]))
+
+
+@_jit
+def conv2(x, w, st, pad, ld, rd, groups):
+    x5 = np.ascontiguousarray(x).reshape((x.shape[0], x.shape[1], 1, x.shape[2], x.shape[3]))
+    w5 = np.ascontiguousarray(w).reshape((w.shape[0], w.shape[1], 1, w.shape[2], w.shape[3]))
+    one = np.ones(1, np.int64)
+    z = np.zeros(2, np.int64)
+    out = conv5(x5, w5, np.concatenate((one, st)), np.concatenate((z, pad)),
+                np.concatenate((one, ld)), np.concatenate((one, rd)), groups)
+    return out.reshape((out.shape[0], out.shape[1], out.shape[3], out.shape[4]))
+
+
+@_jit
+def conv3(x, w, st, pad, ld, rd, groups):
+    return conv5(x, w, st, pad, ld, rd, groups)
