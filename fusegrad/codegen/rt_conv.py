@@ -38,7 +38,7 @@ def _table(size, k, st, lo, hi, ld, rd):
 @_jit
 def conv5(x, w, st, pad, ld, rd, groups):
     """``conv`` of ``x`` (N, C, D, H, W) with ``w`` (O, C/groups, KD, KH, KW)."""
-    n, c = x.shape[0], x.shape[1]
+    n = x.shape[0]
     o, cg = w.shape[0], w.shape[1]
     k0, k1, k2 = w.shape[2], w.shape[3], w.shape[4]
     t0, q0 = _table(x.shape[2], k0, st[0], pad[0], pad[1], ld[0], rd[0])
