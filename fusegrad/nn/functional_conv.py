@@ -191,22 +191,23 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
 
 
 def _avg_divisor(xs, ks, st, pd, outs, count_include_pad, divisor_override, dtype):
-    """1 / the number each window's sum is divided by, per output position (PyTorch's)."""
+    """1 / the number each window's sum is divided by, per output position (PyTorch's
+    rule), built from ``iota`` so that a trace holds no array constant."""
+    dt = dtype_name(dtype)
     if divisor_override:
-        return np.asarray(1.0 / divisor_override, dtype=dtype)
-    per_axis = []
-    for size, k, s, p, o in zip(xs, ks, st, pd, outs):
-        start = np.arange(o) * s - p
-        end = np.minimum(start + k, size + p)
+        return ops.constant(value=1.0 / divisor_override, dtype=dt)
+    inv = None
+    nd = len(xs)
+    for i, (size, k, s, p, o) in enumerate(zip(xs, ks, st, pd, outs)):
+        start = ops.convert(ops.iota(n=o, dtype="i64"), dtype=dt) * float(s) - float(p)
+        end = ops.minimum(start + float(k), float(size + p))
         if count_include_pad:
             n = end - start
         else:
-            n = np.minimum(end, size) - np.maximum(start, 0)
-        per_axis.append(n.astype(np.float64))
-    count = per_axis[0]
-    for n in per_axis[1:]:
-        count = np.multiply.outer(count, n)
-    return (1.0 / count).astype(dtype)
+            n = ops.minimum(end, float(size)) - ops.maximum(start, 0.0)
+        n = A.reshape(1.0 / n, (o,) + (1,) * (nd - 1 - i))
+        inv = n if inv is None else inv * n
+    return inv
 
 
 def _avg_pool(fn, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
@@ -217,15 +218,13 @@ def _avg_pool(fn, nd, input, kernel_size, stride, padding, ceil_mode, count_incl
     ks, st, pd, dl, outs, his = _pool_args(fn, nd, input, kernel_size, stride, padding, 1,
                                            ceil_mode)
     xs = tuple(A.shape(input))[-nd:]
-    inv = _avg_divisor(xs, ks, st, pd, outs, count_include_pad, divisor_override,
-                       np.dtype(A.dtype(input)))
-
     def f(x):
         xp = _pad_const(x, pd, his, 0)
         total = None
         for _, w in _windows(xp, nd, ks, st, dl, outs):
             total = w if total is None else total + w
-        return total * inv
+        return total * _avg_divisor(xs, ks, st, pd, outs, count_include_pad,
+                                    divisor_override, np.dtype(A.dtype(x)))
 
     name = "AvgPool2DBackward0" if nd == 2 else "AvgPool1DBackward0"
     return _named(name, f, input, structure=("avg_pool", nd, ks, st, pd, outs, his,
