@@ -169,15 +169,19 @@ class _BatchNorm(Module):
     _dims: tuple[int, ...] = ()
 
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
-                 track_running_stats=True, device=None, dtype=None):
+                 track_running_stats=True, device=None, dtype=None, *, bias=True):
         super().__init__()
         _cpu(device)
         self.num_features, self.eps, self.momentum = int(num_features), eps, momentum
+        self._has_bias = bool(bias) and bool(affine)
         self.affine, self.track_running_stats = affine, track_running_stats
         dt = _dt(dtype)
         if affine:
             self.weight = Parameter(ones(num_features, dtype=dt))
-            self.bias = Parameter(zeros(num_features, dtype=dt))
+            if bias:
+                self.bias = Parameter(zeros(num_features, dtype=dt))
+            else:
+                self.register_parameter("bias", None)
         else:
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
@@ -199,7 +203,8 @@ class _BatchNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
-                f"affine={self.affine}, track_running_stats={self.track_running_stats}")
+                f"affine={self.affine}, bias={self._has_bias}, "
+                f"track_running_stats={self.track_running_stats}")
 
     def forward(self, input):
         if input.dim() not in self._dims:
@@ -244,6 +249,7 @@ class LayerNorm(Module):
             normalized_shape)
         self.normalized_shape, self.eps = tuple(int(i) for i in ns), eps
         self.elementwise_affine = elementwise_affine
+        self._has_bias = bool(bias) and bool(elementwise_affine)
         dt = _dt(dtype)
         if elementwise_affine:
             self.weight = Parameter(ones(*self.normalized_shape, dtype=dt))
@@ -257,7 +263,7 @@ class LayerNorm(Module):
 
     def extra_repr(self) -> str:
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self._has_bias}")
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
