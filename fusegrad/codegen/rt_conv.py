@@ -36,6 +36,30 @@ def _table(size, k, st, lo, hi, ld, rd):
 
 
 @_jit
+def _runs(t):
+    """Per kernel tap ``j``: the first and one-past-last output whose input index is
+    valid, when those outputs are contiguous (always without input dilation), else
+    ``(-1, -1)``: the caller then reads the table element by element."""
+    k, nq = t.shape
+    r = np.full((k, 2), -1, np.int64)
+    for j in range(k):
+        lo, hi, ok = -1, -1, True
+        for q in range(nq):
+            if t[j, q] >= 0:
+                if lo < 0:
+                    lo = q
+                elif hi >= 0:
+                    ok = False
+            elif lo >= 0 and hi < 0:
+                hi = q
+        if lo < 0:
+            r[j, 0], r[j, 1] = 0, 0
+        elif ok:
+            r[j, 0], r[j, 1] = lo, nq if hi < 0 else hi
+    return r
+
+
+@_jit
 def conv5(x, w, st, pad, ld, rd, groups):
     """``conv`` of ``x`` (N, C, D, H, W) with ``w`` (O, C/groups, KD, KH, KW)."""
     n = x.shape[0]
@@ -44,6 +68,8 @@ def conv5(x, w, st, pad, ld, rd, groups):
     t0, q0 = _table(x.shape[2], k0, st[0], pad[0], pad[1], ld[0], rd[0])
     t1, q1 = _table(x.shape[3], k1, st[1], pad[2], pad[3], ld[1], rd[1])
     t2, q2 = _table(x.shape[4], k2, st[2], pad[4], pad[5], ld[2], rd[2])
+    r2 = _runs(t2)
+    s2 = st[2] // ld[2] if st[2] % ld[2] == 0 else 0  # input step between valid outputs
     kk = cg * k0 * k1 * k2
     qq = q0 * q1 * q2
     og = o // groups
@@ -68,6 +94,16 @@ def conv5(x, w, st, pad, ld, rd, groups):
                                     i1 = t1[bb, j]
                                     if i0 < 0 or i1 < 0:
                                         for m in range(q2):
+                                            cols[row, col + m] = 0.0
+                                    elif r2[cc, 0] >= 0 and s2 > 0:  # one strided run
+                                        lo, hi = r2[cc, 0], r2[cc, 1]
+                                        for m in range(lo):
+                                            cols[row, col + m] = 0.0
+                                        xr = xi[i0, i1]
+                                        off = t2[cc, lo] - lo * s2 if hi > lo else 0
+                                        for m in range(lo, hi):
+                                            cols[row, col + m] = xr[off + m * s2]
+                                        for m in range(hi, q2):
                                             cols[row, col + m] = 0.0
                                     else:
                                         for m in range(q2):
