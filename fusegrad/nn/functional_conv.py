@@ -16,6 +16,7 @@ from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
 from ..ir.types import dtype_name
+from ._node import named as _named
 
 __all__ = ["avg_pool1d", "avg_pool2d", "conv1d", "conv2d", "conv3d", "max_pool1d", "max_pool2d"]
 
@@ -57,8 +58,6 @@ def _conv_padding(padding, ksize, dilation, stride, nd: int):
 
 
 def _conv(fn: str, nd: int, input, weight, bias, stride, padding, dilation, groups):
-    from .functional import _named
-
     batched = _batched(fn, input, nd)
     stride = _tuple(stride, nd, "stride")
     dilation = _tuple(dilation, nd, "dilation")
@@ -155,8 +154,6 @@ def _pool_args(fn, nd, x, kernel_size, stride, padding, dilation, ceil_mode):
 
 def _max_pool(fn, nd, input, kernel_size, stride, padding, dilation, ceil_mode,
               return_indices):
-    from .functional import _named
-
     if return_indices:
         raise NotImplementedError(f"{fn}: return_indices=True is not supported")
     _batched(fn, input, nd)
@@ -212,8 +209,6 @@ def _avg_divisor(xs, ks, st, pd, outs, count_include_pad, divisor_override, dtyp
 
 def _avg_pool(fn, nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override=None):
-    from .functional import _named
-
     _batched(fn, input, nd)
     ks, st, pd, dl, outs, his = _pool_args(fn, nd, input, kernel_size, stride, padding, 1,
                                            ceil_mode)

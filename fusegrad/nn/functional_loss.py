@@ -10,28 +10,23 @@ from __future__ import annotations
 
 from ..ir import array as A
 from ..ir import ops
+from ._node import check_reduction, named
+from ._node import reduce as reduced
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss",
            "kl_div", "l1_loss", "smooth_l1_loss"]
 
 
-def _f():
-    from . import functional
-
-    return functional
-
-
 def _loss(name: str, fn: str, body, input, target, reduction, *extra, structure=()):
-    F = _f()
-    F._check_reduction(fn, reduction)
+    check_reduction(fn, reduction)
     if tuple(A.shape(input)) != tuple(A.shape(target)):
         raise ValueError(f"{fn}: target size ({list(A.shape(target))}) must be the same as "
                          f"input size ({list(A.shape(input))})")
 
     def f(x, t, *e):
-        return F._reduce(body(x, t, *e), reduction)
+        return reduced(body(x, t, *e), reduction)
 
-    return F._named(name, f, input, target, *extra, structure=(fn, reduction, *structure))
+    return named(name, f, input, target, *extra, structure=(fn, reduction, *structure))
 
 
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
@@ -112,8 +107,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     """``target * (log(target) - input)`` pointwise, ``input`` being log-probabilities
     (0 where ``target`` is 0); ``log_target``: ``exp(target) * (target - input)``.
     ``"batchmean"`` divides the sum by the batch size (PyTorch's recommended reduction)."""
-    if reduction not in ("mean", "sum", "none", "batchmean"):
-        _f()._check_reduction("kl_div", reduction)
+    check_reduction("kl_div", reduction, ("mean", "sum", "none", "batchmean"))
     batch = A.shape(input)[0] if A.ndim(input) else 1
 
     def body(x, t):
@@ -126,11 +120,10 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     def reduce_(v):
         if reduction == "batchmean":
             return A.sum(v) * (1.0 / batch)
-        return _f()._reduce(v, reduction)
+        return reduced(v, reduction)
 
-    F = _f()
     if tuple(A.shape(input)) != tuple(A.shape(target)):
         raise ValueError(f"kl_div: target size ({list(A.shape(target))}) must be the same as "
                          f"input size ({list(A.shape(input))})")
-    return F._named("KlDivBackward0", lambda x, t: reduce_(body(x, t)), input, target,
+    return named("KlDivBackward0", lambda x, t: reduce_(body(x, t)), input, target,
                     structure=("kl_div", reduction, log_target, batch))

@@ -21,15 +21,10 @@ from ..eager.grad_mode import no_grad
 from ..eager.tensor_base import TensorBase
 from ..ir import array as A
 from ..ir import ops
+from ._node import named as _named
 
 __all__ = ["batch_norm", "dropout", "dropout_with_key", "elu", "embedding", "layer_norm",
            "leaky_relu"]
-
-
-def _named(*a, **k):
-    from .functional import _named as named
-
-    return named(*a, **k)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
