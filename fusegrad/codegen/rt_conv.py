@@ -60,6 +60,73 @@ def _runs(t):
 
 
 @_jit
+def _targets(size, k, st, lo, ld, rd, nq):
+    """``u[j, p]``: the output that input element ``p`` meets under kernel tap ``j``
+    (-1: none), the transpose of ``_table``."""
+    u = np.full((k, size), -1, np.int64)
+    for j in range(k):
+        for p in range(size):
+            pos = p * ld + lo - j * rd
+            if pos >= 0 and pos % st == 0 and pos // st < nq:
+                u[j, p] = pos // st
+    return u
+
+
+@_jit
+def _scatter(x, w, st, pad, ld, rd, groups, q0, q1, q2):
+    """``conv`` by products of the kernel taps with the input, added into the outputs
+    they reach: fewer memory operations than im2col when the outputs outnumber the
+    input elements (a transposed convolution: ``lhs_dilation > 1`` or wide padding)."""
+    n, cg = x.shape[0], w.shape[1]
+    o = w.shape[0]
+    k0, k1, k2 = w.shape[2], w.shape[3], w.shape[4]
+    p0, p1, p2 = x.shape[2], x.shape[3], x.shape[4]
+    u0 = _targets(p0, k0, st[0], pad[0], ld[0], rd[0], q0)
+    u1 = _targets(p1, k1, st[1], pad[2], ld[1], rd[1], q1)
+    u2 = _targets(p2, k2, st[2], pad[4], ld[2], rd[2], q2)
+    og = o // groups
+    kk = k0 * k1 * k2
+    # wk[g, (tap, o), c]: each group's taps stacked as rows
+    wk = np.empty((groups, kk * og, cg), x.dtype)
+    for g in range(groups):
+        for oi in range(og):
+            for ci in range(cg):
+                t = 0
+                for a in range(k0):
+                    for bb in range(k1):
+                        for cc in range(k2):
+                            wk[g, t * og + oi, ci] = w[g * og + oi, ci, a, bb, cc]
+                            t += 1
+    out = np.zeros((n, o, q0, q1, q2), x.dtype)
+    xc = np.ascontiguousarray(x).reshape((n, groups, cg, p0 * p1 * p2))
+    for b in range(n):
+        for g in range(groups):
+            y = np.dot(wk[g], xc[b, g])  # (taps * og, inputs)
+            t = 0
+            for a in range(k0):
+                for bb in range(k1):
+                    for cc in range(k2):
+                        for oi in range(og):
+                            yr = y[t * og + oi]
+                            dst = out[b, g * og + oi]
+                            for i in range(p0):
+                                j0 = u0[a, i]
+                                if j0 < 0:
+                                    continue
+                                for j in range(p1):
+                                    j1 = u1[bb, j]
+                                    if j1 < 0:
+                                        continue
+                                    base = (i * p1 + j) * p2
+                                    for m in range(p2):
+                                        j2 = u2[cc, m]
+                                        if j2 >= 0:
+                                            dst[j0, j1, j2] += yr[base + m]
+                        t += 1
+    return out
+
+
+@_jit
 def conv5(x, w, st, pad, ld, rd, groups):
     """``conv`` of ``x`` (N, C, D, H, W) with ``w`` (O, C/groups, KD, KH, KW)."""
     n = x.shape[0]
@@ -76,6 +143,10 @@ def conv5(x, w, st, pad, ld, rd, groups):
     out = np.zeros((n, o, qq), x.dtype)
     if n == 0 or o == 0 or qq == 0 or kk == 0:
         return out.reshape((n, o, q0, q1, q2))
+    ntaps = k0 * k1 * k2
+    inputs = x.shape[2] * x.shape[3] * x.shape[4]
+    if ntaps * og * inputs * (1 + cg) < kk * qq * (1 + og):
+        return _scatter(x, w, st, pad, ld, rd, groups, q0, q1, q2)
     xc = np.ascontiguousarray(x)
     wr = np.ascontiguousarray(w).reshape((o, kk))
     cols = np.empty((kk, qq), x.dtype)
