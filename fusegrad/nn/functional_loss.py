@@ -107,6 +107,8 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     """``target * (log(target) - input)`` pointwise, ``input`` being log-probabilities
     (0 where ``target`` is 0); ``log_target``: ``exp(target) * (target - input)``.
     ``"batchmean"`` divides the sum by the batch size (PyTorch's recommended reduction)."""
+    if size_average is not None or reduce is not None:
+        raise TypeError("kl_div: size_average and reduce are deprecated; use reduction")
     check_reduction("kl_div", reduction, ("mean", "sum", "none", "batchmean"))
     batch = A.shape(input)[0] if A.ndim(input) else 1
 

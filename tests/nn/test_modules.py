@@ -158,3 +158,37 @@ def test_small_cnn_trains_the_same_eagerly_and_under_jit():
     assert int(models[1][1].num_batches_tracked) == 3
     keys = [m[4]._key.numpy() for m in models]  # the dropout key stepped as many times
     assert np.array_equal(keys[0], keys[1])
+
+
+def test_conv_pool_shape_modules_match_torch_with_the_same_state():
+    fg.manual_seed(5)
+    torch.manual_seed(5)
+    pairs = [(nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2),
+              torch.nn.Conv1d(4, 6, 3, stride=2, padding=1, groups=2), (2, 4, 9)),
+             (nn.Conv2d(3, 5, (3, 2), padding="same", dilation=2),
+              torch.nn.Conv2d(3, 5, (3, 2), padding="same", dilation=2), (2, 3, 7, 6)),
+             (nn.MaxPool1d(3, 2, 1, ceil_mode=True), torch.nn.MaxPool1d(3, 2, 1, ceil_mode=True),
+              (2, 3, 10)),
+             (nn.AvgPool1d(3, 2, 1), torch.nn.AvgPool1d(3, 2, 1), (2, 3, 10)),
+             (nn.AvgPool2d(3, 2, 1, count_include_pad=False),
+              torch.nn.AvgPool2d(3, 2, 1, count_include_pad=False), (2, 3, 7, 6)),
+             (nn.Unflatten(1, (2, 3)), torch.nn.Unflatten(1, (2, 3)), (4, 6, 2)),
+             (nn.Flatten(0, 1), torch.nn.Flatten(0, 1), (4, 6, 2))]
+    rng = np.random.default_rng(6)
+    for f, t, shape in pairs:
+        f.double()
+        t.double()
+        _copy_params(f, t)
+        x = rng.standard_normal(shape)
+        fx, tx = fg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        fo, to = f(fx), t(tx)
+        assert_close(fo.detach().numpy(), to.detach().numpy(), "exact64", repr(f))
+        (fo * fo).sum().backward()
+        (to * to).sum().backward()
+        assert_close(fx.grad.numpy(), tx.grad.numpy(), "exact64", repr(f))
+        for (k, p), q in zip(f.named_parameters(), t.parameters()):
+            assert_close(p.grad.numpy(), q.grad.numpy(), "exact64", k)
+    md = nn.ModuleDict({"a": nn.ReLU()})
+    md["b"] = nn.Tanh()
+    assert list(md.keys()) == ["a", "b"] and "b" in md and len(md) == 2
+    assert md.pop("a").__class__ is nn.ReLU and list(md) == ["b"]
