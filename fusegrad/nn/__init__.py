@@ -3,6 +3,9 @@
 ``Module`` and ``Parameter``; the layers ``Linear``, ``Sequential``, ``ReLU``,
 ``Tanh``, ``Sigmoid``; the losses ``MSELoss`` and ``CrossEntropyLoss``; and
 ``functional`` (stable activations, ``linear`` and the losses as functions).
+Convolution, pooling, normalisation, dropout and embedding layers, containers and
+more activations and losses are in ``layers_conv``, ``layers_misc`` and
+``loss_extra``; ``init`` holds PyTorch's parameter initialisers.
 
 >>> import fusegrad as fg
 >>> fg.nn.Sequential(fg.nn.Linear(2, 4), fg.nn.ReLU(), fg.nn.Linear(4, 1))
