@@ -100,6 +100,8 @@ def _array_expr(w: _Writer, op: Op, args: list[str]) -> str:
         return f"{call}.ravel()[0]" if oshape == () else f"{call}.reshape({w.shape(oshape)})"
     if op.name == "matmul":
         return _matmul(w, op, args)
+    if op.name == "conv":
+        return _conv(op, args)
     raise LoweringError(f"no lowering for op {op.name!r}")
 
 
@@ -161,3 +163,17 @@ def _batched_matmul(w: _Writer, op: Op, name: str, args) -> list[str]:
         f"        {name}_o[ib] = {fn}({name}_a[{sa}], {name}_b[{sb}])",
         f"    {name} = {name}_o.reshape({w.shape(out.type.shape)})",
     ]
+
+
+def _conv(op: Op, args) -> str:
+    """``conv`` with 1 to 3 spatial axes through ``codegen.rt_conv``."""
+    nd = op.operands[0].type.ndim - 2
+    if nd > 3:
+        raise LoweringError(f"conv: no lowering for {nd} spatial axes (at most 3)")
+
+    def arr(v) -> str:
+        return f"np.array(({', '.join(str(int(i)) for i in v)},), np.int64)"
+
+    a = op.attrs
+    return (f"rt_conv.conv{nd}({args[0]}, {args[1]}, {arr(a['stride'])}, {arr(a['padding'])}, "
+            f"{arr(a['lhs_dilation'])}, {arr(a['rhs_dilation'])}, {int(a['groups'])})")

@@ -52,6 +52,7 @@ ARRAY_OPS = frozenset({
     "index_set", "matmul", "cumsum", "argmax", "argmin", "iota", "fused", "constant",
     "convert", "reduce_sum", "reduce_max", "reduce_min", "count",
     "argsort",
+    "conv",  # codegen.rt_conv
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
 })  # fmt: skip
 

@@ -3,6 +3,9 @@
 ``Module`` and ``Parameter``; the layers ``Linear``, ``Sequential``, ``ReLU``,
 ``Tanh``, ``Sigmoid``; the losses ``MSELoss`` and ``CrossEntropyLoss``; and
 ``functional`` (stable activations, ``linear`` and the losses as functions).
+Convolution, pooling, normalisation, dropout and embedding layers, containers and
+more activations and losses are in ``layers_conv``, ``layers_misc`` and
+``loss_extra``; ``init`` holds PyTorch's parameter initialisers.
 
 >>> import fusegrad as fg
 >>> fg.nn.Sequential(fg.nn.Linear(2, 4), fg.nn.ReLU(), fg.nn.Linear(4, 1))
@@ -13,11 +16,84 @@ Sequential(
 )
 """
 
-from . import functional
+from . import functional, init
 from .layers import Linear, ReLU, Sequential, Sigmoid, Tanh
+from .layers_conv import (
+    AvgPool1d,
+    AvgPool2d,
+    BatchNorm1d,
+    BatchNorm2d,
+    Conv1d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    LayerNorm,
+    MaxPool1d,
+    MaxPool2d,
+)
+from .layers_misc import (
+    ELU,
+    GELU,
+    Flatten,
+    Identity,
+    LeakyReLU,
+    LogSoftmax,
+    ModuleDict,
+    ModuleList,
+    Softmax,
+    Unflatten,
+)
 from .loss import CrossEntropyLoss, MSELoss
+from .loss_extra import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import Module
 from .parameter import Parameter
 
-__all__ = ["CrossEntropyLoss", "Linear", "MSELoss", "Module", "Parameter", "ReLU", "Sequential",
-           "Sigmoid", "Tanh", "functional"]
+__all__ = [
+    "ELU",
+    "GELU",
+    "AvgPool1d",
+    "AvgPool2d",
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "Conv1d",
+    "Conv2d",
+    "CrossEntropyLoss",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "HuberLoss",
+    "Identity",
+    "KLDivLoss",
+    "L1Loss",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "LogSoftmax",
+    "MSELoss",
+    "MaxPool1d",
+    "MaxPool2d",
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "NLLLoss",
+    "Parameter",
+    "ReLU",
+    "Sequential",
+    "Sigmoid",
+    "SmoothL1Loss",
+    "Softmax",
+    "Tanh",
+    "Unflatten",
+    "functional",
+    "init",
+]

@@ -5,4 +5,4 @@ May import ``config``, ``ir`` and ``tracer`` (passes replay a Function into a ne
 trace); never ``codegen``, ``runtime`` or anything above.
 """
 
-from . import batching_control  # noqa: F401  (registers the region ops' batching rules)
+from . import batching_control, batching_conv  # noqa: F401  (register the region ops' and conv's batching rules)

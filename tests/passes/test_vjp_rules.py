@@ -24,6 +24,7 @@ from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferent
 from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
+from tests.passes.conv_cases import conv_cases
 from tests.passes.count_cases import count_cases, count_nondiff
 from tests.passes.sort_cases import sort_cases, sort_nondiff
 
@@ -314,6 +315,7 @@ GRAD_CASES.append(
     Case("index_set", inputs(normal(4, 3), const([1, 1]), normal(2, 3)), {"axis": 0}, "repeated")
 )
 GRAD_CASES += control_cases(Case, inputs, normal, const)
+GRAD_CASES += conv_cases(Case, inputs, normal)
 
 
 def _xfail_if(ops, reason):

@@ -1,6 +1,6 @@
 """Automatic differentiation passes and their rule tables."""
 
-from . import control_jvp, control_vjp  # noqa: F401  (register the region ops' rules)
+from . import control_jvp, control_vjp, conv_rules  # noqa: F401  (register the region ops' and conv's rules)
 from .jvp import jvp
 from .jvp_rules import JVP_RULES
 from .reverse import NotDifferentiableError, vjp

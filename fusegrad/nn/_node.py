@@ -1,0 +1,35 @@
+"""One autograd node per functional operation, and the losses' ``reduction`` argument,
+for the functional modules that ``functional`` re-exports (``functional_conv``,
+``functional_norm``, ``functional_loss``)."""
+
+from __future__ import annotations
+
+from ..eager import replay
+from ..eager.record import operation
+from ..eager.tensor_base import TensorBase
+from ..ir import array as A
+
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def named(name: str, fn, *args, structure):
+    """``fn(*args)``; with a Tensor argument, one autograd node called ``name``, replayed
+    without dispatch when ``structure`` (everything besides the arguments' types that
+    decides which ops ``fn`` binds) was seen before (``eager.replay``)."""
+    if any(isinstance(a, TensorBase) for a in args):
+        if structure is not None:
+            return replay.run(name, structure, fn, *args)
+        return operation(name, fn, *args)
+    return fn(*args)
+
+
+def reduce(v, reduction: str):
+    if reduction == "mean":
+        return A.mean(v)
+    return A.sum(v) if reduction == "sum" else v
+
+
+def check_reduction(fn: str, reduction, allowed=REDUCTIONS) -> None:
+    if reduction not in allowed:
+        raise ValueError(f"{fn}: {reduction!r} is not a valid value for reduction; use one of "
+                         f"{', '.join(map(repr, allowed))}")
