@@ -80,6 +80,9 @@ class Env:
         # other tensors: named by the function, or written in place by it
         self.extra: dict[int, object] = {}
         self._walked: dict = {}  # all_modules() and params() of the current call
+        # (param group, 0-d Tensor): each group's learning rate, an input of the compiled
+        # step (made afresh by every ``tensors()`` call, holding the current value)
+        self.lr_inputs: list = []
 
     def begin(self) -> None:
         """Forget the walks of the previous call (modules may have changed since)."""
@@ -146,7 +149,30 @@ class Env:
             for st in o.state.values():
                 for v in st.values():
                     add(v)
-        return list(out.values())
+        self.lr_inputs = [(g, TB.make(np.asarray(g["lr"], dtype=np.float64)))
+                          for o in self.optimizers.values() for g in o.param_groups
+                          if _dynamic_lr(g)]
+        return [*out.values(), *(t for _, t in self.lr_inputs)]
+
+    def bind_lr(self) -> list:
+        """While tracing: each group's ``lr`` becomes its (traced) input Tensor. Returns what
+        to give to ``unbind_lr`` afterwards."""
+        before = [(g, g["lr"]) for g, _ in self.lr_inputs]
+        for g, t in self.lr_inputs:
+            g["lr"] = t
+        return before
+
+
+def unbind_lr(before) -> None:
+    for g, lr in before:
+        g["lr"] = lr
+
+
+def _dynamic_lr(group: dict) -> bool:
+    """A Python-number learning rate, passed to compiled steps as an input (a scheduler
+    changing it does not retrace)."""
+    lr = group.get("lr")
+    return isinstance(lr, float | int | np.floating | np.integer) and not isinstance(lr, bool)
 
 
 def hashable(v):
@@ -170,7 +196,8 @@ def env_key(env: Env, tensors) -> tuple:
     parts.append(tuple(m.training for m in env.all_modules()))
     for o in env.optimizers.values():
         for g in o.param_groups:
-            parts.append(tuple((k, hashable(v)) for k, v in sorted(g.items()) if k != "params"))
+            parts.append(tuple((k, "input" if k == "lr" and _dynamic_lr(g) else hashable(v))
+                               for k, v in sorted(g.items()) if k != "params"))
             parts.append(tuple(id(p) for p in g["params"]))
         parts.append(tuple((id(p), tuple((k, _state_key(v)) for k, v in st.items()))
                            for p, st in o.state.items()))

@@ -7,6 +7,7 @@ import math
 from ..eager import dtypes as D
 from ..eager import tensor_base as TB
 from ..eager.creation import tensor, zeros_like
+from . import _hyper as H
 from .optimizer import Optimizer
 
 
@@ -75,7 +76,7 @@ class Adam(Optimizer):
         if group["amsgrad"]:
             v_max = state["max_exp_avg_sq"]
             v = v_max.copy_(v_max.maximum(v))
-        if TB.is_concrete(step._data):
+        if TB.is_concrete(step._data) and not H.traced(group["lr"]):
             t = step.item()
             denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(group["eps"])
             p.add_(m / denom, alpha=-group["lr"] / (1 - beta1**t))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _hyper as H
 from .optimizer import Optimizer
 
 
@@ -48,4 +49,4 @@ class SGD(Optimizer):
             else:
                 buf.mul_(momentum).add_(g, alpha=1 - group["dampening"])
             g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
-        p.add_(g, alpha=-group["lr"])
+        H.add_scaled(p, g, -group["lr"])
