@@ -17,7 +17,7 @@ from .sampler import BatchSampler, RandomSampler, SequentialSampler
 def default_collate(batch):
     """Stack a list of samples into a batch, as PyTorch: Tensors and NumPy arrays are
     stacked (arrays become Tensors), numbers become a 1-d Tensor (floats float64, ints
-    int64), strings stay a list, and tuples, lists, dicts and namedtuples are collated
+    int64), strings are left as they are, and tuples, lists, dicts and namedtuples are collated
     field by field (a tuple gives a list, as in PyTorch)."""
     first = batch[0]
     if isinstance(first, TB.TensorBase):
@@ -35,15 +35,15 @@ def default_collate(batch):
     if isinstance(first, numbers.Integral):
         return tensor(list(batch))
     if isinstance(first, str | bytes):
-        return list(batch)
+        return batch
     if isinstance(first, collections.abc.Mapping):
         return {k: default_collate([b[k] for b in batch]) for k in first}
     if isinstance(first, tuple) and hasattr(first, "_fields"):
-        return type(first)(*(default_collate(list(s)) for s in zip(*batch)))
+        return type(first)(*(default_collate(s) for s in zip(*batch)))
     if isinstance(first, collections.abc.Sequence):
         if any(len(b) != len(first) for b in batch):
             raise RuntimeError("each element in list of batch should be of equal size")
-        fields = [default_collate(list(s)) for s in zip(*batch)]
+        fields = [default_collate(s) for s in zip(*batch)]
         if isinstance(first, tuple | list):  # a tuple gives a list, as PyTorch
             return fields
         try:
