@@ -1,6 +1,8 @@
 """Hyper-parameters that may be traced: a compiled step (``fg.jit``) receives each group's
-``lr`` as an input (a 0-d float64 Tensor while tracing), so that a learning-rate scheduler
-changing it does not retrace. These helpers compute the same update either way."""
+``lr``, nonzero ``momentum`` and ``betas`` as inputs (0-d float64 Tensors while tracing),
+so that a scheduler changing them does not retrace. These helpers compute the same update
+either way (a traced value is cast to the tensor's dtype, as PyTorch casts a Python
+scalar)."""
 
 from __future__ import annotations
 
@@ -11,17 +13,37 @@ def traced(v) -> bool:
     return isinstance(v, TB.TensorBase)
 
 
-def add_scaled(p, g, scale) -> None:
-    """``p += scale * g`` in place (``scale`` a float, or a 0-d Tensor when traced)."""
+def _like(s, t):
+    return s.to(t.dtype)
+
+
+def nonzero(v) -> bool:
+    """``v != 0`` (a traced value is an input only when it is nonzero)."""
+    return traced(v) or v != 0
+
+
+def scale_(t, s):
+    """``t *= s`` in place."""
+    return t.mul_(_like(s, t) if traced(s) else s)
+
+
+def add_scaled(p, g, scale):
+    """``p += scale * g`` in place."""
     if traced(scale):
-        p.add_(g * scale.to(g.dtype))
-    else:
-        p.add_(g, alpha=scale)
+        return p.add_(g * _like(scale, g))
+    return p.add_(g, alpha=scale)
+
+
+def plus_scaled(a, b, scale):
+    """``a + scale * b`` (a new tensor)."""
+    if traced(scale):
+        return a + b * _like(scale, b)
+    return a.add(b, alpha=scale)
 
 
 def add_quotient(p, num, den, scale) -> None:
     """``p += scale * num / den`` in place, as PyTorch's ``addcdiv_(num, den, value=scale)``."""
     if traced(scale):
-        p.add_(num * scale.to(num.dtype) / den)
+        p.add_(num * _like(scale, num) / den)
     else:
         p.add_(num * scale / den)

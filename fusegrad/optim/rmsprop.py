@@ -41,7 +41,7 @@ class RMSprop(Optimizer):
         if not state:
             state["step"] = step_tensor()
             state["square_avg"] = zeros_like(p)
-            if group["momentum"] > 0:
+            if H.nonzero(group["momentum"]):
                 state["momentum_buffer"] = zeros_like(p)
             if group["centered"]:
                 state["grad_avg"] = zeros_like(p)
@@ -63,9 +63,9 @@ class RMSprop(Optimizer):
         else:
             d = v.sqrt()
         d = d.add_(group["eps"])
-        if group["momentum"] > 0:
+        if H.nonzero(group["momentum"]):
             b = state["momentum_buffer"]
-            b.mul_(group["momentum"]).add_(g / d)
+            H.scale_(b, group["momentum"]).add_(g / d)
             H.add_scaled(p, b, -group["lr"])
         else:
             H.add_quotient(p, g, d, -group["lr"])

@@ -142,7 +142,7 @@ def test_lr_change_is_an_input_and_param_group_change_retraces():
     _run(eager_step, jit_step, batches[3:6], m1, m2, o1, o2)
     assert len(jit_step._eager.cache) == n  # the learning rate is an input of the step
     for o in (o1, o2):
-        o.param_groups[0]["momentum"] = 0.5
+        o.param_groups[0]["dampening"] = 0.5
     _run(eager_step, jit_step, batches[6:], m1, m2, o1, o2)
     assert len(jit_step._eager.cache) == n + 1
 

@@ -166,8 +166,9 @@ def test_compiled_step_takes_the_rate_as_input(opt_name):
     assert len(f._eager.cache) == 1  # one trace for 11 compiled calls at 11 different rates
 
 
-def test_changing_momentum_still_retraces():
-    """Other hyper-parameters stay baked into the trace (the guard sees them)."""
+def test_other_hyperparameters_still_retrace():
+    """Momentum and betas are inputs while nonzero; other hyper-parameters (and a momentum
+    switched to zero, which changes what the step computes) stay baked in the trace."""
     p = nn.Parameter(fg.tensor([1.0, 2.0]))
     opt = fg.optim.SGD([p], lr=0.1, momentum=0.5)
 
@@ -177,7 +178,38 @@ def test_changing_momentum_still_retraces():
         (p * p).sum().backward()
         opt.step()
 
-    for m in (0.5, 0.5, 0.5, 0.6):
-        opt.param_groups[0]["momentum"] = m
+    for key, value in (("momentum", 0.5), ("momentum", 0.5), ("momentum", 0.6),
+                       ("lr", 0.2), ("weight_decay", 0.1), ("momentum", 0.0)):
+        opt.param_groups[0][key] = value
         step()
-    assert len(step._eager.cache) == 2
+    assert len(step._eager.cache) == 3
+
+
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam", "RMSprop"])
+def test_one_cycle_with_momentum_cycling_compiles_once(opt_name):
+    def run(jit):
+        fg.manual_seed(1)
+        model = nn.Linear(3, 2).double()
+        kw = {"momentum": 0.9} if opt_name != "Adam" else {}
+        opt = getattr(fg.optim, opt_name)(model.parameters(), lr=0.05, **kw)
+        sched = S.OneCycleLR(opt, max_lr=0.1, total_steps=10)
+        x = fg.tensor(np.random.default_rng(2).standard_normal((8, 3)))
+
+        def step(x):
+            opt.zero_grad()
+            loss = (model(x) ** 2).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        f = fg.jit(step) if jit else step
+        out = []
+        for _ in range(10):
+            out.append(float(f(x)))
+            sched.step()
+        return out, f
+
+    eager, _ = run(False)
+    compiled, f = run(True)
+    np.testing.assert_allclose(compiled, eager, rtol=1e-12)
+    assert len(f._eager.cache) == 1
