@@ -13,6 +13,7 @@ from . import (  # noqa: F401  (fills NumPy's protocol table)
     optim,
     random,
     tree,
+    utils,
 )
 from ._version import __version__ as __version__
 from .eager.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
@@ -82,6 +83,7 @@ __all__ = [
     "autograd",
     "nn",
     "optim",
+    "utils",
     "SerializationError",
     "load",
     "save",

@@ -3,7 +3,9 @@
 ``grad(outputs, inputs, ...)`` returns gradients without touching ``.grad``;
 ``backward(tensors, ...)`` accumulates into ``.grad``; ``Function`` defines an
 operation with a hand-written backward; ``graph.saved_tensors_hooks`` packs
-and unpacks the tensors saved for backward.
+and unpacks the tensors saved for backward; ``gradcheck`` compares gradients
+with finite differences; ``functional`` has Jacobians, Hessians and their
+products; ``profiler`` times operations.
 """
 
 from ..eager.anomaly import (
@@ -22,16 +24,21 @@ from ..eager.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from . import function, graph
+from . import function, functional, graph, profiler
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 __all__ = [
     "Function",
     "FunctionCtx",
+    "GradcheckError",
     "backward",
     "detect_anomaly",
     "enable_grad",
     "function",
+    "functional",
     "grad",
+    "gradcheck",
+    "gradgradcheck",
     "graph",
     "inference_mode",
     "is_anomaly_check_nan_enabled",
@@ -40,6 +47,7 @@ __all__ = [
     "is_inference_mode_enabled",
     "no_grad",
     "once_differentiable",
+    "profiler",
     "set_detect_anomaly",
     "set_grad_enabled",
 ]

@@ -15,6 +15,7 @@ from .. import _forksafe
 from ..tracer import Tracer
 from . import dtypes as D
 from . import tensor_base as TB
+from .device import CPU, check_cpu
 
 
 def _infer(data) -> np.dtype:
@@ -87,9 +88,7 @@ def from_numpy(array: np.ndarray):
 
 
 def _cpu(device) -> None:
-    if device is not None and str(device) != "cpu":
-        raise RuntimeError(f"fusegrad Tensors live on the CPU; device {device!r} is not "
-                           "available")
+    check_cpu(device)
 
 
 def _shape(size) -> tuple[int, ...]:
@@ -185,6 +184,8 @@ class Generator:
     """A seedable source of random numbers (``fg.Generator().manual_seed(0)``)."""
 
     def __init__(self, device="cpu"):
+        check_cpu(device, "a generator")
+        self.device = CPU
         self._rng = np.random.default_rng()
         self._lock = _forksafe.lock()
         self._seed = None
@@ -239,14 +240,14 @@ def randperm(n: int, *, generator=None, dtype=None, device=None):
     return TB.make(_rng(generator).permutation(n).astype(_dt(dtype, D.int64)))
 
 
-def rand_like(input, *, dtype=None, requires_grad: bool = False, **kwargs):
+def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False, **kwargs):
     shape, dt = _like(input, dtype)
-    return rand(shape, dtype=dt, requires_grad=requires_grad)
+    return rand(shape, dtype=dt, device=device, requires_grad=requires_grad)
 
 
-def randn_like(input, *, dtype=None, requires_grad: bool = False, **kwargs):
+def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False, **kwargs):
     shape, dt = _like(input, dtype)
-    return randn(shape, dtype=dt, requires_grad=requires_grad)
+    return randn(shape, dtype=dt, device=device, requires_grad=requires_grad)
 
 
 def is_tensor(obj) -> bool:

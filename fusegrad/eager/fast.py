@@ -31,7 +31,7 @@ from .names import NAMES
 from .node import _sequence, accumulator, node_class
 from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
 from .record import _state
-from .recorded import Entry, OpNode, rule_needs
+from .recorded import Entry, OpNode, rule_needs, scalar_edges
 from .saved import SavedTensor
 from .tensor_base import _CLASS, TensorBase, _Cell, _Version
 
@@ -100,8 +100,10 @@ class FastNode(OpNode):
         saved = self._saved
         name = type(self).__name__
         out = saved[0].data(name) if plan.needs_out else None
+        # unpacked last operand first, as PyTorch's MulBackward0 unpacks other, then self
         args = [s if type(s) is not int else (saved[s].data(name) if s in saved else None)
-                for s in self._slots]
+                for s in reversed(self._slots)]
+        args.reverse()
         cts = vjp(g, out, args, plan.mask, plan.in_types, plan.entry_kw)
         if cts is None:
             return OpNode.apply(self, grads, create_graph)
@@ -131,8 +133,8 @@ class _Plan:
     """What the generic path decides for one kind of call (see the module docstring)."""
 
     __slots__ = ("avals", "big", "cls", "const", "dtype", "entry_kw", "fn", "in_types",
-                 "input_pos", "mask", "needed", "needs_in", "needs_out", "opdef", "out_type",
-                 "record", "slots", "targets", "vjp")
+                 "input_pos", "mask", "needed", "needs_in", "needs_out", "number_edges", "opdef",
+                 "out_type", "record", "slots", "targets", "vjp")
 
 
 _PLANS: dict = {}
@@ -151,17 +153,15 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
     inputs: list = []
     slots = []
     for x in operands:
-        if isinstance(x, TensorBase):
-            k = next((i for i, t in enumerate(inputs) if t is x), None)
-            if k is None:
-                k = len(inputs)
-                inputs.append(x)
-            slots.append(-1 - k)
+        if isinstance(x, TensorBase):  # x * x: two inputs, two edges, two saved tensors
+            slots.append(-1 - len(inputs))
+            inputs.append(x)
         else:
             slots.append(None)  # a constant: filled per call
     p.slots = tuple(slots)
     p.const = None in p.slots
-    p.input_pos = tuple(next(i for i, x in enumerate(operands) if x is t) for t in inputs)
+    p.input_pos = tuple(i for i, x in enumerate(operands) if isinstance(x, TensorBase))
+    p.number_edges = scalar_edges(key, operands)
     p.big = irop in bigmath.FUNCTIONS
     arrays = [x._cell.value if isinstance(x, TensorBase) else np.asarray(x, npdt)
               for x in operands]
@@ -276,7 +276,7 @@ def _record(plan: _Plan, operands: list, t) -> None:
             next_edges.append((x._grad_fn, x._out_nr))
         else:
             next_edges.append((accumulator(x), 0))
-    node._next = tuple(next_edges)
+    node._next = (*next_edges, *plan.number_edges)
     node._seq = next(_sequence)
     node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
     node._nin = len(inputs)

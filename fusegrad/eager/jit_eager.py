@@ -26,8 +26,10 @@ with it.
 
 The cache key (the guard) is the arguments' structure, shapes and dtypes plus
 everything the trace baked in as Python values: every module's ``training``
-flag, every optimizer's hyper-parameters (``lr``, ``momentum``, ...) and the
-structure of its state, which gradients are None, the default dtype and the
+flag, every optimizer's hyper-parameters (``weight_decay``, ``eps``, ...; not
+``lr``, a nonzero ``momentum`` or ``betas``, which are inputs of the compiled
+step, so a scheduler changing them does not retrace) and the structure of its
+state, which gradients are None, the default dtype and the
 grad mode. Changing any of them retraces. Optimizer state that optimizers
 create lazily on their first step is created by running the first call
 eagerly (uncompiled) when an optimizer has none yet.
@@ -56,7 +58,7 @@ from . import capture, jit_state
 from . import tensor_base as TB
 from .compiled_node import CompiledFunction
 from .grad_mode import is_grad_enabled
-from .jit_state import Env, Snapshot, env_key, hashable, referenced, store
+from .jit_state import Env, Snapshot, env_key, hashable, referenced, store, unbind_hypers
 
 
 def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
@@ -143,6 +145,7 @@ def _trace(f, args, kwargs, env: Env, name: str, reason: str) -> _EagerPlan:
     def body(state_vals, array_vals):
         snap = Snapshot(env, tensors)
         written: list = []
+        hypers = env.bind_hypers()
         try:
             for t, v in zip(tensors, state_vals):
                 t._cell.value = v
@@ -163,6 +166,7 @@ def _trace(f, args, kwargs, env: Env, name: str, reason: str) -> _EagerPlan:
                     written.append((t, before, version))
             return vals
         finally:
+            unbind_hypers(hypers)
             snap.restore(written)
 
     traced = trace_pytree(body, ([_leaf(t) for t in tensors],

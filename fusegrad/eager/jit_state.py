@@ -80,6 +80,9 @@ class Env:
         # other tensors: named by the function, or written in place by it
         self.extra: dict[int, object] = {}
         self._walked: dict = {}  # all_modules() and params() of the current call
+        # (param group, key, 0-d Tensors): each group's learning rate (momentum, betas), an
+        # input of the compiled step (made afresh by every ``tensors()`` call)
+        self.hyper_inputs: list = []
 
     def begin(self) -> None:
         """Forget the walks of the previous call (modules may have changed since)."""
@@ -146,7 +149,47 @@ class Env:
             for st in o.state.values():
                 for v in st.values():
                     add(v)
-        return list(out.values())
+        self.hyper_inputs = [(g, k, _as_inputs(g[k]))
+                             for o in self.optimizers.values() for g in o.param_groups
+                             for k in HYPER_INPUTS if dynamic_hyper(g, k)]
+        return [*out.values(), *(t for _, _, ts in self.hyper_inputs for t in ts)]
+
+    def bind_hypers(self) -> list:
+        """While tracing: each group's ``lr`` (and nonzero ``momentum``, ``betas``) become
+        their (traced) input Tensors. Returns what to give to ``unbind_hypers`` after."""
+        before = [(g, k, g[k]) for g, k, _ in self.hyper_inputs]
+        for g, k, ts in self.hyper_inputs:
+            g[k] = ts if isinstance(g[k], tuple) else ts[0]
+        return before
+
+
+def unbind_hypers(before) -> None:
+    for g, k, v in before:
+        g[k] = v
+
+
+#: Hyper-parameters passed to compiled steps as inputs, not baked into the trace: a
+#: scheduler changes them every step (``lr``; ``OneCycleLR`` also cycles ``momentum`` or
+#: Adam's ``betas``).
+HYPER_INPUTS = ("lr", "momentum", "betas")
+
+
+def _number(v) -> bool:
+    return isinstance(v, float | int | np.floating | np.integer) and not isinstance(v, bool)
+
+
+def dynamic_hyper(group: dict, key: str) -> bool:
+    """A Python-number hyper-parameter the compiled step takes as an input: ``lr``, a
+    nonzero ``momentum`` (zero changes what the step computes), ``betas``."""
+    v = group.get(key)
+    if key == "betas":
+        return isinstance(v, tuple) and len(v) == 2 and all(_number(b) for b in v)
+    return _number(v) and (key == "lr" or v != 0)
+
+
+def _as_inputs(v) -> tuple:
+    return tuple(TB.make(np.asarray(x, dtype=np.float64))
+                 for x in (v if isinstance(v, tuple) else (v,)))
 
 
 def hashable(v):
@@ -165,12 +208,15 @@ def _state_key(v):
 
 
 def env_key(env: Env, tensors) -> tuple:
-    """Everything the trace baked in as Python values (see the module docstring)."""
+    """Everything the trace baked in as Python values (see the module docstring); learning
+    rates, momenta and betas are inputs, not part of the key."""
     parts: list = [is_grad_enabled(), str(D.get_default_dtype())]
     parts.append(tuple(m.training for m in env.all_modules()))
     for o in env.optimizers.values():
         for g in o.param_groups:
-            parts.append(tuple((k, hashable(v)) for k, v in sorted(g.items()) if k != "params"))
+            parts.append(tuple((k, "input" if k in HYPER_INPUTS and dynamic_hyper(g, k)
+                                else hashable(v))
+                               for k, v in sorted(g.items()) if k != "params"))
             parts.append(tuple(id(p) for p in g["params"]))
         parts.append(tuple((id(p), tuple((k, _state_key(v)) for k, v in st.items()))
                            for p, st in o.state.items()))

@@ -43,10 +43,13 @@ _VIEW_CURRENT: list = []
 class Scope:
     """The IR ops one user-facing operation binds, over slots (see ``recorded``)."""
 
-    __slots__ = ("entries", "grad", "input_ids", "inputs", "name", "produced", "values")
+    __slots__ = ("distinct", "entries", "grad", "input_ids", "inputs", "name", "produced",
+                 "values")
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, distinct: bool = False):
         self.name = name
+        # every operand occurrence its own input (x * x: two edges, two saved tensors)
+        self.distinct = distinct
         self.entries: list[Entry] = []
         self.inputs: list = []
         self.input_ids: dict[int, int] = {}
@@ -60,7 +63,7 @@ class Scope:
         j = self.produced.get(id(x))
         if j is not None:
             return j
-        k = self.input_ids.get(id(x))
+        k = None if self.distinct else self.input_ids.get(id(x))
         if k is None:
             k = self.input_ids[id(x)] = len(self.inputs)
             self.inputs.append(x)
@@ -124,15 +127,17 @@ def _tensor_dtype(t):
 register_array_type(TB.TensorBase, level=lambda t: 0, bind=tensor_bind, dtype=_tensor_dtype)
 
 
-def operation(name: str, fn, *args, view: bool = False, **kwargs):
+def operation(name: str, fn, *args, view: bool = False, distinct: bool = False, **kwargs):
     """Run ``fn(*args, **kwargs)`` as one operation: one ``name`` node for all its ops.
 
     Nested operations join the outer one. ``view=True`` marks results that
     share memory with an input as views of it (they share its version counter).
+    ``distinct=True`` makes each use of a tensor its own input (binary operators, as
+    PyTorch's ``x * x`` has two edges and saves ``self`` and ``other``).
     """
     if _state.scope is not None:
         return fn(*args, **kwargs)
-    scope = _state.scope = Scope(name)
+    scope = _state.scope = Scope(name, distinct)
     try:
         out = fn(*args, **kwargs)
         outs, rebuild = _flatten(out)

@@ -156,13 +156,15 @@ class OpNode(Node):
         out = self._value(e.outs[0], env, False) if e.needs_out[0] else None
         args = []
         types = []
-        for s, n in zip(e.slots, e.needs_in):
+        for s, n in zip(reversed(e.slots), reversed(e.needs_in)):  # other, then self
             if _is_slot(s):
                 args.append(self._value(s, env, False) if n else None)
                 types.append(self._avals[s])
             else:
                 args.append(s)
                 types.append((s.shape, s.dtype))
+        args.reverse()
+        types.reverse()
         res = f(g, out, args, e.mask, types, e.kwargs)
         if res is None:
             return None
@@ -180,7 +182,8 @@ class OpNode(Node):
         else:
             g = tuple(cts.get(o) for o in e.outs)
             out = tuple(arg(o, n) for o, n in zip(e.outs, e.needs_out))
-        args = [arg(s, n) for s, n in zip(e.slots, e.needs_in)]
+        args = [arg(s, n) for s, n in zip(reversed(e.slots), reversed(e.needs_in))]
+        args.reverse()  # unpacked other, then self (PyTorch's order)
         return VJP_RULES[e.opdef.name](g, out, *args, **e.kwargs)
 
     def _types(self, slot):
@@ -217,6 +220,19 @@ class OpNode(Node):
             args = [self._value(s, env, True) if _is_slot(s) else s for s in e.slots]
             out = bind(e.opdef.name, *args, **e.kwargs)
             env.update(zip(e.outs, out if isinstance(out, tuple) else (out,)))
+
+
+#: Operations whose Python-number operand PyTorch wraps as a tensor input: their node has
+#: an edge ``(None, 0)`` for it (``(2 * a).grad_fn.next_functions`` has two entries).
+_NUMBER_EDGE_OPS = frozenset({"add", "sub", "mul", "div"})
+_NUMBER_EDGE = (None, 0)
+
+
+def scalar_edges(key: str, operands) -> tuple:
+    """The ``(None, 0)`` edges PyTorch's node of operation ``key`` has for Python numbers."""
+    if key not in _NUMBER_EDGE_OPS:
+        return ()
+    return tuple(_NUMBER_EDGE for x in operands if not isinstance(x, TB.TensorBase))
 
 
 def data_of(x):

@@ -22,6 +22,7 @@ from ..ir.types import dtype_name
 from ..transforms.plan import register_eager_tensor
 from . import dtypes as D
 from . import tensor_base as TB
+from .device import CPU, check_cpu, is_device_like
 from .engine import backward
 from .formatting import tensor_repr
 from .grad_mode import is_grad_enabled
@@ -93,20 +94,39 @@ class Tensor(TensorMath, TensorReduce, TensorShape, TensorInplace, TB.TensorBase
 
     # --- conversions ---------------------------------------------------------------
 
-    def to(self, *args, dtype=None, copy: bool = False, **kwargs):
-        """``to(dtype)``, ``to(other_tensor)`` or ``to("cpu")``; self if nothing changes."""
+    def to(self, *args, dtype=None, device=None, non_blocking: bool = False,
+           copy: bool = False, memory_format=None):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)`` or ``to(other_tensor)``: self
+        when nothing changes (unless ``copy=True``), else a converted copy with history.
+        Only the CPU exists: any other device raises ``RuntimeError``."""
         target = dtype
         for a in args:
             if isinstance(a, TB.TensorBase):
                 target = a.dtype
-            elif not isinstance(a, str):
+            elif is_device_like(a):
+                device = a
+            elif a is not None:
                 target = a
-            elif a != "cpu":
-                raise RuntimeError(f"fusegrad Tensors live on the CPU; cannot move to {a!r}")
+        check_cpu(device, "a Tensor")
         if target is None or D.as_dtype(target) == self.dtype:
             return self.clone() if copy else self
         dt = D.as_dtype(target)
         return operation(NAMES["to"], lambda: ops.convert(self, dtype=dtype_name(np.dtype(dt))))
+
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def is_cuda(self) -> bool:
+        return False
+
+    @property
+    def is_cpu(self) -> bool:
+        return True
+
+    def get_device(self) -> int:
+        return -1
 
     def type(self, dtype=None, non_blocking: bool = False):
         """``x.type()`` is the legacy type name; ``x.type(fg.DoubleTensor)`` converts."""
@@ -152,8 +172,9 @@ class Tensor(TensorMath, TensorReduce, TensorShape, TensorInplace, TB.TensorBase
     def cpu(self):
         return self
 
-    def cuda(self, *args, **kwargs):
-        raise RuntimeError("fusegrad has no CUDA support: Tensors live on the CPU")
+    def cuda(self, device=None, non_blocking: bool = False, **kwargs):
+        check_cpu("cuda" if device is None else device if not isinstance(device, int)
+                  else f"cuda:{device}", "a Tensor")
 
     def contiguous(self, memory_format=None):
         return self

@@ -1,7 +1,17 @@
 """Everything the eager Tensor adds to the top-level ``fusegrad`` namespace (PyTorch's names)."""
 
+import math
+
 from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
+from .device import (
+    accelerator,
+    backends,
+    cuda,
+    device,
+    get_default_device,
+    set_default_device,
+)
 from .dtypes import (
     bool,
     double,
@@ -56,6 +66,8 @@ from .tensor import (
 )
 from .tensor_base import Size
 
+pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
+
 __all__ = [
     *_creation_all, *METHOD_FUNCTIONS,
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
@@ -65,4 +77,6 @@ __all__ = [
     "is_floating_point", "is_grad_enabled", "is_inference_mode_enabled", "long", "no_grad",
     "numel", "promote_types", "result_type", "set_default_dtype", "set_grad_enabled", "short",
     "stack", "uint8", "where",
+    "accelerator", "backends", "cuda", "device", "e", "get_default_device", "inf", "nan", "pi",
+    "set_default_device",
 ]  # fmt: skip

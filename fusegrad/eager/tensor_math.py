@@ -22,6 +22,7 @@ from . import tensor_base as TB
 from .creation import from_numpy, tensor
 from .names import NAMES
 from .record import operation
+from .recorded import OpNode, scalar_edges
 
 _PY_NAMES = {"f": "Float", "i": "Long", "b": "Bool"}
 
@@ -89,7 +90,13 @@ def binary(key: str, irop: str, a, b):
     dt = D.result_type(a, b)
     if irop == "div" and not dt.is_floating_point:
         dt = D.get_default_dtype()
-    return op(key, lambda: getattr(ops, irop)(cast(a, dt), cast(b, dt)))
+    out = operation(NAMES[key], lambda: getattr(ops, irop)(cast(a, dt), cast(b, dt)),
+                    distinct=True)
+    edges = scalar_edges(key, (a, b))
+    node = out._grad_fn if isinstance(out, TB.TensorBase) else None
+    if edges and isinstance(node, OpNode) and node._nin == 1 and len(node._next) == 1:
+        node._next += edges
+    return out
 
 
 def unary(key: str, irop: str, x):

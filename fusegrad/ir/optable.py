@@ -17,6 +17,7 @@ import numpy as np
 
 from . import shapes as S
 from .evaluate import evaluate
+from .numpy_pow import power
 from .opdef import OPS, OpDef, _def
 from .threefry import threefry2x32, threefry_rule
 from .types import DTYPES
@@ -84,7 +85,7 @@ _SAME_BINARY = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
-    "pow": np.power,
+    "pow": power,  # np.power, with small integer exponents multiplied (numpy_pow)
     "maximum": np.maximum,
     "minimum": np.minimum,
     "floor_divide": np.floor_divide,

@@ -1,5 +1,6 @@
 """``fusegrad.optim``: eager optimizers with PyTorch's update rules (``SGD``, ``Adam``,
-``AdamW``; they also compile under ``fg.jit``), and functional ones for compiled steps
+``AdamW``, ``RMSprop``, ``Adagrad``, ``Adadelta``; they also compile under ``fg.jit``),
+learning-rate schedules (``lr_scheduler``), and functional optimizers for compiled steps
 (``sgd``, ``momentum``, ``adam``, ``adamw``).
 
 >>> import fusegrad as fg
@@ -11,13 +12,18 @@
 tensor([ 0.8000, -1.6000], requires_grad=True)
 """
 
+from . import lr_scheduler
+from .adadelta import Adadelta
+from .adagrad import Adagrad
 from .adam import Adam
 from .adamw import AdamW
 from .optimizer import Optimizer
+from .rmsprop import RMSprop
 from .sgd import SGD
 
 # isort: split
 # after the submodules adam.py and sgd.py, so these names are the functions, not them
 from .functional import adam, adamw, momentum, sgd
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "adam", "adamw", "momentum", "sgd"]
+__all__ = ["SGD", "Adadelta", "Adagrad", "Adam", "AdamW", "Optimizer", "RMSprop", "adam", "adamw",
+           "lr_scheduler", "momentum", "sgd"]

@@ -7,6 +7,7 @@ import math
 from ..eager import dtypes as D
 from ..eager import tensor_base as TB
 from ..eager.creation import tensor, zeros_like
+from . import _hyper as H
 from .optimizer import Optimizer
 
 
@@ -70,12 +71,12 @@ class Adam(Optimizer):
         step = state["step"]
         step.add_(1)
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        m.add_(g - m, alpha=1 - beta1)  # PyTorch's lerp_(g, 1 - beta1)
-        v.mul_(beta2).add_(g * g, alpha=1 - beta2)
+        H.add_scaled(m, g - m, 1 - beta1)  # PyTorch's lerp_(g, 1 - beta1)
+        H.add_scaled(H.scale_(v, beta2), g * g, 1 - beta2)
         if group["amsgrad"]:
             v_max = state["max_exp_avg_sq"]
             v = v_max.copy_(v_max.maximum(v))
-        if TB.is_concrete(step._data):
+        if TB.is_concrete(step._data) and not any(map(H.traced, (group["lr"], beta1, beta2))):
             t = step.item()
             denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(group["eps"])
             p.add_(m / denom, alpha=-group["lr"] / (1 - beta1**t))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _hyper as H
 from .adam import Adam
 
 
@@ -24,5 +25,6 @@ class AdamW(Adam):
 
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
-        p.mul_(1 - group["lr"] * group["weight_decay"])
+        factor = 1 - group["lr"] * group["weight_decay"]
+        p.mul_(factor.to(p.dtype) if H.traced(factor) else factor)
         self._adam(p, g, group)

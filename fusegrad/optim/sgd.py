@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _hyper as H
 from .optimizer import Optimizer
 
 
@@ -40,12 +41,12 @@ class SGD(Optimizer):
         if group["weight_decay"] != 0:
             g = g.add(p, alpha=group["weight_decay"])
         momentum = group["momentum"]
-        if momentum != 0:
+        if H.nonzero(momentum):
             state = self.state[p]
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = state["momentum_buffer"] = g.detach().clone()
             else:
-                buf.mul_(momentum).add_(g, alpha=1 - group["dampening"])
-            g = g.add(buf, alpha=momentum) if group["nesterov"] else buf
-        p.add_(g, alpha=-group["lr"])
+                H.scale_(buf, momentum).add_(g, alpha=1 - group["dampening"])
+            g = H.plus_scaled(g, buf, momentum) if group["nesterov"] else buf
+        H.add_scaled(p, g, -group["lr"])

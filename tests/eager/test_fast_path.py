@@ -168,7 +168,7 @@ def test_semantics_on_fast_nodes():
     packed = []
     with fg.autograd.graph.saved_tensors_hooks(lambda t: packed.append(t) or t, lambda t: t):
         w = (x * x).exp().sum()
-    assert len(packed) == 2  # x (one input, read as both operands) and exp's result
+    assert len(packed) == 3  # x as self and as other (as PyTorch) and exp's result
     w.backward()
     # tensor hooks replace the gradient
     x.grad = None
