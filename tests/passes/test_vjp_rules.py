@@ -24,6 +24,7 @@ from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferent
 from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
+from tests.passes.special_cases import SPECIAL_ATTRS, SPECIAL_BINARY, SPECIAL_UNARY
 
 Shape = tuple[int, ...]
 Make = Callable[[np.random.Generator], list]
@@ -152,6 +153,8 @@ TERNARY = {
     "clamp": clamp_inputs,
 }
 ELEMENTWISE_ATTRS = {"convert": {"dtype": "f64"}}
+UNARY, BINARY = UNARY | SPECIAL_UNARY, BINARY | SPECIAL_BINARY  # scipy.special ops
+ELEMENTWISE_ATTRS |= SPECIAL_ATTRS
 
 UNARY_SHAPES = [((),), ((3, 4),), ((3, 1),), ((1, 4),)]
 BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (3, 1)), ((3, 1), (1, 4)), ((), (3, 4)), ((3, 4), ())]
