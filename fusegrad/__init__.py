@@ -21,6 +21,7 @@ from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
 from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
+from .scipy import special as _scipy_special  # noqa: F401  (fills scipy.special's ufunc table)
 from .serialization import SerializationError, load, save
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .transforms.forward import hessian, hvp, jacfwd, jvp

@@ -461,5 +461,6 @@ from .special_rt import (  # noqa: E402,F401  (scipy.special functions for gener
     i1e,
     lgamma,
     logit,
+    pdtr,
     polygamma,
 )

@@ -49,6 +49,7 @@ _i0e = _extern("i0e", 1)
 _i1e = _extern("i1e", 1)
 _logit = _extern("__pyx_fuse_0logit", 1)
 _betaln = _extern("betaln", 2)
+_pdtr = _extern("pdtr", 2)
 
 
 @inline_njit
@@ -104,6 +105,11 @@ def logit(x):
 @inline_njit
 def betaln(a, b):
     return type(a)(_betaln(np.float64(a), np.float64(b), 0))
+
+
+@inline_njit
+def pdtr(k, mu):
+    return type(k)(_pdtr(np.float64(k), np.float64(mu), 0))
 
 
 def _bernoulli_coefficients(count: int) -> np.ndarray:

@@ -47,6 +47,7 @@ SCALAR: dict[str, str] = {
     **{n: f"rt.{n}({{0}})" for n in _SPECIAL_UNARY},
     "polygamma": "rt.polygamma({0}, {n})",
     "betaln": "rt.betaln({0}, {1})",
+    "pdtr": "rt.pdtr({0}, {1})",
     "threefry2x32": "rt.threefry2x32({0}, {1}, {2}, {3}, {word})",
     "stop_gradient": "{0}",
     "broadcast_to": "{0}",

@@ -54,6 +54,7 @@ UNARY = {
 }
 BINARY = {
     "betaln": ("betaln", "log|B(a, b)| (scipy.special.betaln)"),
+    "pdtr": ("pdtr", "pdtr(k, mu): the Poisson CDF at floor(k), sum_{j <= k} exp(-mu) mu**j / j!"),
 }
 
 for _name, (_f, _doc) in {**UNARY, **BINARY}.items():

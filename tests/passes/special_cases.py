@@ -17,6 +17,10 @@ def _signed(lo: float, hi: float):
     return lambda rng, shape: rng.uniform(lo, hi, shape) * rng.choice([-1.0, 1.0], shape)
 
 
+def _half_integers(rng, shape):
+    return rng.integers(0, 6, shape) + 0.5
+
+
 def _each(*draws):
     return lambda rng, shapes: [d(rng, s) for d, s in zip(draws, shapes)]
 
@@ -36,5 +40,6 @@ SPECIAL_UNARY = {
 }
 SPECIAL_BINARY = {
     "betaln": _each(_uniform(0.3, 4), _uniform(0.3, 4)),
+    "pdtr": _each(_half_integers, _uniform(0.3, 4)),  # k away from pdtr's steps
 }
 SPECIAL_ATTRS = {"polygamma": {"n": 2}}

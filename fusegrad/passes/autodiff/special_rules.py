@@ -15,7 +15,7 @@ import math
 
 from ...ir import ops
 from .jvp_rules import JVP_RULES, _sum, _times
-from .vjp_rules import VJP_RULES, _masked
+from .vjp_rules import VJP_RULES, _masked, zeros_like
 
 _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 _HALF_SQRT_PI = math.sqrt(math.pi) / 2
@@ -108,6 +108,22 @@ class UnaryJVP:
         return tangents[0] * self.deriv(out, x, **attrs)
 
 
+def pdtr_mu_deriv(out, k, mu):
+    """d/dmu pdtr(k, mu) = -(Poisson pmf at floor(k)); 0 for k < 0 (outside the domain).
+    pdtr is a step function of k: its partial in k is 0."""
+    j = ops.floor(ops.select(k < 0, 0, k))
+    pmf = ops.exp(j * ops.log(mu) - mu - ops.lgamma(j + 1))
+    return ops.select(k < 0, 0, -pmf)
+
+
+def pdtr_vjp(g, out, k, mu):
+    return zeros_like(k), _masked(g, g * pdtr_mu_deriv(out, k, mu))
+
+
+def pdtr_jvp(tangents, out, k, mu):
+    return _times(tangents[1], pdtr_mu_deriv(out, k, mu))
+
+
 def betaln_vjp(g, out, a, b):
     da, db = betaln_derivs(out, a, b)
     return _masked(g, g * da), _masked(g, g * db)
@@ -123,3 +139,5 @@ for _name, _deriv in UNARY_DERIVS.items():
     JVP_RULES[_name] = UnaryJVP(_deriv)
 VJP_RULES["betaln"] = betaln_vjp
 JVP_RULES["betaln"] = betaln_jvp
+VJP_RULES["pdtr"] = pdtr_vjp
+JVP_RULES["pdtr"] = pdtr_jvp
