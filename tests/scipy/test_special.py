@@ -310,6 +310,8 @@ def test_eager_tensors_differentiate_through_special_functions():
     xv = np.array([0.5, 2.0, 4.0])
     want = sp.digamma(xv) + sp.i1(xv) - np.sqrt(2 / np.pi) / sp.erfcx(xv / np.sqrt(2))
     assert_close(x.grad.numpy(), want, "exact64")
+    names = {f: f(x).grad_fn.name() for f in (special.gammaln, special.erfc, special.logit)}
+    assert list(names.values()) == ["LgammaBackward0", "ErfcBackward0", "LogitBackward0"]
 
 
 def test_polygamma_order_must_be_a_concrete_int():
