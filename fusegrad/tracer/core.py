@@ -206,6 +206,17 @@ def _bool_construct(loc: str | None) -> tuple[str, str]:
     return "bool() (or `and`/`or`/`not`)", "bool"
 
 
+def _scipy_hint(loc: str | None) -> str:
+    """Inside SciPy's own Python code: say where the traceable versions are."""
+    scipy = sys.modules.get("scipy")
+    root = os.path.dirname(getattr(scipy, "__file__", None) or "") if scipy else ""
+    if not loc or not root or not loc.startswith(root + os.sep):
+        return ""
+    return ("SciPy's Python-level functions (scipy.stats, scipy.special.logsumexp, "
+            "softmax, polygamma, ...) cannot run on traced values: use "
+            "fusegrad.scipy.stats / fusegrad.scipy.special instead. ")
+
+
 def _concrete_error(t: Tracer, construct: str, kind: str = "value") -> TracerError:
     loc = user_location()
     if kind == "bool":
@@ -213,8 +224,8 @@ def _concrete_error(t: Tracer, construct: str, kind: str = "value") -> TracerErr
     where = f" at {loc}" if loc else ""
     err = TracerError(
         f"{construct} needs a concrete value, but got a traced {t.value.type}{where}. "
-        f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]} "
-        f"{_ALL}. "
+        f"{_scipy_hint(loc)}Python control flow on traced values cannot be recorded: "
+        f"{_INSTEAD[kind]} {_ALL}. "
         "Or decide the control flow outside the transformed function, or pass the "
         "deciding argument as static: fg.jit(f, static_argnums=...)."
     )

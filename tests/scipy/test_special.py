@@ -321,3 +321,10 @@ def test_polygamma_order_must_be_a_concrete_int():
         special.polygamma(-1, 2.0)
     with pytest.raises(ValueError, match="multigammaln"):
         special.multigammaln(np.array([0.4]), 3)
+
+
+@pytest.mark.parametrize("f", [sp.logsumexp, lambda x: np.sum(sp.softmax(x))],
+                         ids=["logsumexp", "softmax"])
+def test_scipy_python_functions_on_tracers_point_to_fusegrad_scipy(f):
+    with pytest.raises(fg.TracerError, match=r"use fusegrad\.scipy\.stats / fusegrad\.scipy"):
+        fg.grad(f)(np.array([1.0, 2.0]))
