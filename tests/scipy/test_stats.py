@@ -4,6 +4,8 @@ vmap, and a Bayesian logistic regression objective differentiated compiled."""
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 import scipy.special as sp
@@ -158,6 +160,35 @@ def test_multivariate_normal_full_covariance_matches_scipy():
              st.multivariate_normal.pdf(x[0], mean=mean, cov=SPD))
     check_grads(lambda x, m, c: stats.multivariate_normal.logpdf(x, m, c @ c.T + np.eye(3)),
                 [x, mean, RNG.normal(size=(3, 3)) * 0.5], order=2)
+
+
+def test_multivariate_normal_full_covariance_calls_the_linalg_functions_as_documented(
+        monkeypatch):
+    """With NumPy/SciPy stand-ins for cholesky (lower factor) and solve_triangular(a, b,
+    lower=True), on concrete arrays: the calling conventions give SciPy's values."""
+    import types
+
+    import scipy.linalg
+
+    import fusegrad.numpy.linalg as fla
+
+    calls = []
+
+    def solve_triangular(a, b, lower=False):
+        calls.append((a.shape, b.shape, lower))
+        return scipy.linalg.solve_triangular(a, b, lower=lower)
+
+    monkeypatch.setattr(fla, "cholesky", np.linalg.cholesky, raising=False)
+    fake = types.ModuleType("fusegrad.scipy.linalg")
+    fake.solve_triangular = solve_triangular
+    monkeypatch.setitem(sys.modules, "fusegrad.scipy.linalg", fake)
+    mean = np.array([0.1, -1.0, 2.0])
+    x = RNG.normal(size=(2, 5, 3))
+    _compare(stats.multivariate_normal.logpdf(x, mean, SPD),
+             st.multivariate_normal.logpdf(x, mean, SPD))
+    _compare(stats.multivariate_normal.pdf(x[0, 0], mean, SPD),
+             st.multivariate_normal.pdf(x[0, 0], mean, SPD))
+    assert calls == [((3, 3), (3, 10), True), ((3, 3), (3, 1), True)]
 
 
 def test_multivariate_normal_full_covariance_without_linalg_is_a_clear_error():
