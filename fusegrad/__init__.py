@@ -23,6 +23,7 @@ from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
 from .scipy import optimize as _scipy_optimize  # noqa: F401  (fg.scipy.minimize)
+from .scipy import special as _scipy_special  # noqa: F401  (fills scipy.special's ufunc table)
 from .serialization import SerializationError, load, save
 from .tracer.core import GradientCutWarning
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop

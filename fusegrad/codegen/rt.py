@@ -458,3 +458,20 @@ def iota(n, dtype):
 @_jit
 def any_true(flags):
     return flags.any()
+
+
+from .special_rt import (  # noqa: E402,F401  (scipy.special functions for generated code)
+    betaln,
+    digamma,
+    erfc,
+    erfcinv,
+    erfcx,
+    erfinv,
+    gamma,
+    i0e,
+    i1e,
+    lgamma,
+    logit,
+    pdtr,
+    polygamma,
+)

@@ -11,6 +11,10 @@ _UNARY_NP = ("exp", "log", "log1p", "expm1", "sin", "cos", "tan", "arcsin", "arc
              "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "sqrt", "cbrt",
              "floor", "ceil", "isnan", "isfinite")
 
+#: scipy.special ops (fusegrad.ir.special_ops), calling SciPy's C functions (codegen.special_rt)
+_SPECIAL_UNARY = ("lgamma", "digamma", "gamma", "erfc", "erfcx", "erfinv", "erfcinv", "i0e", "i1e",
+                  "logit")
+
 SCALAR: dict[str, str] = {
     "add": "{0} + {1}",
     "sub": "{0} - {1}",
@@ -40,6 +44,10 @@ SCALAR: dict[str, str] = {
     "round": "np.rint({0})",
     "erf": "rt.erf({0})",
     "logistic": "rt.logistic({0})",
+    **{n: f"rt.{n}({{0}})" for n in _SPECIAL_UNARY},
+    "polygamma": "rt.polygamma({0}, {n})",
+    "betaln": "rt.betaln({0}, {1})",
+    "pdtr": "rt.pdtr({0}, {1})",
     "threefry2x32": "rt.threefry2x32({0}, {1}, {2}, {3}, {word})",
     "stop_gradient": "{0}",
     "broadcast_to": "{0}",

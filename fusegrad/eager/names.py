@@ -134,6 +134,11 @@ OP_NAMES: dict[str, str] = {
     "tanh": "TanhBackward0", "arcsinh": "AsinhBackward0", "arccosh": "AcoshBackward0",
     "arctanh": "AtanhBackward0", "sqrt": "SqrtBackward0", "cbrt": "PowBackward0",
     "erf": "ErfBackward0", "logistic": "SigmoidBackward0", "abs": "AbsBackward0",
+    "lgamma": "LgammaBackward0", "digamma": "DigammaBackward0",  # scipy.special ops
+    "polygamma": "PolygammaBackward0", "gamma": "GammaBackward0", "erfc": "ErfcBackward0",
+    "erfcx": "SpecialErfcxBackward0", "erfinv": "ErfinvBackward0",
+    "erfcinv": "ErfcinvBackward0", "i0e": "SpecialI0EBackward0", "i1e": "SpecialI1EBackward0",
+    "logit": "LogitBackward0", "betaln": "BetalnBackward0", "pdtr": "PdtrBackward0",
     "reduce_sum": "SumBackward1", "reduce_max": "AmaxBackward0",
     "reduce_min": "AminBackward0", "cumsum": "CumsumBackward0",
     "reshape": "ViewBackward0", "transpose": "PermuteBackward0",

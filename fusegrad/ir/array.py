@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import sys
 
 import numpy as np
 
@@ -29,6 +30,19 @@ def implements(*np_funcs):
         return f
 
     return deco
+
+
+#: ``scipy.special`` ufunc name -> implementation (filled by ``fusegrad.scipy.special``).
+SCIPY_UFUNCS: dict = {}
+
+
+def scipy_ufunc(ufunc):
+    """The implementation of ``ufunc`` if it is one of ``scipy.special``'s, else None."""
+    special = sys.modules.get("scipy.special")
+    name = getattr(ufunc, "__name__", None)
+    if special is None or name is None or getattr(special, name, None) is not ufunc:
+        return None
+    return SCIPY_UFUNCS.get(name)
 
 
 def refuse(fname: str, kwargs: dict) -> None:

@@ -224,7 +224,7 @@ class ArrayMethods:
     # NumPy protocols: plain NumPy code records ops / runs eagerly
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = _np_name(ufunc) + ("" if method == "__call__" else f".{method}")
-        impl = A.NUMPY_FUNCTIONS.get(ufunc)
+        impl = A.NUMPY_FUNCTIONS.get(ufunc) or A.scipy_ufunc(ufunc)
         if method != "__call__" or impl is None:
             raise TypeError(_unsupported(name))
         A.refuse(name, kwargs)  # out=, where=, dtype=, ...

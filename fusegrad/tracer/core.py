@@ -212,6 +212,17 @@ def _bool_construct(loc: str | None) -> tuple[str, str]:
     return "bool() (or `and`/`or`/`not`)", "bool"
 
 
+def _scipy_hint(loc: str | None) -> str:
+    """Inside SciPy's own Python code: say where the traceable versions are."""
+    scipy = sys.modules.get("scipy")
+    root = os.path.dirname(getattr(scipy, "__file__", None) or "") if scipy else ""
+    if not loc or not root or not loc.startswith(root + os.sep):
+        return ""
+    return ("SciPy's Python-level functions (scipy.stats, scipy.special.logsumexp, "
+            "softmax, polygamma, ...) cannot run on traced values: use "
+            "fusegrad.scipy.stats / fusegrad.scipy.special instead. ")
+
+
 #: Why a trace of this kind has no values, and what works instead.
 _NO_VALUES = {
     "jit": "fg.jit traces the function once for all argument values, so Python control "
@@ -233,8 +244,8 @@ def _concrete_error(t: Tracer, construct: str, kind: str = "value",
     why = f" ({_NO_VALUES[who]})" if who in _NO_VALUES else ""
     err = TracerError(
         f"{construct} needs a concrete value, but got a traced {t.value.type}{where}{why}. "
-        f"Python control flow on traced values cannot be recorded: {_INSTEAD[kind]} "
-        f"{_ALL}. "
+        f"{_scipy_hint(loc)}Python control flow on traced values cannot be recorded: "
+        f"{_INSTEAD[kind]} {_ALL}. "
         "Or decide the control flow outside the transformed function, or pass the "
         "deciding argument as static: fg.jit(f, static_argnums=...)."
         + ("" if who else " (fg.grad, value_and_grad, vjp, jvp and hessian called on "

@@ -25,6 +25,12 @@ import numpy as np
 import fusegrad as fg
 from fusegrad.ir import ops
 from fusegrad.ir.optable import OPS
+from tests.fuzz.special_templates import (
+    SPECIAL_BINARY_EXPR,
+    SPECIAL_BINARY_GUARD,
+    SPECIAL_UNARY_EXPR,
+    SPECIAL_UNARY_GUARD,
+)
 
 #: Shapes inputs are drawn from; all broadcast against (3, 4) except (2, 1, 4)'s batch axis.
 SHAPES = [(), (3, 1), (1, 4), (3, 4), (4,), (3, 4), (2, 1, 4)]
@@ -302,6 +308,9 @@ _UNARY_GUARD = {
     "round": "_frac_far({0}, 0.5)",
 }
 
+_UNARY_EXPR |= SPECIAL_UNARY_EXPR
+_UNARY_GUARD |= SPECIAL_UNARY_GUARD
+
 
 @template(*_UNARY_EXPR)
 def _unary(name, rng, vals, kinds, dt):
@@ -349,6 +358,9 @@ _BINARY_GUARD = {
     "atan2": "(np.abs({0}) + np.maximum({1}, 0)).min() > 0.2",
     **{c: "np.abs({0} - {1}).min() > M" for c in ("lt", "le", "gt", "ge", "eq", "ne")},
 }
+
+_BINARY_EXPR |= SPECIAL_BINARY_EXPR
+_BINARY_GUARD |= SPECIAL_BINARY_GUARD
 
 
 @template(*_BINARY_EXPR)

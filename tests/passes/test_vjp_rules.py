@@ -27,6 +27,7 @@ from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_case
 from tests.passes.conv_cases import conv_cases
 from tests.passes.count_cases import count_cases, count_nondiff
 from tests.passes.sort_cases import sort_cases, sort_nondiff
+from tests.passes.special_cases import SPECIAL_ATTRS, SPECIAL_BINARY, SPECIAL_UNARY
 
 Shape = tuple[int, ...]
 Make = Callable[[np.random.Generator], list]
@@ -155,6 +156,8 @@ TERNARY = {
     "clamp": clamp_inputs,
 }
 ELEMENTWISE_ATTRS = {"convert": {"dtype": "f64"}}
+UNARY, BINARY = UNARY | SPECIAL_UNARY, BINARY | SPECIAL_BINARY  # scipy.special ops
+ELEMENTWISE_ATTRS |= SPECIAL_ATTRS
 
 UNARY_SHAPES = [((),), ((3, 4),), ((3, 1),), ((1, 4),)]
 BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (3, 1)), ((3, 1), (1, 4)), ((), (3, 4)), ((3, 4), ())]

@@ -1,0 +1,80 @@
+"""The multivariate normal distribution, as ``scipy.stats.multivariate_normal``.
+
+``x`` has the d components along its last axis (a d = 1 distribution also takes
+plain points); ``mean`` has shape (d,) (default zeros); ``cov`` is a (d, d)
+positive-definite matrix, a vector (a diagonal covariance) or a scalar (times
+the identity). The result drops the component axis, and is a scalar for one
+point, as in SciPy. A full ``cov`` is factored by ``fusegrad.numpy.linalg.cholesky``
+and solved with ``fusegrad.scipy.linalg.solve_triangular``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ...ir import array as A
+from ...ir import ops
+from ._common import as_float
+
+_LOG_2PI = math.log(2 * math.pi)
+
+
+def _linalg():
+    """``cholesky`` and ``solve_triangular``, or a clear error where they are missing."""
+    from ...numpy import linalg as fla
+
+    try:
+        from ..linalg import solve_triangular
+    except ImportError:
+        solve_triangular = None
+    cholesky = getattr(fla, "cholesky", None)
+    if cholesky is None or solve_triangular is None:
+        raise NotImplementedError(
+            "fusegrad.scipy.stats.multivariate_normal with a full covariance matrix needs "
+            "fusegrad.numpy.linalg.cholesky and fusegrad.scipy.linalg.solve_triangular, "
+            "which this build does not have; pass a diagonal covariance as a vector")
+    return cholesky, solve_triangular
+
+
+def _points(x, d):
+    x = A.asarray(as_float(x))
+    if d == 1 and (A.ndim(x) == 0 or A.shape(x)[-1] != 1):
+        x = A.reshape(x, (*A.shape(x), 1))
+    if A.shape(x)[-1] != d:
+        raise ValueError(f"multivariate_normal: x has {A.shape(x)[-1]} components along its "
+                         f"last axis, the distribution has {d} (shape {A.shape(x)})")
+    return x
+
+
+def _dimension(mean, cov):
+    if mean is not None:
+        return max(1, int(np.prod(A.shape(mean))))
+    return A.shape(cov)[0] if A.ndim(cov) >= 1 else 1
+
+
+def logpdf(x, mean=None, cov=1):
+    cov = A.asarray(as_float(cov))
+    d = _dimension(mean, cov)
+    x = _points(x, d)
+    diff = x if mean is None else x - A.reshape(A.asarray(as_float(mean)), (d,))
+    batch = A.shape(diff)[:-1]
+    if A.ndim(cov) <= 1:  # scalar or diagonal covariance
+        var = A.broadcast_to(cov, (d,))
+        maha = A.sum(diff * diff / var, axis=-1)
+        logdet = A.sum(ops.log(var))
+    elif A.shape(cov) != (d, d):
+        raise ValueError(f"multivariate_normal: cov must be ({d}, {d}), got {A.shape(cov)}")
+    else:
+        cholesky, solve_triangular = _linalg()
+        lower = cholesky(cov)
+        flat = A.reshape(diff, (-1, d))
+        z = solve_triangular(lower, A.transpose(flat), lower=True)
+        maha = A.reshape(A.sum(z * z, axis=0), batch)
+        logdet = 2 * A.sum(ops.log(A.sum(lower * np.eye(d), axis=1)))
+    return -0.5 * (d * _LOG_2PI + logdet + maha)
+
+
+def pdf(x, mean=None, cov=1):
+    return ops.exp(logpdf(x, mean, cov))
