@@ -6,3 +6,4 @@ trace); never ``codegen``, ``runtime`` or anything above.
 """
 
 from . import batching_control  # noqa: F401  (registers the region ops' batching rules)
+from . import batching_linalg  # noqa: F401  (registers the linalg ops' batching rules)

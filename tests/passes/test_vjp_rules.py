@@ -24,6 +24,7 @@ from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferent
 from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
+from tests.passes.linalg_cases import linalg_cases
 
 Shape = tuple[int, ...]
 Make = Callable[[np.random.Generator], list]
@@ -312,6 +313,7 @@ GRAD_CASES.append(
     Case("index_set", inputs(normal(4, 3), const([1, 1]), normal(2, 3)), {"axis": 0}, "repeated")
 )
 GRAD_CASES += control_cases(Case, inputs, normal, const)
+GRAD_CASES += linalg_cases(Case, inputs)
 
 
 def _xfail_if(ops, reason):

@@ -1,0 +1,245 @@
+"""VJP rules of the linear-algebra ops (``fusegrad.ir.linalg_ops``), and the matrix helpers
+their JVP rules (``linalg_jvp``) share.
+
+Every rule is written with ``ops.*`` (matmul, the linalg ops themselves, elementwise
+ops), so the adjoint is plain IR and can be differentiated again.
+
+- ``solve``: ``gb = solve(a.T, g)``, ``ga = -gb @ x.T``.
+- ``triangular_solve``: the same with the triangle's transpose, projected onto the
+  triangle that was read (its strict part if ``unit_diagonal``).
+- ``cholesky``: Murray (2016), ``S = L^-T Phi(L^T gL) L^-1`` with ``Phi`` the lower
+  triangle with the diagonal halved; as only ``a``'s lower triangle is read, the
+  cotangent is ``tril(S + S.T) - diag(S)``.
+- ``slogdet``: ``glogabsdet * inv(a).T`` (the sign is piecewise constant).
+- ``eigh``: ``G = V (diag(gw) + F * (V^T gV)) V^T`` with ``F[i, j] = 1 / (w[j] - w[i])``,
+  then ``tril(G + G.T) - diag(G)`` (only the lower triangle is read). Where two
+  eigenvalues are equal, ``F`` is set to 0 (JAX gives inf/NaN): exact when the loss
+  does not depend on the choice of basis inside the eigenspace (eigenvalues,
+  projectors), and otherwise the gradient of that basis is not defined.
+- ``svd``: the textbook adjoint (reduced factors, or full square ones) with
+  ``F[i, j] = 1 / (s[j]**2 - s[i]**2)``, set to 0 at repeated singular values (same
+  reasoning); the terms for the columns of a non-square factor divide by ``s``, so
+  a zero singular value gives inf/NaN when the loss depends on ``u`` or ``vt``.
+  ``full_matrices`` with ``M != N`` has no defined gradient for ``u``/``vt``: raises.
+- ``qr``: the adjoint for ``M >= N`` (reduced, or complete when square); other shapes
+  raise (as in JAX).
+"""
+
+from __future__ import annotations
+
+from ...ir import ops
+from ...ir.bind import aval
+from ...ir.types import dtype_name
+from .reverse import NotDifferentiableError
+from .vjp_rules import rule, zeros_like
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def T(x):
+    """Swap the last two axes."""
+    n = len(aval(x).shape)
+    return ops.transpose(x, perm=tuple(range(n - 2)) + (n - 1, n - 2))
+
+
+def mm(a, b):
+    return ops.matmul(a, b)
+
+
+def _dt(x) -> str:
+    return dtype_name(aval(x).dtype)
+
+
+def _band(n: int, m: int, k: int, upper: bool):
+    """Boolean ``(n, m)`` mask of ``j - i <= k`` (``>= k`` if ``upper``)."""
+    rows = ops.reshape(ops.iota(n=n, dtype="i64"), shape=(n, 1))
+    cols = ops.reshape(ops.iota(n=m, dtype="i64"), shape=(1, m))
+    d = cols - rows
+    return ops.ge(d, k) if upper else ops.le(d, k)
+
+
+def tril(x, k: int = 0):
+    n, m = aval(x).shape[-2:]
+    return ops.select(_band(n, m, k, False), x, 0)
+
+
+def triu(x, k: int = 0):
+    n, m = aval(x).shape[-2:]
+    return ops.select(_band(n, m, k, True), x, 0)
+
+
+def eye(n: int, dtype: str):
+    return ops.convert(_band(n, n, 0, False) & _band(n, n, 0, True), dtype=dtype)
+
+
+def diag(x):
+    """The diagonal of each matrix of a stack ``(..., n, n)`` -> ``(..., n)``."""
+    s = aval(x).shape
+    return ops.reduce_sum(x * eye(s[-1], _dt(x)), axes=(len(s) - 1,))
+
+
+def diag_embed(v):
+    """``(..., n)`` -> the diagonal matrices ``(..., n, n)``."""
+    s = aval(v).shape
+    return ops.reshape(v, shape=(*s[:-1], 1, s[-1])) * eye(s[-1], _dt(v))
+
+
+def row(v):
+    """``(..., n)`` -> ``(..., 1, n)``: broadcast along rows (``[i, j] = v[j]``)."""
+    s = aval(v).shape
+    return ops.reshape(v, shape=(*s[:-1], 1, s[-1]))
+
+
+def col(v):
+    """``(..., n)`` -> ``(..., n, 1)``: broadcast along columns (``[i, j] = v[i]``)."""
+    s = aval(v).shape
+    return ops.reshape(v, shape=(*s, 1))
+
+
+def safe_inverse(d):
+    """``1 / d`` where ``d != 0``, else 0, with a gradient that is finite everywhere."""
+    zero = ops.eq(d, 0)
+    return ops.select(zero, 0, 1 / ops.select(zero, 1, d))
+
+
+def gap_inverse(w):
+    """``F[..., i, j] = 1 / (w[j] - w[i])``, 0 where they are equal (and on the diagonal)."""
+    return safe_inverse(row(w) - col(w))
+
+
+def sym_lower(g):
+    """Cotangent of ``a`` from the cotangent ``g`` of the symmetric matrix its lower
+    triangle defines: ``tril(g + g.T) - diag(g)``."""
+    return tril(g + T(g)) - diag_embed(diag(g))
+
+
+def phi(x):
+    """The lower triangle with the diagonal halved (Murray 2016)."""
+    return tril(x) - 0.5 * diag_embed(diag(x))
+
+
+def inverse(a):
+    n = aval(a).shape[-1]
+    return ops.solve(a, ops.broadcast_to(eye(n, _dt(a)), shape=aval(a).shape))
+
+
+def tri_solve_right(x, r, *, lower: int, trans: int):
+    """``x @ op(r)^-1`` for triangular ``r`` (``op`` = transpose if ``trans``)."""
+    return T(ops.triangular_solve(r, T(x), lower=lower, trans=1 - trans, unit_diagonal=0))
+
+
+def _or_zeros(g, like):
+    return zeros_like(like) if g is None else g
+
+
+# --- rules ---------------------------------------------------------------------------
+
+
+@rule("solve")
+def solve_vjp(g, x, a, b):
+    gb = ops.solve(T(a), g)
+    return -mm(gb, T(x)), gb
+
+
+def project_triangle(g, *, lower, unit_diagonal):
+    k = -1 if unit_diagonal else 0
+    return tril(g, k) if lower else triu(g, -k)
+
+
+@rule("triangular_solve")
+def triangular_solve_vjp(g, x, a, b, *, lower, trans, unit_diagonal):
+    gb = ops.triangular_solve(a, g, lower=lower, trans=1 - trans, unit_diagonal=unit_diagonal)
+    ga = -mm(x, T(gb)) if trans else -mm(gb, T(x))
+    return project_triangle(ga, lower=lower, unit_diagonal=unit_diagonal), gb
+
+
+@rule("cholesky")
+def cholesky_vjp(g, lo, a):
+    p = phi(mm(T(lo), g))
+    y = ops.triangular_solve(lo, p, lower=1, trans=1, unit_diagonal=0)  # L^-T P
+    s = tri_solve_right(y, lo, lower=1, trans=0)  # L^-T P L^-1
+    return (sym_lower(s),)
+
+
+@rule("slogdet")
+def slogdet_vjp(g, out, a):
+    _, glog = g
+    if glog is None:
+        return (None,)
+    return (T(inverse(a)) * col(col(glog)),)
+
+
+@rule("eigh")
+def eigh_vjp(g, out, a):
+    gw, gv = g
+    w, v = out
+    inner = None
+    if gv is not None:
+        inner = gap_inverse(w) * mm(T(v), gv)
+    if gw is not None:
+        inner = diag_embed(gw) if inner is None else inner + diag_embed(gw)
+    return (sym_lower(mm(v, mm(inner, T(v)))),)
+
+
+def _square_full(name: str, x, full: bool) -> None:
+    m, n = aval(x).shape[-2:]
+    if full and m != n:
+        raise NotDifferentiableError(
+            f"{name}: the derivative of the extra columns of the full (square) factors of a "
+            f"non-square {m}x{n} matrix is not defined (they are any orthonormal "
+            "completion); use full_matrices=False / mode='reduced'")
+
+
+@rule("svd")
+def svd_vjp(g, out, a, *, full_matrices):
+    gu, gs, gvt = g
+    u, s, vt = out
+    if gu is None and gvt is None:
+        return (mm(u, mm(diag_embed(gs), vt)),) if gs is not None else (None,)
+    _square_full("svd", a, full_matrices)
+    m, n = aval(a).shape[-2:]
+    k = min(m, n)
+    f = safe_inverse(row(s * s) - col(s * s))
+    inner = None
+    if gu is not None:
+        uhgu = mm(T(u), gu)
+        inner = (uhgu - T(uhgu)) * row(s)
+    if gvt is not None:
+        vhgv = mm(vt, T(gvt))
+        term = col(s) * (vhgv - T(vhgv))
+        inner = term if inner is None else inner + term
+    inner = f * inner
+    if gs is not None:
+        inner = inner + diag_embed(gs)
+    if m > k and gu is not None:
+        gus = gu / row(s)
+        ga = mm(u, inner) + gus - mm(u, mm(T(u), gus))
+        return (mm(ga, vt),)
+    if n > k and gvt is not None:
+        sgv = gvt / col(s)
+        ga = mm(inner, vt) + sgv - mm(mm(sgv, T(vt)), vt)
+        return (mm(u, ga),)
+    return (mm(u, mm(inner, vt)),)
+
+
+def qr_check(a, complete: bool) -> None:
+    m, n = aval(a).shape[-2:]
+    if m < n:
+        raise NotDifferentiableError(
+            f"qr: the derivative of the QR decomposition of a wide {m}x{n} matrix (M < N) is "
+            "not implemented (as in JAX); differentiate qr of the transpose or use M >= N")
+    _square_full("qr", a, complete)
+
+
+@rule("qr")
+def qr_vjp(g, out, a, *, complete):
+    qr_check(a, complete)
+    q, r = out
+    gq, gr = _or_zeros(g[0], q), _or_zeros(g[1], r)
+    qgq = mm(T(q), gq)
+    rgr = mm(r, T(gr))
+    low = tril(qgq - T(qgq) + rgr - T(rgr))
+    ga = mm(q, gr + tri_solve_right(low, r, lower=0, trans=1))
+    ga = ga + tri_solve_right(gq - mm(q, qgq), r, lower=0, trans=1)
+    return (ga,)
