@@ -52,6 +52,7 @@ ARRAY_OPS = frozenset({
     "index_set", "matmul", "cumsum", "argmax", "argmin", "iota", "fused", "constant",
     "convert", "reduce_sum", "reduce_max", "reduce_min",
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
+    "cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr",  # linalg_lower
 })  # fmt: skip
 
 #: ops that never reach the code generator, and why
