@@ -1,7 +1,6 @@
 """Automatic differentiation passes and their rule tables."""
 
-from . import control_jvp, control_vjp  # noqa: F401  (register the region ops' rules)
-from . import linalg_jvp, linalg_vjp  # noqa: F401  (register the linalg ops' rules)
+from . import control_jvp, control_vjp, linalg_jvp, linalg_vjp  # noqa: F401  (register the region ops' rules)  # noqa: F401  (register the linalg ops' rules)
 from .jvp import jvp
 from .jvp_rules import JVP_RULES
 from .reverse import NotDifferentiableError, vjp

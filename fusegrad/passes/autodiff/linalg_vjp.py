@@ -33,7 +33,6 @@ from ...ir.types import dtype_name
 from .reverse import NotDifferentiableError
 from .vjp_rules import rule, zeros_like
 
-
 # --- helpers -------------------------------------------------------------------------
 
 
