@@ -5,7 +5,5 @@ May import ``config``, ``ir`` and ``tracer`` (passes replay a Function into a ne
 trace); never ``codegen``, ``runtime`` or anything above.
 """
 
-from . import (
-    batching_control,  # noqa: F401  (registers the region ops' batching rules)
-    batching_linalg,  # noqa: F401  (registers the linalg ops' batching rules)
-)
+from . import batching_control  # noqa: F401  (registers the region ops' batching rules)
+from .batching_linalg import linalg_batch  # noqa: F401  (registers the linalg ops' rules)

@@ -1,8 +1,10 @@
 """Automatic differentiation passes and their rule tables."""
 
-from . import control_jvp, control_vjp, linalg_jvp, linalg_vjp  # noqa: F401  (register the region ops' rules)  # noqa: F401  (register the linalg ops' rules)
+from . import control_jvp, control_vjp  # noqa: F401  (register the region ops' rules)
 from .jvp import jvp
 from .jvp_rules import JVP_RULES
+from .linalg_jvp import LINALG_JVP  # noqa: F401  (registers the linalg ops' JVP rules)
+from .linalg_vjp import LINALG_VJP  # noqa: F401  (registers the linalg ops' VJP rules)
 from .reverse import NotDifferentiableError, vjp
 from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES
 

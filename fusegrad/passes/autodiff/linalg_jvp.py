@@ -111,3 +111,7 @@ def qr_jvp(tangents, out, a, *, complete):
     low = tril(qt, -1)
     do = low - T(low)
     return mm(q, do - qt) + dx_rinv, mm(qt - do, r)
+
+
+#: the ops whose JVP rules this module registers
+LINALG_JVP = ("solve", "triangular_solve", "cholesky", "slogdet", "eigh", "svd", "qr")

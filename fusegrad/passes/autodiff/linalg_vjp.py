@@ -242,3 +242,7 @@ def qr_vjp(g, out, a, *, complete):
     ga = mm(q, gr + tri_solve_right(low, r, lower=0, trans=1))
     ga = ga + tri_solve_right(gq - mm(q, qgq), r, lower=0, trans=1)
     return (ga,)
+
+
+#: the ops whose VJP rules this module registers
+LINALG_VJP = ("solve", "triangular_solve", "cholesky", "slogdet", "eigh", "svd", "qr")
