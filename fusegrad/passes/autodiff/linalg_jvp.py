@@ -11,22 +11,9 @@ from __future__ import annotations
 
 from ...ir import ops
 from ...ir.bind import aval
+from ...ir.matrix import T, col, diag, mm, row, safe_inverse, tril
 from .jvp_rules import rule
-from .linalg_vjp import (
-    T,
-    _square_full,
-    col,
-    diag,
-    gap_inverse,
-    inverse,
-    mm,
-    phi,
-    project_triangle,
-    qr_check,
-    row,
-    safe_inverse,
-    tril,
-)
+from .linalg_vjp import _square_full, gap_inverse, inverse, phi, project_triangle, qr_check
 from .vjp_rules import zeros_like
 
 

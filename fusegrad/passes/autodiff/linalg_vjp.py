@@ -29,77 +29,12 @@ from __future__ import annotations
 
 from ...ir import ops
 from ...ir.bind import aval
+from ...ir.matrix import T, col, diag, diag_embed, eye, mm, row, safe_inverse, tril, triu
 from ...ir.types import dtype_name
 from .reverse import NotDifferentiableError
 from .vjp_rules import rule, zeros_like
 
 # --- helpers -------------------------------------------------------------------------
-
-
-def T(x):
-    """Swap the last two axes."""
-    n = len(aval(x).shape)
-    return ops.transpose(x, perm=tuple(range(n - 2)) + (n - 1, n - 2))
-
-
-def mm(a, b):
-    return ops.matmul(a, b)
-
-
-def _dt(x) -> str:
-    return dtype_name(aval(x).dtype)
-
-
-def _band(n: int, m: int, k: int, upper: bool):
-    """Boolean ``(n, m)`` mask of ``j - i <= k`` (``>= k`` if ``upper``)."""
-    rows = ops.reshape(ops.iota(n=n, dtype="i64"), shape=(n, 1))
-    cols = ops.reshape(ops.iota(n=m, dtype="i64"), shape=(1, m))
-    d = cols - rows
-    return ops.ge(d, k) if upper else ops.le(d, k)
-
-
-def tril(x, k: int = 0):
-    n, m = aval(x).shape[-2:]
-    return ops.select(_band(n, m, k, False), x, 0)
-
-
-def triu(x, k: int = 0):
-    n, m = aval(x).shape[-2:]
-    return ops.select(_band(n, m, k, True), x, 0)
-
-
-def eye(n: int, dtype: str):
-    return ops.convert(_band(n, n, 0, False) & _band(n, n, 0, True), dtype=dtype)
-
-
-def diag(x):
-    """The diagonal of each matrix of a stack ``(..., n, n)`` -> ``(..., n)``."""
-    s = aval(x).shape
-    return ops.reduce_sum(x * eye(s[-1], _dt(x)), axes=(len(s) - 1,))
-
-
-def diag_embed(v):
-    """``(..., n)`` -> the diagonal matrices ``(..., n, n)``."""
-    s = aval(v).shape
-    return ops.reshape(v, shape=(*s[:-1], 1, s[-1])) * eye(s[-1], _dt(v))
-
-
-def row(v):
-    """``(..., n)`` -> ``(..., 1, n)``: broadcast along rows (``[i, j] = v[j]``)."""
-    s = aval(v).shape
-    return ops.reshape(v, shape=(*s[:-1], 1, s[-1]))
-
-
-def col(v):
-    """``(..., n)`` -> ``(..., n, 1)``: broadcast along columns (``[i, j] = v[i]``)."""
-    s = aval(v).shape
-    return ops.reshape(v, shape=(*s, 1))
-
-
-def safe_inverse(d):
-    """``1 / d`` where ``d != 0``, else 0, with a gradient that is finite everywhere."""
-    zero = ops.eq(d, 0)
-    return ops.select(zero, 0, 1 / ops.select(zero, 1, d))
 
 
 def gap_inverse(w):
@@ -120,7 +55,7 @@ def phi(x):
 
 def inverse(a):
     n = aval(a).shape[-1]
-    return ops.solve(a, ops.broadcast_to(eye(n, _dt(a)), shape=aval(a).shape))
+    return ops.solve(a, ops.broadcast_to(eye(n, dtype_name(aval(a).dtype)), shape=aval(a).shape))
 
 
 def tri_solve_right(x, r, *, lower: int, trans: int):

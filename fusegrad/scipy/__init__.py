@@ -1,0 +1,1 @@
+"""``fusegrad.scipy``: differentiable versions of SciPy functions (``special``, ``stats``, ``linalg``, ``integrate``)."""
