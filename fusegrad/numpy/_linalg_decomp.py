@@ -54,7 +54,9 @@ def _uplo(a, UPLO: str, name: str):
 def eigh(a, UPLO="L") -> EighResult:
     """``np.linalg.eigh``: ``(eigenvalues, eigenvectors)`` of the symmetric matrices given
     by the lower (``UPLO='L'``) or upper triangle of ``a``; the gradient is with respect
-    to that triangle. Eigenvector signs are LAPACK's; use losses invariant to them."""
+    to that triangle. Eigenvector signs are LAPACK's; use losses invariant to them
+    (with ``UPLO='U'`` LAPACK runs on the transpose's lower triangle, so the signs may
+    differ from NumPy's, which reads the upper one)."""
     w, v = ops.eigh(_uplo(a, UPLO, "eigh"))
     return EighResult(w, v)
 

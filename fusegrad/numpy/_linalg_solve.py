@@ -90,7 +90,7 @@ def inv(a):
 @_implements(np.linalg.slogdet)
 def slogdet(a) -> SlogdetResult:
     """``np.linalg.slogdet``: ``(sign, logabsdet)``; the gradient of ``logabsdet`` is
-    ``inv(a).T`` (NaN/inf at a singular matrix, where ``logabsdet`` is ``-inf``)."""
+    ``inv(a).T`` (``LinAlgError`` at a singular matrix, where ``logabsdet`` is ``-inf``)."""
     sign, logabsdet = ops.slogdet(as_matrix(a, "slogdet", square=True))
     return SlogdetResult(sign, logabsdet)
 
@@ -99,7 +99,8 @@ def slogdet(a) -> SlogdetResult:
 def det(a):
     """``np.linalg.det`` as ``sign * exp(logabsdet)``: differentiable to any order at
     nonsingular matrices (``d det = det * inv(a).T``). At an exactly singular matrix the
-    value is 0 and the gradient is NaN (0 * inf), not the adjugate."""
+    value is 0 and the gradient raises ``LinAlgError`` (it needs ``inv(a)``), where the
+    true gradient is the adjugate; near-singular matrices get ``det * inv(a).T``."""
     sign, logabsdet = slogdet(a)
     return sign * ops.exp(logabsdet)
 

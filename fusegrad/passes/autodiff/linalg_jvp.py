@@ -3,17 +3,21 @@
 The same conventions as their VJP rules (``linalg_vjp``): ops that read one triangle
 (``cholesky``, ``eigh``) see the tangent of the symmetric matrix that triangle defines;
 equal eigenvalues / singular values drop their ``1 / gap`` terms; ``svd`` with
-non-square full factors, and ``qr`` of a wide matrix or complete ``qr`` of a tall
-one, raise.
+non-square full factors gives the tangent of ``s`` and NaN tangents for ``u`` and
+``vt`` (not defined; forward mode cannot know which results are used); ``qr`` of a
+wide matrix or complete ``qr`` of a tall one raises.
 """
 
 from __future__ import annotations
 
+import math
+
 from ...ir import ops
 from ...ir.bind import aval
-from ...ir.matrix import T, col, diag, mm, row, safe_inverse, tril
+from ...ir.matrix import T, col, diag, mm, row, tril
+from ...ir.types import dtype_name
 from .jvp_rules import rule
-from .linalg_vjp import _square_full, gap_inverse, inverse, phi, project_triangle, qr_check
+from .linalg_vjp import gap_inverse, inverse, phi, project_triangle, qr_check, reduced_factors
 from .vjp_rules import zeros_like
 
 
@@ -66,15 +70,24 @@ def eigh_jvp(tangents, out, a):
     return diag(m), mm(v, gap_inverse(w) * m)
 
 
+def _nan_like(x):
+    t = aval(x)
+    return ops.broadcast_to(ops.constant(value=math.nan, dtype=dtype_name(t.dtype)),
+                            shape=t.shape)
+
+
 @rule("svd")
 def svd_jvp(tangents, out, a, *, full_matrices):
     (ta,) = tangents
     u, s, vt = out
-    _square_full("svd", a, full_matrices)
-    v = T(vt)
     m, n = aval(a).shape[-2:]
+    if full_matrices and m != n:
+        ur, vtr = reduced_factors(u, vt)
+        ds = diag(mm(T(ur), mm(ta, T(vtr))))
+        return _nan_like(u), ds, _nan_like(vt)  # u, vt: any orthonormal completion
+    v = T(vt)
     ds = mm(T(u), mm(ta, v))
-    f = safe_inverse(row(s * s) - col(s * s))
+    f = gap_inverse(s * s)
     dss = ds * row(s)
     sds = col(s) * ds
     du = mm(u, f * (dss + T(dss)))

@@ -13,23 +13,26 @@ ops), so the adjoint is plain IR and can be differentiated again.
 - ``slogdet``: ``glogabsdet * inv(a).T`` (the sign is piecewise constant).
 - ``eigh``: ``G = V (diag(gw) + F * (V^T gV)) V^T`` with ``F[i, j] = 1 / (w[j] - w[i])``,
   then ``tril(G + G.T) - diag(G)`` (only the lower triangle is read). Where two
-  eigenvalues are equal, ``F`` is set to 0 (JAX gives inf/NaN): exact when the loss
-  does not depend on the choice of basis inside the eigenspace (eigenvalues,
-  projectors), and otherwise the gradient of that basis is not defined.
+  eigenvalues are equal (to rounding: ``GAP_ULPS``), ``F`` is set to 0 (JAX gives
+  inf/NaN): exact when the loss does not depend on the choice of basis inside the
+  eigenspace (eigenvalues, projectors), and otherwise that gradient is not defined.
 - ``svd``: the textbook adjoint (reduced factors, or full square ones) with
   ``F[i, j] = 1 / (s[j]**2 - s[i]**2)``, set to 0 at repeated singular values (same
   reasoning); the terms for the columns of a non-square factor divide by ``s``, so
   a zero singular value gives inf/NaN when the loss depends on ``u`` or ``vt``.
-  ``full_matrices`` with ``M != N`` has no defined gradient for ``u``/``vt``: raises.
+  ``full_matrices`` with ``M != N`` has no defined gradient for ``u``/``vt``: raises
+  (the cotangent of ``s`` alone is fine).
 - ``qr``: the adjoint for ``M >= N`` (reduced, or complete when square); other shapes
   raise (as in JAX).
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir import ops
 from ...ir.bind import aval
-from ...ir.matrix import T, col, diag, diag_embed, eye, mm, row, safe_inverse, tril, triu
+from ...ir.matrix import T, col, diag, diag_embed, eye, mm, row, tril, triu
 from ...ir.types import dtype_name
 from .reverse import NotDifferentiableError
 from .vjp_rules import rule, zeros_like
@@ -37,9 +40,21 @@ from .vjp_rules import rule, zeros_like
 # --- helpers -------------------------------------------------------------------------
 
 
+#: eigenvalues (squared singular values) closer than GAP_ULPS * n * eps * max|w| count as
+#: equal: LAPACK computes a repeated eigenvalue only to within a few ulps of the norm
+GAP_ULPS = 64
+
+
 def gap_inverse(w):
-    """``F[..., i, j] = 1 / (w[j] - w[i])``, 0 where they are equal (and on the diagonal)."""
-    return safe_inverse(row(w) - col(w))
+    """``F[..., i, j] = 1 / (w[j] - w[i])``, 0 where they are equal to rounding (``GAP_ULPS``)
+    and on the diagonal."""
+    t = aval(w)
+    n = t.shape[-1]
+    d = row(w) - col(w)
+    scale = ops.reduce_max(ops.abs(w), axes=(t.ndim - 1,))
+    tol = col(col(scale)) * (GAP_ULPS * n * float(np.finfo(t.dtype).eps))
+    close = ops.le(ops.abs(d), tol)
+    return ops.select(close, 0, 1 / ops.select(close, 1, d))
 
 
 def sym_lower(g):
@@ -116,6 +131,22 @@ def eigh_vjp(g, out, a):
     return (sym_lower(mm(v, mm(inner, T(v)))),)
 
 
+def reduced_factors(u, vt):
+    """The first ``min(M, N)`` columns of ``u`` and rows of ``vt`` (the reduced factors)."""
+    m, n = aval(u).shape[-2], aval(vt).shape[-1]
+    k = min(m, n)
+    return first(u, k, aval(u).ndim - 1), first(vt, k, aval(vt).ndim - 2)
+
+
+def first(x, k: int, axis: int):
+    """``x`` cut to its first ``k`` entries along ``axis``."""
+    s = aval(x).shape
+    if s[axis] == k:
+        return x
+    stops = tuple(k if i == axis else d for i, d in enumerate(s))
+    return ops.slice(x, starts=(0,) * len(s), stops=stops, steps=(1,) * len(s))
+
+
 def _square_full(name: str, x, full: bool) -> None:
     m, n = aval(x).shape[-2:]
     if full and m != n:
@@ -130,11 +161,14 @@ def svd_vjp(g, out, a, *, full_matrices):
     gu, gs, gvt = g
     u, s, vt = out
     if gu is None and gvt is None:
-        return (mm(u, mm(diag_embed(gs), vt)),) if gs is not None else (None,)
+        if gs is None:
+            return (None,)
+        ur, vtr = reduced_factors(u, vt)
+        return (mm(ur, mm(diag_embed(gs), vtr)),)
     _square_full("svd", a, full_matrices)
     m, n = aval(a).shape[-2:]
     k = min(m, n)
-    f = safe_inverse(row(s * s) - col(s * s))
+    f = gap_inverse(s * s)
     inner = None
     if gu is not None:
         uhgu = mm(T(u), gu)
