@@ -1,5 +1,5 @@
 """Matrix helpers over ``ops`` for stacks of matrices ``(..., M, N)``: transpose of the
-last two axes, triangles, identity, diagonals, and a division safe at zero.
+last two axes, triangles, identity and diagonals.
 
 Written with ``ops.*`` only, so they run on tracers, eager Tensors and arrays; the
 linear-algebra rules (``passes.autodiff.linalg_vjp``) and surfaces build on them.
@@ -70,9 +70,3 @@ def col(v):
     """``(..., n)`` -> ``(..., n, 1)``: broadcast along columns (``[i, j] = v[i]``)."""
     s = aval(v).shape
     return ops.reshape(v, shape=(*s, 1))
-
-
-def safe_inverse(d):
-    """``1 / d`` where ``d != 0``, else 0, with a gradient that is finite everywhere."""
-    zero = ops.eq(d, 0)
-    return ops.select(zero, 0, 1 / ops.select(zero, 1, d))
