@@ -13,6 +13,8 @@ import math
 
 from ..ir import Op, Value
 from .emit import LoweringError, _scalar_expr, _Writer, count_expr, literal, np_dtype
+from .linalg_lower import LOWERED as LINALG_LOWERED
+from .linalg_lower import linalg_lines
 from .templates import SCALAR
 
 
@@ -34,6 +36,8 @@ def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
         if op.operands[1].type.shape:
             return [lhs + f"{args[0]}.copy()", f"    rt.assign({view}, {args[1]})"]
         return [lhs + f"{args[0]}.copy()", f"    {view} = {args[1]}"]
+    if op.name in LINALG_LOWERED:
+        return linalg_lines(w, op, names)
     if op.name == "matmul" and op.operands[0].type.ndim + op.operands[1].type.ndim > 4:
         return _batched_matmul(w, op, names[out], args)
     return [lhs + _array_expr(w, op, args)]

@@ -62,6 +62,7 @@ ARRAY_OPS = frozenset({
     "argsort",
     "conv",  # codegen.rt_conv
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
+    "cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr",  # linalg_lower
 })  # fmt: skip
 
 #: ops that never reach the code generator, and why

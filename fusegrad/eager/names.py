@@ -148,3 +148,9 @@ OP_NAMES: dict[str, str] = {
     "index_set": "IndexPutBackward0", "matmul": "UnsafeViewBackward0",
     "custom_vjp_call": "CustomVjpBackward0",
 }  # fmt: skip
+
+OP_NAMES.update({  # the linear-algebra ops (fusegrad.ir.linalg_ops)
+    "cholesky": "LinalgCholeskyExBackward0", "solve": "LinalgSolveExBackward0",
+    "triangular_solve": "LinalgSolveTriangularBackward0", "slogdet": "LinalgSlogdetBackward0",
+    "eigh": "LinalgEighBackward0", "svd": "LinalgSvdBackward0", "qr": "LinalgQrBackward0",
+})  # fmt: skip

@@ -304,5 +304,6 @@ def get(name: str) -> OpDef:
 from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)
 from . import conv_ops as _conv_ops  # noqa: E402,F401  (registers conv)
 from . import count_op as _count_op  # noqa: E402,F401  (registers count)
+from . import linalg_ops as _linalg_ops  # noqa: E402,F401  (registers cholesky, solve, eigh, ...)
 from . import sort_ops as _sort_ops  # noqa: E402,F401  (registers argsort)
 from . import special_ops as _special_ops  # noqa: E402,F401  (registers lgamma, digamma, erfc, ...)

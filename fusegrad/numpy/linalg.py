@@ -1,4 +1,5 @@
-"""``fusegrad.numpy.linalg``: vector norms (and the Frobenius norm) of arrays and tracers."""
+"""``fusegrad.numpy.linalg``: norms of arrays and tracers, and (from ``_linalg_solve`` and
+``_linalg_decomp``) inverses, solves, determinants, decompositions, least squares."""
 
 from __future__ import annotations
 
@@ -11,8 +12,13 @@ from ..ir import ops
 from ..ir.array import implements as _implements
 from ..ir.errors import ShapeError
 from ..ir.types import dtype_name
+from ._linalg_decomp import *  # noqa: F403  (eigh, eigvalsh, svd, svdvals, qr)
+from ._linalg_decomp import __all__ as _decomp_all
+from ._linalg_decomp import matrix_norm
+from ._linalg_solve import *  # noqa: F403  (solve, inv, det, slogdet, cholesky, pinv, ...)
+from ._linalg_solve import __all__ as _solve_all
 
-__all__ = ["norm"]
+__all__ = ["norm", *_decomp_all, *_solve_all]
 
 
 def _safe_root(s, p: float):
@@ -25,21 +31,20 @@ def _safe_root(s, p: float):
 
 @_implements(np.linalg.norm)
 def norm(x, ord=None, axis=None, keepdims=False):
-    """``np.linalg.norm`` for vector norms: ``ord`` None/2, 1, inf, -inf, 0 or any p over
+    """``np.linalg.norm``. Vector norms: ``ord`` None/2, 1, inf, -inf, 0 or any p over
     ``axis`` (None: every element, as one vector), and ``"fro"`` over two axes.
 
     At ``x == 0`` the gradient is 0 (PyTorch's convention; NumPy-based autodiff gives NaN).
-    Matrix norms other than Frobenius (``ord`` 1, 2, inf, "nuc" over two axes) need a
-    singular-value decomposition, which fusegrad does not differentiate: they raise.
+    Over two axes (or a 2-D ``x`` with ``ord`` given) the matrix norms: ``ord`` 'fro',
+    'nuc', 1, -1, 2, -2, inf, -inf (``matrix_norm``).
     """
     x = A.to_float(A.asarray(x))
     nd = A.ndim(x)
     axes = A.norm_axes(axis, nd, "norm")
     matrix = (axis is None and ord is not None and nd == 2) or len(axes) == 2
     if matrix and ord not in (None, "fro"):
-        raise NotImplementedError(
-            f"fusegrad.numpy.linalg.norm: the matrix norm ord={ord!r} needs singular "
-            "values, which fusegrad does not provide; use ord='fro' or a vector norm")
+        pair = tuple(A.norm_axis(a, nd, "norm") for a in axis) if axis is not None else (0, 1)
+        return matrix_norm(x, ord, pair, keepdims)
     if not matrix and len(axes) > 1 and axis is not None:
         raise ShapeError(f"norm: axis must name one or two axes, got {axis!r}")
     if ord in (None, "fro", 2):

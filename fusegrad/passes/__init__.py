@@ -6,3 +6,4 @@ trace); never ``codegen``, ``runtime`` or anything above.
 """
 
 from . import batching_control, batching_conv  # noqa: F401  (register the region ops' and conv's batching rules)
+from .batching_linalg import linalg_batch  # noqa: F401  (registers the linalg ops' rules)

@@ -26,6 +26,7 @@ from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
 from tests.passes.conv_cases import conv_cases
 from tests.passes.count_cases import count_cases, count_nondiff
+from tests.passes.linalg_cases import linalg_cases
 from tests.passes.sort_cases import sort_cases, sort_nondiff
 from tests.passes.special_cases import SPECIAL_ATTRS, SPECIAL_BINARY, SPECIAL_UNARY
 
@@ -319,6 +320,7 @@ GRAD_CASES.append(
 )
 GRAD_CASES += control_cases(Case, inputs, normal, const)
 GRAD_CASES += conv_cases(Case, inputs, normal)
+GRAD_CASES += linalg_cases(Case, inputs)
 
 
 def _xfail_if(ops, reason):

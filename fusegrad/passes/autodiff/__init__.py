@@ -4,6 +4,8 @@ from . import control_jvp, control_vjp, conv_rules  # noqa: F401  (register the 
 from . import special_rules as _special_rules  # noqa: F401  (the special-function ops' rules)
 from .jvp import jvp
 from .jvp_rules import JVP_RULES
+from .linalg_jvp import LINALG_JVP  # noqa: F401  (registers the linalg ops' JVP rules)
+from .linalg_vjp import LINALG_VJP  # noqa: F401  (registers the linalg ops' VJP rules)
 from .reverse import NotDifferentiableError, vjp
 from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES
 

@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from ...ir import array as A
-from ...ir import ops
+from ...ir import matrix, ops
 from ._common import as_float
 
 _LOG_2PI = math.log(2 * math.pi)
@@ -72,7 +72,7 @@ def logpdf(x, mean=None, cov=1):
         flat = A.reshape(diff, (-1, d))
         z = solve_triangular(lower, A.transpose(flat), lower=True)
         maha = A.reshape(A.sum(z * z, axis=0), batch)
-        logdet = 2 * A.sum(ops.log(A.sum(lower * np.eye(d), axis=1)))
+        logdet = 2 * A.sum(ops.log(matrix.diag(lower)))
     return -0.5 * (d * _LOG_2PI + logdet + maha)
 
 

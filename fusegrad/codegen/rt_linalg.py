@@ -1,0 +1,176 @@
+"""Numba helpers for the linear-algebra ops: a loop over a stack of matrices, one LAPACK
+call each (Numba's ``np.linalg`` calls LAPACK through SciPy's ``cython_lapack``, so no
+Python runs in the loop).
+
+Every helper takes stacks flattened to 3-D, ``(batch, M, N)``, C-contiguous, and returns
+3-D (or 2-D for per-matrix vectors, 1-D for per-matrix scalars) stacks; the generated
+code reshapes them. Where Numba's ``np.linalg`` differs from NumPy's the helper makes
+up the difference: ``eigh`` and ``cholesky`` first symmetrise from the lower triangle
+(NumPy reads only that one), triangular solves are substitution loops, and complete
+QR is a Householder factorisation with LAPACK's reflector convention (``dlarfg``).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_jit = numba.njit(error_model="numpy", cache=True)
+
+
+@_jit
+def _lower_sym(a):
+    """The symmetric matrix whose lower triangle is ``a``'s."""
+    n = a.shape[0]
+    out = np.empty_like(a)
+    for i in range(n):
+        for j in range(i + 1):
+            out[i, j] = a[i, j]
+            out[j, i] = a[i, j]
+    return out
+
+
+@_jit
+def cholesky(a):
+    out = np.empty_like(a)
+    for b in range(a.shape[0]):
+        lo = np.linalg.cholesky(_lower_sym(a[b]))
+        for i in range(a.shape[1]):
+            for j in range(a.shape[2]):
+                out[b, i, j] = lo[i, j] if j <= i else 0
+    return out
+
+
+@_jit
+def solve(a, rhs):
+    out = np.empty_like(rhs)
+    for b in range(a.shape[0]):
+        out[b] = np.linalg.solve(a[b], rhs[b])
+    return out
+
+
+@_jit
+def _entry(t, i, j, trans):
+    return t[j, i] if trans else t[i, j]
+
+
+@_jit
+def triangular_solve(a, rhs, lower, trans, unit):
+    """``op(tri(a)) @ x = rhs`` by substitution; ``op(tri(a))`` is lower triangular when
+    ``lower != trans`` (forward substitution), else upper (backward)."""
+    out = np.empty_like(rhs)
+    n, k = rhs.shape[1], rhs.shape[2]
+    forward = lower != trans
+    for b in range(a.shape[0]):
+        t = a[b]
+        for c in range(k):
+            for s in range(n):
+                i = s if forward else n - 1 - s
+                acc = rhs[b, i, c]
+                if forward:
+                    for j in range(i):
+                        acc -= _entry(t, i, j, trans) * out[b, j, c]
+                else:
+                    for j in range(i + 1, n):
+                        acc -= _entry(t, i, j, trans) * out[b, j, c]
+                out[b, i, c] = acc if unit else acc / t[i, i]
+    return out
+
+
+@_jit
+def slogdet(a):
+    nb = a.shape[0]
+    sign = np.empty(nb, a.dtype)
+    logabs = np.empty(nb, a.dtype)
+    for b in range(nb):
+        s, la = np.linalg.slogdet(a[b])
+        sign[b] = s
+        logabs[b] = la
+    return sign, logabs
+
+
+@_jit
+def eigh(a):
+    nb, n = a.shape[0], a.shape[1]
+    w = np.empty((nb, n), a.dtype)
+    v = np.empty_like(a)
+    for b in range(nb):
+        wb, vb = np.linalg.eigh(_lower_sym(a[b]))
+        w[b] = wb
+        v[b] = vb
+    return w, v
+
+
+@_jit
+def svd(a, full):
+    nb, m, n = a.shape
+    k = min(m, n)
+    um, vn = (m, n) if full else (k, k)
+    u = np.empty((nb, m, um), a.dtype)
+    s = np.empty((nb, k), a.dtype)
+    vt = np.empty((nb, vn, n), a.dtype)
+    for b in range(nb):
+        ub, sb, vtb = np.linalg.svd(a[b], full_matrices=full)
+        u[b] = ub
+        s[b] = sb
+        vt[b] = vtb
+    return u, s, vt
+
+
+@_jit
+def _householder_qr(a):
+    """Complete QR of one matrix with LAPACK's reflectors: ``H_j = I - tau v v^T``,
+    ``v[0] = 1``, ``beta = -sign(alpha) * |x|`` (``tau = 0`` when ``x[1:]`` is 0)."""
+    m, n = a.shape
+    r = a.copy()
+    q = np.eye(m, dtype=a.dtype)
+    k = min(m, n)
+    vs = np.zeros((k, m), a.dtype)
+    taus = np.zeros(k, a.dtype)
+    for j in range(k):
+        alpha = r[j, j]
+        xnorm = 0.0
+        for i in range(j + 1, m):
+            xnorm += r[i, j] * r[i, j]
+        if xnorm == 0.0:
+            continue
+        beta = -np.copysign(np.sqrt(alpha * alpha + xnorm), alpha)
+        taus[j] = (beta - alpha) / beta
+        vs[j, j] = 1.0
+        for i in range(j + 1, m):
+            vs[j, i] = r[i, j] / (alpha - beta)
+        for c in range(j, n):
+            dot = 0.0
+            for i in range(j, m):
+                dot += vs[j, i] * r[i, c]
+            for i in range(j, m):
+                r[i, c] -= taus[j] * vs[j, i] * dot
+        r[j, j] = beta
+        for i in range(j + 1, m):
+            r[i, j] = 0.0
+    for j in range(k - 1, -1, -1):  # q = H_0 ... H_{k-1} I, applied right to left
+        if taus[j] == 0.0:
+            continue
+        for c in range(m):
+            dot = 0.0
+            for i in range(j, m):
+                dot += vs[j, i] * q[i, c]
+            for i in range(j, m):
+                q[i, c] -= taus[j] * vs[j, i] * dot
+    return q, r
+
+
+@_jit
+def qr(a, complete):
+    nb, m, n = a.shape
+    k = m if complete else min(m, n)
+    q = np.empty((nb, m, k), a.dtype)
+    r = np.empty((nb, k, n), a.dtype)
+    for b in range(nb):
+        if complete:
+            qb, rb = _householder_qr(a[b])
+        else:
+            qb, rb = np.linalg.qr(a[b])
+        q[b] = qb
+        r[b] = rb
+    return q, r

@@ -1,0 +1,117 @@
+"""JVP rules of the linear-algebra ops (``fusegrad.ir.linalg_ops``).
+
+The same conventions as their VJP rules (``linalg_vjp``): ops that read one triangle
+(``cholesky``, ``eigh``) see the tangent of the symmetric matrix that triangle defines;
+equal eigenvalues / singular values drop their ``1 / gap`` terms; ``svd`` with
+non-square full factors gives the tangent of ``s`` and NaN tangents for ``u`` and
+``vt`` (not defined; forward mode cannot know which results are used); ``qr`` of a
+wide matrix or complete ``qr`` of a tall one raises.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...ir import ops
+from ...ir.bind import aval
+from ...ir.matrix import T, col, diag, mm, row, tril
+from ...ir.types import dtype_name
+from .jvp_rules import rule
+from .linalg_vjp import gap_inverse, inverse, phi, project_triangle, qr_check, reduced_factors
+from .vjp_rules import zeros_like
+
+
+def _or_zeros(t, x):
+    return zeros_like(x) if t is None else t
+
+
+def sym_from_lower(t):
+    """The symmetric matrix whose lower triangle is ``t``'s."""
+    return tril(t) + T(tril(t, -1))
+
+
+@rule("solve")
+def solve_jvp(tangents, x, a, b):
+    ta, tb = tangents
+    rhs = _or_zeros(tb, b) if ta is None else _or_zeros(tb, b) - mm(ta, x)
+    return ops.solve(a, rhs)
+
+
+@rule("triangular_solve")
+def triangular_solve_jvp(tangents, x, a, b, *, lower, trans, unit_diagonal):
+    ta, tb = tangents
+    rhs = _or_zeros(tb, b)
+    if ta is not None:
+        tm = project_triangle(ta, lower=lower, unit_diagonal=unit_diagonal)
+        rhs = rhs - mm(T(tm) if trans else tm, x)
+    return ops.triangular_solve(a, rhs, lower=lower, trans=trans, unit_diagonal=unit_diagonal)
+
+
+@rule("cholesky")
+def cholesky_jvp(tangents, lo, a):
+    (ta,) = tangents
+    y = ops.triangular_solve(lo, sym_from_lower(ta), lower=1, trans=0, unit_diagonal=0)
+    x = T(ops.triangular_solve(lo, T(y), lower=1, trans=0, unit_diagonal=0))  # L^-1 dA L^-T
+    return mm(lo, phi(x))
+
+
+@rule("slogdet")
+def slogdet_jvp(tangents, out, a):
+    (ta,) = tangents
+    s = aval(a).shape
+    return None, ops.reduce_sum(inverse(a) * T(ta), axes=(len(s) - 2, len(s) - 1))
+
+
+@rule("eigh")
+def eigh_jvp(tangents, out, a):
+    (ta,) = tangents
+    w, v = out
+    m = mm(T(v), mm(sym_from_lower(ta), v))
+    return diag(m), mm(v, gap_inverse(w) * m)
+
+
+def _nan_like(x):
+    t = aval(x)
+    return ops.broadcast_to(ops.constant(value=math.nan, dtype=dtype_name(t.dtype)),
+                            shape=t.shape)
+
+
+@rule("svd")
+def svd_jvp(tangents, out, a, *, full_matrices):
+    (ta,) = tangents
+    u, s, vt = out
+    m, n = aval(a).shape[-2:]
+    if full_matrices and m != n:
+        ur, vtr = reduced_factors(u, vt)
+        ds = diag(mm(T(ur), mm(ta, T(vtr))))
+        return _nan_like(u), ds, _nan_like(vt)  # u, vt: any orthonormal completion
+    v = T(vt)
+    ds = mm(T(u), mm(ta, v))
+    f = gap_inverse(s * s)
+    dss = ds * row(s)
+    sds = col(s) * ds
+    du = mm(u, f * (dss + T(dss)))
+    dv = mm(v, f * (sds + T(sds)))
+    if m > n:
+        dav = mm(ta, v)
+        du = du + (dav - mm(u, mm(T(u), dav))) / row(s)
+    if n > m:
+        dau = mm(T(ta), u)
+        dv = dv + (dau - mm(v, mm(T(v), dau))) / row(s)
+    return du, diag(ds), T(dv)
+
+
+@rule("qr")
+def qr_jvp(tangents, out, a, *, complete):
+    (ta,) = tangents
+    qr_check(a, complete)
+    q, r = out
+    dx_rinv = T(ops.triangular_solve(r, T(ta), lower=0, trans=1, unit_diagonal=0))  # dA R^-1
+    qt = mm(T(q), dx_rinv)
+    low = tril(qt, -1)
+    do = low - T(low)
+    return mm(q, do - qt) + dx_rinv, mm(qt - do, r)
+
+
+#: the ops whose JVP rules this module registers
+LINALG_JVP = ("solve", "triangular_solve", "cholesky", "slogdet", "eigh", "svd", "qr")

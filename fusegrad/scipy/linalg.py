@@ -1,0 +1,149 @@
+"""``fusegrad.scipy.linalg``: differentiable ``solve_triangular``, ``cho_factor`` /
+``cho_solve`` and ``expm``, on stacks of matrices ``(..., M, M)``.
+
+Built on the op table's ``triangular_solve``, ``cholesky`` and ``solve`` with matmul and
+elementwise ops, so each is differentiable in reverse and forward mode to any order,
+batches under ``vmap`` and compiles. Integer inputs are promoted to float64.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..ir import array as A
+from ..ir import ops
+from ..ir.errors import ShapeError
+from ..ir.matrix import T, eye, mm, tril, triu
+from ..ir.types import dtype_name
+from ..numpy._linalg_solve import as_matrix
+
+__all__ = ["cho_factor", "cho_solve", "expm", "solve_triangular"]
+
+_TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
+
+
+def _rhs(a, b, name: str):
+    """``b`` as a stack ``(..., M, K)`` broadcast against ``a``, and whether it was a vector."""
+    b = A.to_float(A.asarray(b))
+    dt = np.result_type(A.dtype(a), A.dtype(b))
+    a, b = A.astype(a, dt), A.astype(b, dt)
+    sa, sb = A.shape(a), A.shape(b)
+    vector = len(sb) == len(sa) - 1 or len(sb) == 1
+    if vector:
+        b = A.reshape(b, (*sb, 1))
+        sb = A.shape(b)
+    if len(sb) < 2 or sb[-2] != sa[-1]:
+        raise ShapeError(f"{name}: b of shape {A.shape(b)[:-1] if vector else sb} does not "
+                         f"match a of shape {sa} (b must be (..., M) or (..., M, K), "
+                         f"M = {sa[-1]})")
+    batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+    return A.broadcast_to(a, batch + sa[-2:]), A.broadcast_to(b, batch + sb[-2:]), vector
+
+
+def _unvector(x, vector: bool):
+    return A.reshape(x, A.shape(x)[:-1]) if vector else x
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     check_finite=True):
+    """``scipy.linalg.solve_triangular``: ``x`` with ``op(t) @ x = b`` where ``t`` is the
+    lower (``lower=True``) or upper triangle of ``a`` (unit diagonal if
+    ``unit_diagonal``; the other triangle is not read) and ``op`` is the identity
+    (``trans`` 0 / 'N') or the transpose (1 / 'T', 2 / 'C'). ``b`` is ``(..., M)`` or
+    ``(..., M, K)``; batch axes broadcast. The gradient with respect to ``a`` lies in
+    the triangle that is read. ``overwrite_b`` / ``check_finite`` are accepted and
+    ignored (nothing is overwritten; inputs are not checked)."""
+    if trans not in _TRANS:
+        raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', "
+                         f"got {trans!r}")
+    a = as_matrix(a, "solve_triangular", square=True)
+    a, b, vector = _rhs(a, b, "solve_triangular")
+    x = ops.triangular_solve(a, b, lower=int(bool(lower)), trans=_TRANS[trans],
+                             unit_diagonal=int(bool(unit_diagonal)))
+    return _unvector(x, vector)
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``scipy.linalg.cho_factor``: ``(c, lower)`` where the lower (or upper) triangle of
+    ``c`` is the Cholesky factor of the symmetric matrix given by that triangle of ``a``
+    and the other triangle holds ``a``'s entries, as SciPy returns them."""
+    a = as_matrix(a, "cho_factor", square=True)
+    if lower:
+        return ops.cholesky(a) + triu(a, 1), True
+    return T(ops.cholesky(T(a))) + tril(a, -1), False
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.cho_solve``: ``x`` with ``a @ x = b`` from ``cho_factor(a)``: two
+    triangular solves with the factor (only its triangle of ``c`` is read)."""
+    c, lower = c_and_lower
+    c = as_matrix(c, "cho_solve", square=True)
+    c, b, vector = _rhs(c, b, "cho_solve")
+    lo = int(bool(lower))
+    first, second = (0, 1) if lower else (1, 0)  # L L^T x = b, or U^T U x = b
+    y = ops.triangular_solve(c, b, lower=lo, trans=first, unit_diagonal=0)
+    x = ops.triangular_solve(c, y, lower=lo, trans=second, unit_diagonal=0)
+    return _unvector(x, vector)
+
+
+#: Padé [13/13] coefficients of exp (Higham 2005) and the 1-norm bound below which it is
+#: accurate to double precision without scaling.
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0,
+           1187353796428800.0, 129060195264000.0, 10559470521600.0, 670442572800.0,
+           33522128640.0, 1323241920.0, 40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+
+#: most squarings ``expm`` does on a traced matrix (1-norms up to THETA13 * 2**MAX_SQUARINGS)
+MAX_SQUARINGS = 32
+
+
+def _pade13(a):
+    b = _PADE13
+    n = A.shape(a)[-1]
+    ident = eye(n, _dt(a))
+    a2 = mm(a, a)
+    a4 = mm(a2, a2)
+    a6 = mm(a4, a2)
+    u = mm(a, mm(a6, b[13] * a6 + b[11] * a4 + b[9] * a2)
+           + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * ident)
+    v = (mm(a6, b[12] * a6 + b[10] * a4 + b[8] * a2)
+         + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * ident)
+    return ops.solve(v - u, u + v)
+
+
+def _dt(x) -> str:
+    return dtype_name(A.dtype(x))
+
+
+def _norm1(a):
+    """The 1-norm (max column sum of ``|a|``) of each matrix, shape ``(..., 1, 1)``."""
+    nd = A.ndim(a)
+    return A.max(A.sum(ops.abs(a), nd - 2, keepdims=True), nd - 1, keepdims=True)
+
+
+def expm(A_):
+    """``scipy.linalg.expm`` of a stack ``(..., M, M)`` by scaling and squaring with a Padé
+    [13/13] approximant (Higham 2005): ``r = (V - U)^-1 (U + V)`` of ``A / 2**s``, squared
+    ``s`` times, ``s = max(0, ceil(log2(|A|_1 / 5.37)))`` per matrix. Made of matmul and
+    ``solve`` only, so it is differentiable to any order (the choice of ``s`` is
+    piecewise constant). On a traced matrix the squarings are ``MAX_SQUARINGS`` selects
+    (each applied where ``k < s``); a 1-norm beyond ``5.37 * 2**MAX_SQUARINGS`` gives NaN.
+    """
+    a = as_matrix(A_, "expm", square=True)
+    norm = _norm1(a)
+    if isinstance(a, np.ndarray):  # concrete: exactly the squarings needed
+        steps = int(max(0, math.ceil(math.log2(max(float(np.max(norm)), 1e-300)
+                                               / _THETA13))))
+        s = np.maximum(0, np.ceil(np.log2(np.maximum(norm, 1e-300) / _THETA13)))
+    else:
+        steps = MAX_SQUARINGS
+        ratio = ops.select(norm > 0, norm, 1) / _THETA13
+        s = ops.maximum(ops.ceil(ops.log(ratio) / math.log(2.0)), 0)
+    r = _pade13(a * ops.pow(2.0, -s))
+    for k in range(steps):
+        r = ops.select(s > k, mm(r, r), r)
+    if not isinstance(a, np.ndarray):
+        r = ops.select(s > steps, math.nan, r)
+    return r
