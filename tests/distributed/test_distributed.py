@@ -49,6 +49,7 @@ def client(request):
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                            dashboard_address=None, silence_logs=40)
         c = distributed.Client(cluster)
+    c.wait_for_workers(2, timeout=120)  # a worker that cannot start fails here, not hangs
     yield c
     c.close()
     cluster.close()
