@@ -25,7 +25,7 @@ import numpy as np
 
 from fusegrad.ir import Function, TensorType, evaluate
 from fusegrad.passes.autodiff import vjp
-from fusegrad.tracer import trace
+from fusegrad.tracer import trace, trace_pytree
 
 TOLERANCES: dict[str, tuple[float, float]] = {
     "exact64": (1e-10, 1e-12),
@@ -131,9 +131,14 @@ def check_grads(
 
     >>> check_grads(lambda x: x * x, [np.array([1.0, 2.0])], order=2)
     """
-    fn = as_function(fn, args)
     args = [np.asarray(a) for a in args]
-    wrt = float_params(fn) if wrt is None else tuple(wrt)
+    n_explicit = len(args)
+    if not isinstance(fn, Function):  # closed-over arrays become trailing parameters
+        traced = trace_pytree(fn, tuple(TensorType(a.shape, a.dtype) for a in args))
+        fn, args = traced.function, [*args, *(np.asarray(c) for c in traced.free)]
+    if wrt is None:
+        wrt = tuple(i for i in float_params(fn) if i < n_explicit)
+    wrt = tuple(wrt)
     rng = np.random.default_rng(seed)
     _check_vjp(fn, args, wrt, rng, step)
     if order > 1:
