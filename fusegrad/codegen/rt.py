@@ -48,6 +48,13 @@ def sign(x):
 
 
 @_inline
+def csign(z):
+    """np.sign of a complex number (NumPy 2): z / |z|, 0 at 0."""
+    a = abs(z)
+    return z / a if a != 0 else z * 0
+
+
+@_inline
 def logistic(x):
     """1 / (1 + exp(-x)) without overflow in either tail."""
     if x >= 0:

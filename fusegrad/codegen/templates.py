@@ -43,6 +43,10 @@ SCALAR: dict[str, str] = {
     "threefry2x32": "rt.threefry2x32({0}, {1}, {2}, {3}, {word})",
     "stop_gradient": "{0}",
     "broadcast_to": "{0}",
+    "real": "{0}.real",
+    "imag": "{0}.imag",
+    "conj": "{0}.conjugate()",
+    "complex": "complex({0}, {1})",
     **{n: f"np.{n}({{0}})" for n in _UNARY_NP},
 }
 

@@ -15,7 +15,7 @@ import numpy as np
 from . import ops
 from .bind import aval, is_weak
 from .errors import ShapeError
-from .types import dtype_name, is_float
+from .types import dtype_name, is_float, is_inexact
 
 #: NumPy function -> fusegrad implementation, filled by ``fusegrad.numpy``;
 #: array classes use it for ``__array_function__`` and ``__array_ufunc__``.
@@ -74,8 +74,8 @@ def astype(x, dt):
 def to_float(x):
     """``x`` as floating point (integers and bools -> f64, as NumPy's true divide does)."""
     if is_weak(x):
-        return float(x)
-    return x if is_float(dtype(x)) else astype(x, np.float64)
+        return x if isinstance(x, complex) else float(x)
+    return x if is_inexact(dtype(x)) else astype(x, np.float64)
 
 
 def norm_axis(axis: int, nd: int, name: str) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ShapeError
-from .types import DTYPES, TensorType, is_float
+from .types import DTYPES, TensorType, is_complex, is_float, is_inexact, real_dtype
 
 
 def fmt(types) -> str:
@@ -46,13 +46,28 @@ def norm_axes(name: str, axes, ndim: int) -> tuple[int, ...]:
 # --- rules: (in_types, **attrs) -> tuple of result types ---------------------------
 
 
+#: elementwise ops that refuse complex operands (as JAX does; NumPy orders complex
+#: numbers lexicographically, fusegrad does not)
+REAL_ONLY = frozenset({
+    "lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "floor", "ceil", "floor_divide",
+    "remainder", "atan2", "cbrt", "erf", "logistic", "round", "logical_and", "logical_or",
+    "logical_xor", "logical_not",
+})
+
+
 def elementwise(name: str, *, out: str | None = None, need: str | None = None):
     """Rule for an elementwise op: operands broadcast; result dtype = operands' (or ``out``)."""
 
     def rule(types, **_):
         dtype = same_dtype(name, types)
-        if need == "float" and not is_float(dtype):
+        if need == "float" and not is_inexact(dtype):
             raise ShapeError(f"{name}: expects floating-point operands, got {fmt(types)}")
+        if is_complex(dtype) and name in REAL_ONLY:
+            raise ShapeError(f"{name}: is not defined for complex operands, got {fmt(types)} "
+                             "(complex numbers are not ordered; compare .real or abs())")
+        if name == "abs" and is_complex(dtype):
+            out_dt = real_dtype(dtype)
+            return (TensorType(broadcast_shapes(name, *(t.shape for t in types)), out_dt),)
         if need == "bool" and dtype != np.bool_:
             raise ShapeError(f"{name}: expects boolean operands, got {fmt(types)}")
         shape = broadcast_shapes(name, *(t.shape for t in types))

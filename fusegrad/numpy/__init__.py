@@ -38,6 +38,10 @@ from ..ir.array import (  # also re-exported as NumPy names
     var,
 )
 from ..ir.array import implements as _implements
+from ._complex import (  # noqa: F401
+    angle, complex, complex64, complex128, conj, conjugate, imag, iscomplex, iscomplexobj,
+    isreal, isrealobj, real,
+)
 from ..ir.bind import aval as _aval
 
 pi, e, inf, nan, newaxis = np.pi, np.e, np.inf, np.nan, None
