@@ -305,5 +305,5 @@ def get(name: str) -> OpDef:
         raise KeyError(f"unknown op {name!r}") from None
 
 
-from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)
 from . import complex_ops as _complex_ops  # noqa: E402,F401  (registers real, imag, conj, complex)
+from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)

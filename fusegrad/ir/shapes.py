@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ShapeError
-from .types import DTYPES, TensorType, is_complex, is_float, is_inexact, real_dtype
+from .types import DTYPES, TensorType, is_complex, is_inexact, real_dtype
 
 
 def fmt(types) -> str:

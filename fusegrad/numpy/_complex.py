@@ -40,7 +40,7 @@ def angle(z, deg=False):
     return C.angle(A.asarray(z) if A.is_weak(z) else z, deg)
 
 
-def complex(re, im):  # noqa: A001  (NumPy-style constructor name)
+def complex(re, im):
     """``re + 1j * im`` from real arrays (f32 -> complex64, otherwise complex128)."""
     return C.make_complex(re, im)
 
