@@ -104,6 +104,8 @@ def reduce_rule(name: str, *, out: str | None = None):
         ax = norm_axes(name, axes, x.ndim)
         if tuple(axes) != ax:
             raise ShapeError(f"{name}: axes must be sorted and non-negative, got {axes}")
+        if name in ("reduce_max", "reduce_min") and is_complex(x.dtype):
+            raise ShapeError(f"{name}: complex numbers are not ordered, got {x}")
         if name in ("reduce_max", "reduce_min") and any(x.shape[a] == 0 for a in ax):
             raise ShapeError(f"{name}: zero-size axis in {x} has no identity")
         shape = tuple(d for i, d in enumerate(x.shape) if i not in ax)
