@@ -137,8 +137,8 @@ def _diff_leaves(args, argnums, who) -> list[int]:
             if not np.issubdtype(dt, np.inexact):
                 where = f"argument {i}" + (f" (leaf {k})" if len(leaves) > 1 else "")
                 raise GradError(
-                    f"{who}: {where} has dtype {dt}, and only floating-point (or complex) inputs can "
-                    "be differentiated. Pass it as a float array (e.g. x.astype(float)) "
+                    f"{who}: {where} has dtype {dt}, and only floating-point (or complex) "
+                    "inputs can be differentiated. Pass it as a float array (e.g. x.astype(float)) "
                     "or leave it out of argnums."
                 )
             idx.append(starts[i] + k)

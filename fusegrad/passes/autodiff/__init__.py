@@ -1,7 +1,6 @@
 """Automatic differentiation passes and their rule tables."""
 
-from . import control_jvp, control_vjp  # noqa: F401  (register the region ops' rules)
-from . import complex_rules  # noqa: F401  (the complex ops' rules; complex abs)
+from . import complex_rules, control_jvp, control_vjp  # noqa: F401  (register more rules)
 from .jvp import jvp
 from .jvp_rules import JVP_RULES
 from .reverse import NotDifferentiableError, vjp
