@@ -23,6 +23,7 @@ from fusegrad.ir import OPS, TensorType, bind, evaluate
 from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferentiableError, vjp
 from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads, float_params
+from tests.complex.complex_cases import COMPLEX_BINARY, COMPLEX_UNARY, complex_cases
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
 
 Shape = tuple[int, ...]
@@ -152,6 +153,7 @@ TERNARY = {
     "clamp": clamp_inputs,
 }
 ELEMENTWISE_ATTRS = {"convert": {"dtype": "f64"}}
+UNARY.update(COMPLEX_UNARY), BINARY.update(COMPLEX_BINARY)  # the complex ops
 
 UNARY_SHAPES = [((),), ((3, 4),), ((3, 1),), ((1, 4),)]
 BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (3, 1)), ((3, 1), (1, 4)), ((), (3, 4)), ((3, 4), ())]
@@ -312,6 +314,7 @@ GRAD_CASES.append(
     Case("index_set", inputs(normal(4, 3), const([1, 1]), normal(2, 3)), {"axis": 0}, "repeated")
 )
 GRAD_CASES += control_cases(Case, inputs, normal, const)
+GRAD_CASES[:0] = complex_cases(Case, inputs)  # first: the float cases stay last per op
 
 
 def _xfail_if(ops, reason):
