@@ -13,7 +13,13 @@ from fusegrad.ir import Function, evaluate
 from fusegrad.ir.verifier import verify
 from fusegrad.passes.autodiff import jvp, vjp
 from tests.helpers import (
-    FD_STEP, as_function, assert_close, float_params, normal_like, pair, random_cotangents,
+    FD_STEP,
+    as_function,
+    assert_close,
+    float_params,
+    normal_like,
+    pair,
+    random_cotangents,
 )
 
 

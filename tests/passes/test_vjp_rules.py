@@ -22,8 +22,8 @@ import pytest
 from fusegrad.ir import OPS, TensorType, bind, evaluate
 from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferentiableError, vjp
 from fusegrad.tracer import trace
-from tests.helpers import assert_close, check_grads, float_params
 from tests.complex.complex_cases import COMPLEX_BINARY, COMPLEX_UNARY, complex_cases
+from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
 
 Shape = tuple[int, ...]
