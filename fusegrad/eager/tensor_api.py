@@ -4,6 +4,10 @@ from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .dtypes import (
     bool,
+    cdouble,
+    cfloat,
+    complex64,
+    complex128,
     double,
     dtype,
     float,
@@ -64,5 +68,5 @@ __all__ = [
     "get_default_dtype", "half", "inference_mode", "int", "int8", "int16", "int32", "int64",
     "is_floating_point", "is_grad_enabled", "is_inference_mode_enabled", "long", "no_grad",
     "numel", "promote_types", "result_type", "set_default_dtype", "set_grad_enabled", "short",
-    "stack", "uint8", "where",
+    "stack", "uint8", "where", "cdouble", "cfloat", "complex64", "complex128",
 ]  # fmt: skip
