@@ -114,7 +114,7 @@ def _gather(w: _Writer, op: Op, args) -> str:
 
 
 def _matmul_fn(out: Value) -> str:
-    return "rt.matmul2" if out.type.is_float else "rt.matmul_int"
+    return "rt.matmul2" if out.type.is_inexact else "rt.matmul_int"
 
 
 def _matmul(w: _Writer, op: Op, args) -> str:

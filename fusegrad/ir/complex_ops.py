@@ -83,7 +83,7 @@ def angle(x, deg: bool = False):
         re, im = ops.real(x), ops.imag(x)
     else:
         re = x if is_float(dt) else ops.convert(x, dtype="f64")
-        im = re * 0
+        im = re - re  # +0 (re * 0 would be -0 for negative re, giving -pi)
     a = ops.atan2(im, re)
     return a * (180 / np.pi) if deg else a
 
