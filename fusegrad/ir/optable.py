@@ -307,3 +307,4 @@ def get(name: str) -> OpDef:
 
 from . import complex_ops as _complex_ops  # noqa: E402,F401  (registers real, imag, conj, complex)
 from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)
+from . import fft_ops as _fft_ops  # noqa: E402,F401  (registers fft)

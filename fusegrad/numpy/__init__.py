@@ -39,6 +39,7 @@ from ..ir.array import (  # also re-exported as NumPy names
 )
 from ..ir.array import implements as _implements
 from ..ir.bind import aval as _aval
+from . import fft  # noqa: F401  (fnp.fft, as np.fft)
 from ._complex import (  # noqa: F401
     angle,
     complex,

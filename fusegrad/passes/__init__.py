@@ -5,4 +5,7 @@ May import ``config``, ``ir`` and ``tracer`` (passes replay a Function into a ne
 trace); never ``codegen``, ``runtime`` or anything above.
 """
 
-from . import batching_control  # noqa: F401  (registers the region ops' batching rules)
+from . import (
+    batching_control,  # noqa: F401  (registers the region ops' batching rules)
+    batching_fft,  # noqa: F401  (the fft op's batching rule)
+)

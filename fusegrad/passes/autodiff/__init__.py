@@ -1,6 +1,6 @@
 """Automatic differentiation passes and their rule tables."""
 
-from . import complex_rules, control_jvp, control_vjp  # noqa: F401  (register more rules)
+from . import complex_rules, control_jvp, control_vjp, fft_rules  # noqa: F401  (more rules)
 from .jvp import jvp
 from .jvp_rules import JVP_RULES
 from .reverse import NotDifferentiableError, vjp
