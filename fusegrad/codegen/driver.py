@@ -13,6 +13,7 @@ import math
 
 from ..ir import Op, Value
 from .emit import LoweringError, _scalar_expr, _Writer, literal, np_dtype
+from .fft_lower import fft_lines
 from .templates import SCALAR
 
 
@@ -23,6 +24,8 @@ def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
     lhs = f"    {names[out]} = "
     if op.name == "constant":
         return [lhs + literal(op.attrs["value"], out.type)]
+    if op.name == "fft":  # a call out to scipy.fft (codegen.fft_lower)
+        return fft_lines(w, op, names)
     if op.name == "convert" or (out.type.shape == () and op.name in SCALAR):
         return [lhs + _scalar_expr(op, args)]
     if op.name.startswith("reduce_") and op.operands[0].type.shape == ():

@@ -103,7 +103,7 @@ def _py_names(fn: Function, prefix: str = "") -> dict[Value, str]:
 
 
 #: attributes whose values are sizes, read from ``d`` at run time (not in the text)
-_SIZE_ATTRS = ("shape", "starts", "stops", "n", "length")
+_SIZE_ATTRS = ("shape", "starts", "stops", "n", "length", "last")
 
 
 def _generic_dims(m: re.Match) -> str:

@@ -454,3 +454,6 @@ def iota(n, dtype):
 @_jit
 def any_true(flags):
     return flags.any()
+
+
+from .rt_fft import call as fft_call  # noqa: E402,F401  (the fft op's call-out, from objmode)

@@ -54,7 +54,7 @@ SCALAR: dict[str, str] = {
 ARRAY_OPS = frozenset({
     "reshape", "transpose", "slice", "update_slice", "concatenate", "take", "index_add",
     "index_set", "matmul", "cumsum", "argmax", "argmin", "iota", "fused", "constant",
-    "convert", "reduce_sum", "reduce_max", "reduce_min",
+    "convert", "reduce_sum", "reduce_max", "reduce_min", "fft",
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
 })  # fmt: skip
 

@@ -71,6 +71,25 @@ def complex_cases(Case, inputs):
         Case("convert", inputs(lambda rng: rng.standard_normal(3)), {"dtype": "c128"},
              "f64-c128"),
         Case("convert", inputs(cnormal(3)), {"dtype": "f64"}, "c128-f64"),
+        *fft_cases(Case, inputs),
+    ]
+
+
+def _fft(kind, axes, last, norm="backward"):
+    return {"kind": kind, "axes": axes, "last": last, "norm": norm}
+
+
+def fft_cases(Case, inputs):
+    """The ``fft`` op: every kind, one and two axes, every norm, even and odd lengths."""
+    real = lambda *s: lambda rng: rng.standard_normal(s)  # noqa: E731
+    return [
+        Case("fft", inputs(cnormal(3, 4)), _fft("fft", (1,), 4), "fft-axis1"),
+        Case("fft", inputs(cnormal(3, 4)), _fft("ifft", (1, 0), 3, "ortho"), "ifft-2d-ortho"),
+        Case("fft", inputs(cnormal(2, 5)), _fft("fft", (0, 1), 5, "forward"), "fft-2d-forward"),
+        Case("fft", inputs(real(3, 5)), _fft("rfft", (0, 1), 5, "forward"), "rfft-2d-odd"),
+        Case("fft", inputs(cnormal(3, 3)), _fft("irfft", (0, 1), 5, "ortho"), "irfft-2d-odd"),
+        Case("fft", inputs(cnormal(3, 4)), _fft("irfft", (1,), 6), "irfft-even"),
+        Case("fft", inputs(real(3, 6)), _fft("rfft", (1,), 6), "rfft-even"),
     ]
 
 
