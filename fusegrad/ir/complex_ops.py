@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import ops
+from .bind import _dtype_of, bind
 from .errors import ShapeError
 from .opdef import _def
 from .shapes import broadcast_shapes, fmt, same_dtype
@@ -57,37 +57,35 @@ _def("complex", 2, _complex_rule, _complex_impl, "elementwise", promote="float",
 
 
 def _dtype(x) -> np.dtype:
-    from .bind import _dtype_of
-
     return np.dtype(_dtype_of(x))
 
 
 def real(x):
-    return ops.real(x) if is_complex(_dtype(x)) else x
+    return bind("real", x) if is_complex(_dtype(x)) else x
 
 
 def imag(x):
     if is_complex(_dtype(x)):
-        return ops.imag(x)
-    return x * 0 if _dtype(x) != np.bool_ else ops.convert(x, dtype="bool") & False
+        return bind("imag", x)
+    return x * 0 if _dtype(x) != np.bool_ else bind("convert", x, dtype="bool") & False
 
 
 def conj(x):
-    return ops.conj(x) if is_complex(_dtype(x)) else x
+    return bind("conj", x) if is_complex(_dtype(x)) else x
 
 
 def angle(x, deg: bool = False):
     """The argument of ``x``: ``atan2(imag, real)`` (float: 0 or pi)."""
     dt = _dtype(x)
     if is_complex(dt):
-        re, im = ops.real(x), ops.imag(x)
+        re, im = bind("real", x), bind("imag", x)
     else:
-        re = x if is_float(dt) else ops.convert(x, dtype="f64")
+        re = x if is_float(dt) else bind("convert", x, dtype="f64")
         im = re - re  # +0 (re * 0 would be -0 for negative re, giving -pi)
-    a = ops.atan2(im, re)
+    a = bind("atan2", im, re)
     return a * (180 / np.pi) if deg else a
 
 
 def make_complex(re, im):
     """``re + 1j * im`` from real arrays (the ``complex`` op, integers promoted to f64)."""
-    return ops.complex(re, im)
+    return bind("complex", re, im)
