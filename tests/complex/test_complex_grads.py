@@ -212,3 +212,33 @@ def test_compiled_grads_match_jax():
     got_h = fg.grad(lambda z: fnp.sin(z) * z + z ** 2.5, holomorphic=True)(0.6 + 0.2j)
     want_h = jax.grad(lambda z: jnp.sin(z) * z + z ** 2.5, holomorphic=True)(0.6 + 0.2j)
     np.testing.assert_allclose(got_h, complex(want_h), rtol=1e-12)
+
+
+def test_control_flow_with_complex_carries_matches_jax():
+    """scan, fori_loop (a while loop), cond and while_loop carry complex values and their
+    cotangents."""
+    z = np.array([0.3 + 0.2j, -0.5 + 0.7j])
+    xs = np.array([1j, 0.5, 2.0])
+
+    def f(lib, scan, cond, fori, while_loop):
+        def g(z):
+            def body(c, x):
+                return c * lib.sin(c) + x, lib.abs(c)
+
+            c, ys = scan(body, z, xs)
+            c2 = fori(0, 3, lambda i, c: c * (1 + 0.1j) + lib.conj(c) * 0.2, c)
+            c3 = cond(lib.real(c2[0]) > 0, lambda c: c * c, lambda c: c + 1j, c2)
+            _, c4 = while_loop(lambda s: s[0] < 2, lambda s: (s[0] + 1, s[1] * 0.5j + 1), (0, c3))
+            return lib.sum(lib.abs(c4) ** 2) + lib.sum(ys)
+
+        return g
+
+    def unrolled_while(cond, body, s):  # JAX has no reverse mode through while_loop
+        while cond(s):
+            s = body(s)
+        return s
+
+    got = fg.grad(f(fnp, fg.scan, fg.cond, fg.fori_loop, fg.while_loop))(z)
+    want = jax.grad(f(jnp, jax.lax.scan, jax.lax.cond, jax.lax.fori_loop, unrolled_while))(
+        jnp.asarray(z))
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-10)
