@@ -66,3 +66,11 @@ def test_requires_grad_on_complex_is_allowed_and_integers_still_refused():
     fg.tensor(np.array([1j]), requires_grad=True)
     with pytest.raises(RuntimeError):
         fg.tensor(np.array([1, 2]), requires_grad=True)
+
+
+def test_complex_tensors_save_and_load(tmp_path):
+    t = fg.tensor(np.array([1 + 2j, 3j], np.complex64))
+    fg.save({"t": t}, tmp_path / "c.fg")
+    back = fg.load(tmp_path / "c.fg")["t"]
+    assert back.dtype == fg.complex64
+    np.testing.assert_array_equal(back.numpy(), t.numpy())
