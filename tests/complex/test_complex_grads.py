@@ -242,3 +242,16 @@ def test_control_flow_with_complex_carries_matches_jax():
     want = jax.grad(f(jnp, jax.lax.scan, jax.lax.cond, jax.lax.fori_loop, unrolled_while))(
         jnp.asarray(z))
     np.testing.assert_allclose(got, np.asarray(want), rtol=1e-10)
+
+
+def test_vmap_of_complex_functions_and_their_grads():
+    z = right_half(3, 4)
+
+    def f(np_):
+        return lambda z: np_.sum(np_.abs(np_.exp(z)) + np_.imag(z * z))
+
+    got = fg.vmap(fg.grad(f(fnp)))(z)
+    want = jax.vmap(jax.grad(f(jnp)))(jnp.asarray(z))
+    np.testing.assert_allclose(got, np.asarray(want), rtol=1e-10)
+    h = lambda z: fnp.conj(z) @ z * z  # noqa: E731
+    np.testing.assert_allclose(fg.vmap(h)(z), np.stack([h(r) for r in z]), rtol=1e-12)
