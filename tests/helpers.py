@@ -93,14 +93,27 @@ def as_function(fn: Function | Callable, args: Sequence) -> Function:
 
 
 def float_params(fn: Function) -> tuple[int, ...]:
-    """Indices of ``fn``'s floating-point parameters (the default ``wrt``)."""
-    return tuple(i for i, p in enumerate(fn.params) if p.type.is_float)
+    """Indices of ``fn``'s floating-point and complex parameters (the default ``wrt``)."""
+    return tuple(i for i, p in enumerate(fn.params) if p.type.is_inexact)
+
+
+def pair(a, b) -> float:
+    """The real pairing ``re(sum(a * b))`` under which JAX-convention VJPs (linear
+    transposes, no conjugation) are adjoint to JVPs; ``vdot`` for real arrays."""
+    return float(np.real(np.sum(np.asarray(a) * np.asarray(b))))
+
+
+def normal_like(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Standard normal of ``dtype``; complex dtypes get independent real and imaginary parts."""
+    if np.issubdtype(dtype, np.complexfloating):
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
 
 
 def random_cotangents(fn: Function, rng: np.random.Generator) -> list[np.ndarray]:
     """One cotangent per result: standard normal for float results, zeros otherwise."""
     return [
-        rng.standard_normal(t.shape).astype(t.dtype) if t.is_float else np.zeros(t.shape, t.dtype)
+        normal_like(rng, t.shape, t.dtype) if t.is_inexact else np.zeros(t.shape, t.dtype)
         for t in fn.out_types
     ]
 
@@ -149,11 +162,11 @@ def check_grads(
 
 def _check_vjp(fn, args, wrt, rng, step) -> None:
     for i in wrt:
-        if args[i].dtype != np.float64:
+        if args[i].dtype not in (np.float64, np.complex128):
             raise TypeError(f"check_grads: input {i} is {args[i].dtype}; differentiate float64")
     outs = evaluate(fn, *args)
     v = random_cotangents(fn, rng)
-    u = {i: rng.standard_normal(args[i].shape) for i in wrt}
+    u = {i: normal_like(rng, args[i].shape, args[i].dtype) for i in wrt}
     size = max([1.0, *(np.abs(d).max(initial=0.0) for d in u.values())])
     u = {i: d / size for i, d in u.items()}
     g = vjp(fn, wrt)
@@ -169,13 +182,13 @@ def _check_vjp(fn, args, wrt, rng, step) -> None:
                 f"cotangent of input {i} is {TensorType.of(ct)}, "
                 f"expected {TensorType.of(args[i])}{where}"
             )
-    analytic = sum(float(np.vdot(u[i], ct)) for i, ct in zip(wrt, res[n:]))
+    analytic = sum(pair(u[i], ct) for i, ct in zip(wrt, res[n:]))
 
     h = step * max([1.0, *(np.abs(args[i]).max(initial=0.0) for i in wrt)])
 
     def along(t: float) -> float:
         moved = [a + t * u[i] if i in u else a for i, a in enumerate(args)]
-        return sum(float(np.vdot(w, o)) for w, o in zip(v, evaluate(fn, *moved)))
+        return sum(pair(w, o) for w, o in zip(v, evaluate(fn, *moved)))
 
     numeric = (8 * (along(h) - along(-h)) - (along(2 * h) - along(-2 * h))) / (12 * h)
     assert_close(

@@ -12,13 +12,22 @@ import numpy as np
 from fusegrad.ir import Function, evaluate
 from fusegrad.ir.verifier import verify
 from fusegrad.passes.autodiff import jvp, vjp
-from tests.helpers import FD_STEP, as_function, assert_close, float_params, random_cotangents
+from tests.helpers import (
+    FD_STEP,
+    as_function,
+    assert_close,
+    float_params,
+    normal_like,
+    pair,
+    random_cotangents,
+)
 
 
 def random_tangents(fn: Function, wrt: Sequence[int], args, rng) -> list[np.ndarray]:
     """One tangent per ``wrt`` input, scaled so that max|u| <= 1 (finite differences
     stay within ``2 * step`` of the point, as ``check_grads`` assumes)."""
-    u = [rng.standard_normal(np.shape(args[i])) for i in wrt]
+    u = [normal_like(rng, np.shape(args[i]), np.complex128) if np.iscomplexobj(args[i])
+         else rng.standard_normal(np.shape(args[i])) for i in wrt]
     size = max([1.0, *(np.abs(d).max(initial=0.0) for d in u)])
     return [d / size for d in u]
 
@@ -65,7 +74,7 @@ def check_jvp(
     for k, t in enumerate(fn.out_types):
         got = np.asarray(res[n + k])
         assert (got.shape, got.dtype) == (t.shape, t.dtype), f"tangent {k}: {got.dtype}{got.shape}"
-        if not t.is_float:
+        if not t.is_inexact:
             continue
         numeric = (8 * (plus[k] - minus[k]) - (plus2[k] - minus2[k])) / (12 * h)
         assert_close(got, numeric, "fd", f"tangent of result {k} vs finite differences{where}")
@@ -85,7 +94,6 @@ def check_jvp_vjp_agree(fn: Function | Callable, args: Sequence[np.ndarray], *,
     n = len(fn.results)
     ju = evaluate(jvp(fn, wrt), *args, *u)[n:]
     jtv = evaluate(vjp(fn, wrt), *args, *v)[n:]
-    forward = sum(float(np.vdot(w, np.asarray(t, np.float64))) for w, t in zip(v, ju)
-                  if np.issubdtype(w.dtype, np.floating))
-    reverse = sum(float(np.vdot(d, c)) for d, c in zip(u, jtv))
+    forward = sum(pair(w, t) for w, t in zip(v, ju) if np.issubdtype(w.dtype, np.inexact))
+    reverse = sum(pair(d, c) for d, c in zip(u, jtv))
     assert_close(forward, reverse, "exact64", f"<J u, v> (JVP) vs <u, J^T v> (VJP) of:\n{fn}")

@@ -75,7 +75,7 @@ def _plannable(op: Op) -> list[Value]:
                 continue
             out.append(res)
         return out
-    if (op.name == "matmul" and op.results[0].type.is_float
+    if (op.name == "matmul" and op.results[0].type.is_inexact
             and op.operands[0].type.ndim == 2 and op.operands[1].type.ndim == 2):
         return [op.results[0]]
     return []

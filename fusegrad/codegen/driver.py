@@ -13,6 +13,7 @@ import math
 
 from ..ir import Op, Value
 from .emit import LoweringError, _scalar_expr, _Writer, count_expr, literal, np_dtype
+from .fft_lower import fft_lines
 from .linalg_lower import LOWERED as LINALG_LOWERED
 from .linalg_lower import linalg_lines
 from .templates import SCALAR
@@ -27,6 +28,8 @@ def _driver_lines(w: _Writer, op: Op, names) -> list[str]:
         return [lhs + literal(op.attrs["value"], out.type)]
     if op.name == "count":
         return [lhs + count_expr(w, op)]
+    if op.name == "fft":  # a call out to scipy.fft (codegen.fft_lower)
+        return fft_lines(w, op, names)
     if op.name == "convert" or (out.type.shape == () and op.name in SCALAR):
         return [lhs + _scalar_expr(op, args)]
     if op.name.startswith("reduce_") and op.operands[0].type.shape == ():
@@ -126,7 +129,7 @@ def _gather(w: _Writer, op: Op, args) -> str:
 
 
 def _matmul_fn(out: Value) -> str:
-    return "rt.matmul2" if out.type.is_float else "rt.matmul_int"
+    return "rt.matmul2" if out.type.is_inexact else "rt.matmul_int"
 
 
 def _matmul(w: _Writer, op: Op, args) -> str:

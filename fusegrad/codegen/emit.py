@@ -27,7 +27,7 @@ from .templates import SCALAR
 
 NP_DTYPE = {"f64": "np.float64", "f32": "np.float32", "f16": "np.float16", "i64": "np.int64",
             "i32": "np.int32", "i16": "np.int16", "i8": "np.int8", "u8": "np.uint8",
-            "bool": "np.bool_"}
+            "bool": "np.bool_", "c64": "np.complex64", "c128": "np.complex128"}
 
 #: elements per chunk of a flat loop: fixed, so results never depend on the thread count
 CHUNK = 512
@@ -46,6 +46,8 @@ def literal(value, t: TensorType) -> str:
     name = dtype_name(t.dtype)
     if name == "bool":
         return "True" if value else "False"
+    if isinstance(value, str | complex) and t.dtype.kind == "c":
+        return f"{NP_DTYPE[name]}({complex(value)!r})"
     if isinstance(value, float) and not math.isfinite(value):
         text = "np.nan" if math.isnan(value) else ("np.inf" if value > 0 else "-np.inf")
     else:
@@ -108,7 +110,7 @@ def _py_names(fn: Function, prefix: str = "") -> dict[Value, str]:
 
 
 #: attributes whose values are sizes, read from ``d`` at run time (not in the text)
-_SIZE_ATTRS = ("shape", "starts", "stops", "n", "length")
+_SIZE_ATTRS = ("shape", "starts", "stops", "n", "length", "last")
 
 
 def _generic_dims(m: re.Match) -> str:
@@ -138,7 +140,11 @@ def _scalar_expr(op: Op, args: list[str], full: bool = True) -> str:
     library; ``full=False`` takes the vector path of those with rare inputs (the caller
     then flags the rare lanes, see ``_rare_flag``)."""
     if op.name == "convert":
+        if op.operands[0].type.dtype.kind == "c" and op.attrs["dtype"][0] != "c":
+            return f"{NP_DTYPE[op.attrs['dtype']]}({args[0]}.real)"
         return f"{NP_DTYPE[op.attrs['dtype']]}({args[0]})"
+    if op.name == "sign" and op.results[0].type.dtype.kind == "c":
+        return f"rt.csign({args[0]})"
     sfx = _math_suffix(op)
     if sfx is not None:
         variant = "_full" if full and op.name in ml.RARE else ""

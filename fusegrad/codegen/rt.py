@@ -48,6 +48,13 @@ def sign(x):
 
 
 @_inline
+def csign(z):
+    """np.sign of a complex number (NumPy 2): z / |z|, 0 at 0."""
+    a = abs(z)
+    return z / a if a != 0 else z * 0
+
+
+@_inline
 def logistic(x):
     """1 / (1 + exp(-x)) without overflow in either tail."""
     if x >= 0:
@@ -460,6 +467,7 @@ def any_true(flags):
     return flags.any()
 
 
+from .rt_fft import call as fft_call  # noqa: E402,F401  (the fft op's call-out, from objmode)
 from .special_rt import (  # noqa: E402,F401  (scipy.special functions for generated code)
     betaln,
     digamma,

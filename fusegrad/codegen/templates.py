@@ -51,6 +51,10 @@ SCALAR: dict[str, str] = {
     "threefry2x32": "rt.threefry2x32({0}, {1}, {2}, {3}, {word})",
     "stop_gradient": "{0}",
     "broadcast_to": "{0}",
+    "real": "{0}.real",
+    "imag": "{0}.imag",
+    "conj": "{0}.conjugate()",
+    "complex": "complex({0}, {1})",
     **{n: f"np.{n}({{0}})" for n in _UNARY_NP},
 }
 
@@ -61,6 +65,7 @@ ARRAY_OPS = frozenset({
     "convert", "reduce_sum", "reduce_max", "reduce_min", "count",
     "argsort",
     "conv",  # codegen.rt_conv
+    "fft",  # codegen.fft_lower
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
     "cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr",  # linalg_lower
 })  # fmt: skip

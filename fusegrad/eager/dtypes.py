@@ -44,7 +44,7 @@ class dtype:
 
     @property
     def is_complex(self) -> bool:
-        return False
+        return self._np.kind == "c"
 
     @property
     def itemsize(self) -> int:
@@ -77,15 +77,18 @@ int16 = short = dtype("int16", np.int16)
 int32 = int = dtype("int32", np.int32)
 int64 = long = dtype("int64", np.int64)
 bool = dtype("bool", np.bool_)
+complex64 = cfloat = dtype("complex64", np.complex64)
+complex128 = cdouble = dtype("complex128", np.complex128)
 
-_BY_NP = {d._np: d for d in (float16, float32, float64, uint8, int8, int16, int32, int64, bool)}
+_BY_NP = {d._np: d for d in (float16, float32, float64, uint8, int8, int16, int32, int64, bool,
+                             complex64, complex128)}
 _BY_NAME = {d._name: d for d in _BY_NP.values()}
 
 #: Legacy tensor type names (``x.type()``), as PyTorch spells them.
 TYPE_NAMES = {
     float16: "HalfTensor", float32: "FloatTensor", float64: "DoubleTensor", uint8: "ByteTensor",
     int8: "CharTensor", int16: "ShortTensor", int32: "IntTensor", int64: "LongTensor",
-    bool: "BoolTensor",
+    bool: "BoolTensor", complex64: "ComplexFloatTensor", complex128: "ComplexDoubleTensor",
 }  # fmt: skip
 
 
@@ -138,9 +141,6 @@ def unsupported_numpy_dtype(d: np.dtype) -> str:
     if not d.isnative and d.newbyteorder("=") in _BY_NP:
         why = (f"{d.newbyteorder('=')} in the other byte order; convert it with "
                "a.astype(a.dtype.newbyteorder('=')) (fg.tensor does that itself)")
-    elif d.kind == "c":
-        why = ("complex numbers are not supported by the eager Tensor yet; pass the real and "
-               "imaginary parts (a.real, a.imag) as two tensors")
     elif d.kind == "O":
         why = ("an array of Python objects is not numeric; convert it first, e.g. "
                "np.asarray(a, dtype=np.float64)")
@@ -153,7 +153,7 @@ def unsupported_numpy_dtype(d: np.dtype) -> str:
 
 
 def _category(d: np.dtype) -> int:
-    return 0 if d == np.bool_ else (2 if d.kind == "f" else 1)
+    return 0 if d == np.bool_ else (2 if d.kind == "f" else (3 if d.kind == "c" else 1))
 
 
 def promote_types(a, b) -> dtype:
@@ -170,6 +170,8 @@ def _scalar_dtype(x) -> np.dtype:
         return np.dtype(np.bool_)
     if isinstance(x, _py_int | np.integer):
         return np.dtype(np.int64)
+    if isinstance(x, complex | np.complexfloating):
+        return np.dtype(np.complex64 if get_default_dtype() == float32 else np.complex128)
     return get_default_dtype()._np
 
 
@@ -177,9 +179,9 @@ def _combine(higher, lower):
     """PyTorch's ``combine_categories``: ``higher`` wins unless ``lower`` is a higher category."""
     if higher is None:
         return lower
-    if lower is None or _category(higher) == 2:
+    if lower is None or _category(higher) >= _category(lower) >= 2:
         return higher
-    if higher == np.bool_ or _category(lower) == 2:
+    if higher == np.bool_ or _category(lower) >= 2:
         return promote_types(higher, lower)._np
     return higher
 

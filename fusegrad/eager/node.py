@@ -159,7 +159,12 @@ def _fresh(data):
 
 
 def accumulate_grad(t, g, create_graph: bool) -> None:
-    """``t.grad += g``: in place normally, out of place (differentiably) with ``create_graph``."""
+    """``t.grad += g``: in place normally, out of place (differentiably) with ``create_graph``.
+
+    Gradients flow as JAX-convention cotangents; a complex leaf stores their conjugate,
+    PyTorch's ``.grad`` (the conjugate Wirtinger derivative, docs/complex.md)."""
+    if np.dtype(g.dtype).kind == "c":
+        g = g.conj() if isinstance(g, TB.TensorBase) else np.conj(g)
     with GRAD_LOCK:
         old = t._grad
         if isinstance(g, TB.TensorBase):

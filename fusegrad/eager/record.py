@@ -348,7 +348,7 @@ def _active(scope: Scope) -> set:
         mask = tuple(_is_slot(s) and s in active for s in e.slots)
         if any(mask):
             e.mask = mask
-            active.update(o for o in e.outs if scope.values[o]._cell.value.dtype.kind == "f")
+            active.update(o for o in e.outs if scope.values[o]._cell.value.dtype.kind in "fc")
     return active
 
 

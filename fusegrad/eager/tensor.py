@@ -29,6 +29,7 @@ from .grad_mode import is_grad_enabled
 from .names import NAMES
 from .node import register_tensor_hook, retain_on
 from .record import operation
+from .tensor_complex import TensorComplex
 from .tensor_inplace import TensorInplace
 from .tensor_math import TensorMath
 from .tensor_reduce import TensorReduce
@@ -45,7 +46,7 @@ class _TensorMeta(type):
         return isinstance(obj, Tensor) and obj.dtype == want
 
 
-class Tensor(TensorMath, TensorReduce, TensorShape, TensorInplace, TB.TensorBase,
+class Tensor(TensorMath, TensorReduce, TensorShape, TensorInplace, TensorComplex, TB.TensorBase,
              metaclass=_TensorMeta):
     """A multi-dimensional array that records the operations on it for autograd.
 

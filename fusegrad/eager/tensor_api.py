@@ -14,6 +14,10 @@ from .device import (
 )
 from .dtypes import (
     bool,
+    cdouble,
+    cfloat,
+    complex64,
+    complex128,
     double,
     dtype,
     float,
@@ -79,4 +83,5 @@ __all__ = [
     "stack", "uint8", "where",
     "accelerator", "backends", "cuda", "device", "e", "get_default_device", "inf", "nan", "pi",
     "set_default_device",
+    "cdouble", "cfloat", "complex64", "complex128",
 ]  # fmt: skip

@@ -185,7 +185,7 @@ class TensorBase:
                     "use a computed variable in a subgraph that doesn't require differentiation "
                     "use var_no_grad = var.detach().")
             return self
-        if flag and not self.is_floating_point():
+        if flag and self._cell.value.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point and complex dtype can require "
                                f"gradients (this one is {self.dtype})")
         if flag and self._inference and not _mode.inference:

@@ -41,7 +41,7 @@ def composite(key: str, structure, fn, *args):
 
 def arg(x):
     """A method argument as a Tensor or a Python scalar (lists and arrays become Tensors)."""
-    if isinstance(x, TB.TensorBase | bool | int | float):
+    if isinstance(x, TB.TensorBase | bool | int | float | complex):
         return x
     if isinstance(x, np.generic):
         return x.item()
@@ -77,7 +77,7 @@ def where(condition, input=None, other=None):
 
 def to_float(x):
     """Integer and boolean tensors as the default float dtype (what PyTorch's math gives)."""
-    if x._data.dtype.kind == "f":
+    if x._data.dtype.kind in "fc":
         return x
     return cast(x, D.get_default_dtype())
 
@@ -88,7 +88,7 @@ def binary(key: str, irop: str, a, b):
         return out
     a, b = arg(a), arg(b)
     dt = D.result_type(a, b)
-    if irop == "div" and not dt.is_floating_point:
+    if irop == "div" and not (dt.is_floating_point or dt.is_complex):
         dt = D.get_default_dtype()
     out = operation(NAMES[key], lambda: getattr(ops, irop)(cast(a, dt), cast(b, dt)),
                     distinct=True)

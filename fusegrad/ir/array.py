@@ -16,7 +16,7 @@ import numpy as np
 from . import ops
 from .bind import aval, is_weak
 from .errors import ShapeError
-from .types import dtype_name, is_float
+from .types import dtype_name, is_float, is_inexact, real_dtype
 
 #: NumPy function -> fusegrad implementation, filled by ``fusegrad.numpy``;
 #: array classes use it for ``__array_function__`` and ``__array_ufunc__``.
@@ -110,8 +110,8 @@ def astype(x, dt):
 def to_float(x):
     """``x`` as floating point (integers and bools -> f64, as NumPy's true divide does)."""
     if is_weak(x):
-        return float(x)
-    return x if is_float(dtype(x)) else astype(x, np.float64)
+        return x if isinstance(x, complex) else float(x)
+    return x if is_inexact(dtype(x)) else astype(x, np.float64)
 
 
 def norm_axis(axis: int, nd: int, name: str) -> int:
@@ -184,13 +184,13 @@ def count(x, axis) -> int:
 
 
 def count_value(x, axis):
-    """The number of elements ``mean`` divides by, in ``x``'s (floating) dtype: a ``count`` op,
+    """The number of elements ``mean`` divides by, in ``x``'s real dtype: a ``count`` op,
     which compiled code reads at run time, so the extents stay out of the generated text.
     A count of 1 (every reduced extent is 1, which the text already fixes) is the literal 1."""
     axes = norm_axes(axis, ndim(x))
     if count(x, axes) == 1:
         return 1
-    return ops.count(shape=shape(x), axes=axes, dtype=dtype_name(dtype(x)))
+    return ops.count(shape=shape(x), axes=axes, dtype=dtype_name(real_dtype(dtype(x))))
 
 
 def mean(x, axis=None, keepdims=False):

@@ -15,12 +15,12 @@ import numpy as np
 
 from .errors import ShapeError
 from .opdef import OPS, OpDef
-from .types import DTYPES, TensorType, dtype_name, is_float
+from .types import DTYPES, TensorType, dtype_name, is_inexact
 
 _HANDLERS: list[tuple[type, Callable, Callable]] = []
 _AMBIENT: list[Callable] = []
 
-_WEAK = (bool, int, float)
+_WEAK = (bool, int, float, complex)
 
 
 _DTYPE_GETTERS: list[tuple[type, Callable]] = []
@@ -53,7 +53,7 @@ def register_ambient(current: Callable, first: bool = False) -> None:
 
 
 #: Operand types no handler claims (checked first, as most operands are these).
-_PLAIN = frozenset((np.ndarray, float, int, bool))
+_PLAIN = frozenset((np.ndarray, float, int, bool, complex))
 
 
 def handler_for(operands):
@@ -144,7 +144,7 @@ def _target_dtype(opdef: OpDef, operands) -> np.dtype | None:
     dtype = _PROMOTED.get(key)
     if dtype is None:
         dtype = np.result_type(*strong, *weak)
-        if opdef.promote == "float" and not is_float(dtype):
+        if opdef.promote == "float" and not is_inexact(dtype):
             dtype = np.dtype(np.float64)
         dtype = np.dtype(dtype)
         if len(_PROMOTED) < 4096:

@@ -42,7 +42,7 @@ from .bind import eval_numpy
 from .errors import ShapeError
 from .opdef import OPS, _def
 from .shapes import fmt
-from .types import TensorType, is_float
+from .types import TensorType, is_inexact
 
 CONTROL_OPS = ("cond", "while_loop", "scan", "while_grad", "while_grad_vjp", "checkpoint")
 
@@ -89,8 +89,8 @@ def _check_pred(op: str, t: TensorType, what: str) -> None:
 
 
 def floats(types) -> tuple:
-    """The floating-point types among ``types`` (those that get cotangents)."""
-    return tuple(t for t in types if is_float(t.dtype))
+    """The floating-point and complex types among ``types`` (those that get cotangents)."""
+    return tuple(t for t in types if is_inexact(t.dtype))
 
 
 # --- cond -------------------------------------------------------------------------

@@ -173,6 +173,26 @@ class ArrayMethods:
     def astype(self, dtype):
         return A.astype(self, dtype)
 
+    # complex parts (real arrays: the array itself, zeros, the array)
+    @property
+    def real(self):
+        from .complex_ops import real
+
+        return real(self)
+
+    @property
+    def imag(self):
+        from .complex_ops import imag
+
+        return imag(self)
+
+    def conj(self):
+        from .complex_ops import conj
+
+        return conj(self)
+
+    conjugate = conj
+
     # reductions and friends: NumPy's ndarray signatures (out= is refused)
     def sum(self, axis=None, dtype=None, out=None, keepdims=False):
         A.refuse("sum", {"out": out})

@@ -135,11 +135,16 @@ _def("threefry2x32", 4, threefry_rule, threefry2x32, "elementwise", attrs=("word
 
 
 def _constant(*, value, dtype):
+    if isinstance(value, str):  # a complex constant read back from the text form
+        value = complex(value)
     return np.asarray(value, dtype=DTYPES[dtype])
 
 
 def _convert(x, *, dtype):
-    return np.asarray(x).astype(DTYPES[dtype])
+    x = np.asarray(x)
+    if x.dtype.kind == "c" and DTYPES[dtype].kind != "c":
+        x = x.real  # complex -> real keeps the real part (no ComplexWarning)
+    return x.astype(DTYPES[dtype])
 
 
 _def("constant", 0, S.constant_rule, _constant, "elementwise", attrs=("value", "dtype"))
@@ -301,9 +306,11 @@ def get(name: str) -> OpDef:
         raise KeyError(f"unknown op {name!r}") from None
 
 
+from . import complex_ops as _complex_ops  # noqa: E402,F401  (registers real, imag, conj, complex)
 from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)
 from . import conv_ops as _conv_ops  # noqa: E402,F401  (registers conv)
 from . import count_op as _count_op  # noqa: E402,F401  (registers count)
+from . import fft_ops as _fft_ops  # noqa: E402,F401  (registers fft)
 from . import linalg_ops as _linalg_ops  # noqa: E402,F401  (registers cholesky, solve, eigh, ...)
 from . import sort_ops as _sort_ops  # noqa: E402,F401  (registers argsort)
 from . import special_ops as _special_ops  # noqa: E402,F401  (registers lgamma, digamma, erfc, ...)

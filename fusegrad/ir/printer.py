@@ -99,6 +99,8 @@ def format_attr_value(v: Any) -> str:
         if math.isinf(f):
             return "inf" if f > 0 else "-inf"
         return repr(f)
+    if isinstance(v, complex | np.complexfloating):
+        return json.dumps(repr(complex(v)))  # a string; complex(text) reads it back
     if isinstance(v, str):
         bare = IDENT.fullmatch(v) and v not in RESERVED
         return v if bare else json.dumps(v)

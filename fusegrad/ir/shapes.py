@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import ShapeError
-from .types import DTYPES, TensorType, is_float
+from .types import DTYPES, TensorType, is_complex, is_inexact, real_dtype
 
 
 def fmt(types) -> str:
@@ -46,13 +46,28 @@ def norm_axes(name: str, axes, ndim: int) -> tuple[int, ...]:
 # --- rules: (in_types, **attrs) -> tuple of result types ---------------------------
 
 
+#: elementwise ops that refuse complex operands (as JAX does; NumPy orders complex
+#: numbers lexicographically, fusegrad does not)
+REAL_ONLY = frozenset({
+    "lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "floor", "ceil", "floor_divide",
+    "remainder", "atan2", "cbrt", "erf", "logistic", "round", "logical_and", "logical_or",
+    "logical_xor", "logical_not",
+})
+
+
 def elementwise(name: str, *, out: str | None = None, need: str | None = None):
     """Rule for an elementwise op: operands broadcast; result dtype = operands' (or ``out``)."""
 
     def rule(types, **_):
         dtype = same_dtype(name, types)
-        if need == "float" and not is_float(dtype):
+        if need == "float" and not is_inexact(dtype):
             raise ShapeError(f"{name}: expects floating-point operands, got {fmt(types)}")
+        if is_complex(dtype) and name in REAL_ONLY:
+            raise ShapeError(f"{name}: is not defined for complex operands, got {fmt(types)} "
+                             "(complex numbers are not ordered; compare .real or abs())")
+        if name == "abs" and is_complex(dtype):
+            out_dt = real_dtype(dtype)
+            return (TensorType(broadcast_shapes(name, *(t.shape for t in types)), out_dt),)
         if need == "bool" and dtype != np.bool_:
             raise ShapeError(f"{name}: expects boolean operands, got {fmt(types)}")
         shape = broadcast_shapes(name, *(t.shape for t in types))
@@ -89,6 +104,8 @@ def reduce_rule(name: str, *, out: str | None = None):
         ax = norm_axes(name, axes, x.ndim)
         if tuple(axes) != ax:
             raise ShapeError(f"{name}: axes must be sorted and non-negative, got {axes}")
+        if name in ("reduce_max", "reduce_min") and is_complex(x.dtype):
+            raise ShapeError(f"{name}: complex numbers are not ordered, got {x}")
         if name in ("reduce_max", "reduce_min") and any(x.shape[a] == 0 for a in ax):
             raise ShapeError(f"{name}: zero-size axis in {x} has no identity")
         shape = tuple(d for i, d in enumerate(x.shape) if i not in ax)

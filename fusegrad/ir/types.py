@@ -17,6 +17,8 @@ DTYPES: dict[str, np.dtype] = {
     "i8": np.dtype(np.int8),
     "u8": np.dtype(np.uint8),
     "bool": np.dtype(np.bool_),
+    "c64": np.dtype(np.complex64),
+    "c128": np.dtype(np.complex128),
 }
 _NAMES: dict[np.dtype, str] = {v: k for k, v in DTYPES.items()}
 
@@ -34,6 +36,22 @@ def dtype_name(dtype) -> str:
 
 def is_float(dtype) -> bool:
     return np.issubdtype(np.dtype(dtype), np.floating)
+
+
+def is_complex(dtype) -> bool:
+    return np.issubdtype(np.dtype(dtype), np.complexfloating)
+
+
+def is_inexact(dtype) -> bool:
+    """Float or complex: the dtypes that carry gradients."""
+    return np.issubdtype(np.dtype(dtype), np.inexact)
+
+
+def real_dtype(dtype) -> np.dtype:
+    """The real dtype of the same precision (c128 -> f64, c64 -> f32; others unchanged)."""
+    dt = np.dtype(dtype)
+    return np.dtype(np.float32) if dt == np.complex64 else (
+        np.dtype(np.float64) if dt == np.complex128 else dt)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +91,14 @@ class TensorType:
     @property
     def is_float(self) -> bool:
         return is_float(self.dtype)
+
+    @property
+    def is_complex(self) -> bool:
+        return is_complex(self.dtype)
+
+    @property
+    def is_inexact(self) -> bool:
+        return is_inexact(self.dtype)
 
     def __str__(self) -> str:
         return f"{dtype_name(self.dtype)}[{','.join(map(str, self.shape))}]"

@@ -39,6 +39,21 @@ from ..ir.array import (  # also re-exported as NumPy names
 )
 from ..ir.array import implements as _implements
 from ..ir.bind import aval as _aval
+from . import fft  # noqa: F401  (fnp.fft, as np.fft)
+from ._complex import (  # noqa: F401
+    angle,
+    complex,
+    complex64,
+    complex128,
+    conj,
+    conjugate,
+    imag,
+    iscomplex,
+    iscomplexobj,
+    isreal,
+    isrealobj,
+    real,
+)
 
 pi, e, inf, nan, newaxis = np.pi, np.e, np.inf, np.nan, None
 float32, float64, int32, int64, bool_ = np.float32, np.float64, np.int32, np.int64, np.bool_

@@ -5,5 +5,9 @@ May import ``config``, ``ir`` and ``tracer`` (passes replay a Function into a ne
 trace); never ``codegen``, ``runtime`` or anything above.
 """
 
-from . import batching_control, batching_conv  # noqa: F401  (register the region ops' and conv's batching rules)
+from . import (  # noqa: F401  (register the region ops' and conv's batching rules)
+    batching_control,
+    batching_conv,
+    batching_fft,
+)
 from .batching_linalg import linalg_batch  # noqa: F401  (registers the linalg ops' rules)

@@ -170,13 +170,13 @@ def while_loop_batch(op, size, batched, *xs, num_carry, regions):
 
 
 def _float_consts(types, num_carry: int) -> list[int]:
-    return [i for i in range(num_carry, len(types)) if types[i].is_float]
+    return [i for i in range(num_carry, len(types)) if types[i].is_inexact]
 
 
 def _adjoint_setup(size, batched, xs, regions, num_carry):
     """Shared by ``while_grad`` and ``while_grad_vjp``: every float operand batched."""
     cf, bf = regions[:2]
-    force = [aval(x).is_float for x in xs]
+    force = [aval(x).is_inexact for x in xs]
     xs, flags, pred = _loop_operands(size, batched, xs, cf, bf, num_carry, force)
     return xs, _axes(flags), pred
 
@@ -223,7 +223,7 @@ def while_grad_vjp_batch(op, size, batched, *xs, num_carry, regions):
     nc, n = num_carry, len(regions[0].params)
     xs, axes, pred = _adjoint_setup(size, batched, xs, regions, nc)
     types = [aval(x) for x in xs[:n]]
-    fc = [i for i in range(nc) if types[i].is_float]
+    fc = [i for i in range(nc) if types[i].is_inexact]
     fk = _float_consts(types, nc)
     nfc = len(fc)
 

@@ -99,7 +99,7 @@ class _Pushforward:
         flat = tree_flatten(args)[0]
         starts = np.cumsum([0] + [len(tree_flatten(a)[0]) for a in args]).tolist()
         wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])
-               if aval(flat[k]).is_float]
+               if aval(flat[k]).is_inexact]
         traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"),
                               concrete=True)
         warn_effects("jvp", self.f, traced)
@@ -139,17 +139,17 @@ def _tangent_leaves(who: str, primals: tuple, tangents: tuple) -> list:
                             f"the primal has structure {p_tree}; they must match")
         for k, (pl, tl) in enumerate(zip(p_leaves, t_leaves)):
             pt = aval(pl)
-            tl = np.asarray(tl, pt.dtype) if is_weak(tl) and pt.is_float else _leaf(tl)
+            tl = np.asarray(tl, pt.dtype) if is_weak(tl) and pt.is_inexact else _leaf(tl)
             tt = aval(tl)
             where = f"argument {i}" + (f" (leaf {k})" if len(p_leaves) > 1 else "")
-            if not pt.is_float and tt.is_float:
+            if not pt.is_inexact and tt.is_inexact:
                 raise GradError(
                     f"{who}: {where} is {pt.dtype}, which has no tangent, but its tangent is "
                     f"{tt.dtype}. To differentiate it, pass it as a float (e.g. 2.0, not 2); "
                     f"otherwise pass an integer tangent such as np.zeros({pt.shape}, int), "
                     "which is ignored"
                 )
-            if tt.shape != pt.shape or (pt.is_float and tt.dtype != pt.dtype):
+            if tt.shape != pt.shape or (pt.is_inexact and tt.dtype != pt.dtype):
                 raise GradError(
                     f"{who}: the tangent of {where} has shape {tt.shape} and dtype {tt.dtype}, "
                     f"but the primal has shape {pt.shape} and dtype {pt.dtype}; a tangent must "

@@ -49,7 +49,7 @@ def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, obje
     cur = stage("traced", lambda: traced.function)
     if grad:
         n_explicit = len(cur.params) - len(traced.free)
-        wrt = [i for i, p in enumerate(cur.params[:n_explicit]) if p.type.is_float]
+        wrt = [i for i, p in enumerate(cur.params[:n_explicit]) if p.type.is_inexact]
         cur = stage("grad", _vjp_pass, cur, wrt, None, f"{cur.name}_grad")
     cur = stage("simplified", simplify, cur)
     cur = stage("fused", fuse, cur)

@@ -134,11 +134,11 @@ def _diff_leaves(args, argnums, who) -> list[int]:
         leaves = flat[i]
         for k, leaf in enumerate(leaves):
             dt = aval(leaf).dtype
-            if not np.issubdtype(dt, np.floating):
+            if not np.issubdtype(dt, np.inexact):
                 where = f"argument {i}" + (f" (leaf {k})" if len(leaves) > 1 else "")
                 raise GradError(
-                    f"{who}: {where} has dtype {dt}, and only floating-point inputs can "
-                    "be differentiated. Pass it as a float array (e.g. x.astype(float)) "
+                    f"{who}: {where} has dtype {dt}, and only floating-point (or complex) "
+                    "inputs can be differentiated. Pass it as a float array (e.g. x.astype(float)) "
                     "or leave it out of argnums."
                 )
             idx.append(starts[i] + k)

@@ -24,6 +24,7 @@ from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
 from . import guards
+from .complex_checks import check_complex_jacobian, check_holomorphic_inputs
 from .export import attach
 from .plan import (
     GradError,
@@ -44,14 +45,17 @@ from .plan import (
 
 
 def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
-                   has_aux: bool = False):
+                   has_aux: bool = False, holomorphic: bool = False):
     """``f``'s value and its gradient w.r.t. ``argnums``; ``f`` must return a scalar.
 
     With ``has_aux=True``, ``f`` returns ``(value, aux)`` and the result is
-    ``((value, aux), grad)``, as in JAX.
+    ``((value, aux), grad)``, as in JAX. Complex inputs follow JAX's convention
+    (docs/complex.md); ``holomorphic=True`` differentiates a complex-valued ``f`` of
+    complex inputs, giving ``f'(z)``.
     """
     if f is None:
-        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux)
+        return functools.partial(value_and_grad, argnums=argnums, has_aux=has_aux,
+                                 holomorphic=holomorphic)
 
     plans: dict = {}
     lock = _forksafe.rlock()
@@ -79,6 +83,8 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
 
     def make_plan(args, kwargs, key, nums):
         wrt = _diff_leaves(args, nums, "grad")
+        if holomorphic:
+            check_holomorphic_inputs("grad", args, nums)
         fun = functools.partial(f, **kwargs) if kwargs else f
         traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"), concrete=True)
         warn_effects("grad", f, traced)
@@ -94,7 +100,16 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
             raise GradError(f"grad: the function must return one scalar, got "
                             f"{traced.out_tree}.{aux}")
         loss_t = fn.out_types[0]
-        if loss_t.shape != () or not loss_t.is_float:
+        if holomorphic and loss_t.shape == () and not loss_t.is_complex:
+            raise GradError(f"grad(holomorphic=True): the function must return a complex "
+                            f"scalar, but it returned {loss_t}")
+        if loss_t.shape == () and loss_t.is_complex and not holomorphic:
+            raise GradError(
+                f"grad: the function returned a complex scalar ({loss_t}); grad needs a real "
+                "output. For holomorphic functions pass holomorphic=True; otherwise "
+                "differentiate a real function of it (e.g. abs(f) ** 2, or f.real)."
+            )
+        if loss_t.shape != () or not (loss_t.is_float or holomorphic):
             raise GradError(
                 f"grad: the function must return a floating-point scalar (shape ()), but it "
                 f"returned {loss_t}. Reduce it (e.g. .sum() or .mean()), or use fg.jacobian "
@@ -144,7 +159,8 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
     return value_and_grad_f
 
 
-def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False):
+def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False,
+         holomorphic: bool = False):
     """The gradient of scalar-valued ``f`` w.r.t. argument(s) ``argnums``.
 
     Usable as ``@fg.grad`` or ``fg.grad(f, argnums=(0, 1))``. The result has
@@ -156,8 +172,9 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
     12.0
     """
     if f is None:
-        return functools.partial(grad, argnums=argnums, has_aux=has_aux)
-    vg = value_and_grad(f, argnums, has_aux)
+        return functools.partial(grad, argnums=argnums, has_aux=has_aux,
+                                 holomorphic=holomorphic)
+    vg = value_and_grad(f, argnums, has_aux, holomorphic)
 
     @functools.wraps(f)
     @api_boundary
@@ -230,11 +247,12 @@ def elementwise_grad(f: Callable, argnums: int = 0):
     return ew
 
 
-def jacobian(f: Callable, argnums: int | Sequence[int] = 0):
+def jacobian(f: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False):
     """The Jacobian by reverse mode: one VJP per output element.
 
     The result has the output's structure, each leaf holding an array of shape
     ``out.shape + in.shape`` per differentiated argument (JAX's ``jacrev``).
+    Complex inputs or outputs need ``holomorphic=True`` (then all must be complex).
     """
 
     @functools.wraps(f)
@@ -242,6 +260,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0):
     def jac(*args):
         args = tree_map(_leaf, args)
         nums = _argnums_tuple(argnums, len(args), "jacobian")
+        check_complex_jacobian(args, nums, holomorphic, None)
 
         def sub(*dyn):
             full = list(args)
@@ -251,6 +270,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0):
 
         out, vjp_fn = vjp(sub, *(args[i] for i in nums))
         out_leaves, out_tree = tree_flatten(out)
+        check_complex_jacobian(args, nums, holomorphic, out_leaves)
         rows_per_leaf = []
         for k, o in enumerate(out_leaves):
             t = aval(o)

@@ -87,7 +87,7 @@ def vjp_results():
     for c in VJP_CASES:
         a = c.inputs()
         fn = c.function(a)
-        wrt = [i for i, p in enumerate(fn.params) if p.type.is_float]
+        wrt = [i for i, p in enumerate(fn.params) if p.type.is_inexact]
         g = simplify(vjp(fn, wrt))
         cts = [rng.normal(size=r.type.shape).astype(r.type.dtype) for r in fn.results]
         fns.append(g)

@@ -19,8 +19,11 @@ import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.ir import bind
+from tests.complex.complex_cases import real_only
 from tests.helpers import assert_close
 from tests.passes.test_vjp_rules import FIRST_ORDER_CASES, GRAD_CASES, Case
+
+FIRST_ORDER_CASES, GRAD_CASES = real_only(FIRST_ORDER_CASES), real_only(GRAD_CASES)
 
 
 @pytest.fixture(autouse=True)

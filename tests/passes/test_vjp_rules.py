@@ -22,6 +22,7 @@ import pytest
 from fusegrad.ir import OPS, TensorType, bind, evaluate
 from fusegrad.passes.autodiff import NON_DIFFERENTIABLE, VJP_RULES, NotDifferentiableError, vjp
 from fusegrad.tracer import trace
+from tests.complex.complex_cases import COMPLEX_BINARY, COMPLEX_UNARY, complex_cases
 from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
 from tests.passes.conv_cases import conv_cases
@@ -159,6 +160,7 @@ TERNARY = {
 ELEMENTWISE_ATTRS = {"convert": {"dtype": "f64"}}
 UNARY, BINARY = UNARY | SPECIAL_UNARY, BINARY | SPECIAL_BINARY  # scipy.special ops
 ELEMENTWISE_ATTRS |= SPECIAL_ATTRS
+UNARY.update(COMPLEX_UNARY), BINARY.update(COMPLEX_BINARY)  # the complex ops
 
 UNARY_SHAPES = [((),), ((3, 4),), ((3, 1),), ((1, 4),)]
 BINARY_SHAPES = [((3, 4), (3, 4)), ((3, 4), (3, 1)), ((3, 1), (1, 4)), ((), (3, 4)), ((3, 4), ())]
@@ -321,6 +323,7 @@ GRAD_CASES.append(
 GRAD_CASES += control_cases(Case, inputs, normal, const)
 GRAD_CASES += conv_cases(Case, inputs, normal)
 GRAD_CASES += linalg_cases(Case, inputs)
+GRAD_CASES[:0] = complex_cases(Case, inputs)  # first: the float cases stay last per op
 
 
 def _xfail_if(ops, reason):

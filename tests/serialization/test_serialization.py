@@ -261,7 +261,7 @@ def test_malformed_headers(tmp_path):
         (_header(format="other"), "'format'"),
         (_header(data_nbytes=-1), "data_nbytes"),
         (_header(data_nbytes=10**15), "truncated"),
-        (_header(entries=[_entry(dtype="complex128")]), "unknown dtype"),
+        (_header(entries=[_entry(dtype="complex256")]), "unknown dtype"),
         (_header(entries=[_entry(kind="pyobject")]), "unknown kind"),
         (_header(entries=[_entry(shape=[-2])]), "invalid shape"),
         (_header(entries=[_entry(shape=[True])]), "invalid shape"),

@@ -60,12 +60,12 @@ def _dual(fn: Function, wrt, in_groups, out_groups) -> Function:
         params += [*j.params[lo:hi], *(tangent[i] for i in range(lo, hi) if i in tangent)]
     for lo, hi in _spans(out_groups):
         results += [*j.results[lo:hi], *(j.results[n_out + i] for i in range(lo, hi)
-                                         if fn.results[i].type.is_float)]
+                                         if fn.results[i].type.is_inexact)]
     return dce(j.replace(params=tuple(params), results=tuple(results)))
 
 
 def _floats(types, lo: int = 0) -> list[int]:
-    return [lo + i for i, t in enumerate(types) if t.is_float]
+    return [lo + i for i, t in enumerate(types) if t.is_inexact]
 
 
 def _present(tangents, lo: int, hi: int) -> list[int]:
@@ -84,9 +84,9 @@ def _split(res, groups, types_of_groups) -> list:
     res = res if isinstance(res, tuple) else (res,)
     out, k = [], 0
     for n, types in zip(groups, types_of_groups):
-        floats = iter(res[k + n:k + n + sum(t.is_float for t in types)])
-        out += [next(floats) if t.is_float else None for t in types]
-        k += n + sum(t.is_float for t in types)
+        floats = iter(res[k + n:k + n + sum(t.is_inexact for t in types)])
+        out += [next(floats) if t.is_inexact else None for t in types]
+        k += n + sum(t.is_inexact for t in types)
     return out
 
 

@@ -45,7 +45,7 @@ def _tuple(out, n: int) -> tuple:
 
 
 def _float_idx(types, offset: int = 0) -> list[int]:
-    return [offset + i for i, t in enumerate(types) if t.is_float]
+    return [offset + i for i, t in enumerate(types) if t.is_inexact]
 
 
 def _ct(g, t):

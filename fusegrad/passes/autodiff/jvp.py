@@ -42,7 +42,7 @@ def jvp(fn: Function, wrt: Sequence[int] | None = None, name: str | None = None)
         for i in wrt:
             p = fn.params[i]
             arg = t.new_arg(p.type, f"d{p.hint}" if p.hint else "tan")
-            if p.type.is_float:
+            if p.type.is_inexact:
                 tangents[p] = arg
         for op in fn.ops:
             with at(op.loc):  # tangent ops point at the primal op's source line
@@ -82,7 +82,7 @@ def _push(op, env, tangents) -> None:
     else:  # multi-result rules get and return tuples (None: zero tangent)
         out_tans = rule(ins, tuple(outs), *(env[v] for v in op.operands), **kwargs)
     for r, tan in zip(op.results, out_tans):
-        if tan is not None and r.type.is_float:
+        if tan is not None and r.type.is_inexact:
             tangents[r] = _fit(tan, r.type)
 
 

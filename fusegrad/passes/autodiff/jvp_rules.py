@@ -23,6 +23,7 @@ import math
 
 from ...ir import ops
 from ...ir.bind import aval
+from ...ir.complex_ops import real
 from ...ir.types import dtype_name
 from .vjp_rules import _broadcast_back, _split_ties, zeros_like
 
@@ -98,7 +99,7 @@ def pow_jvp(tangents, out, x, y):
         y_safe = ops.select(y_zero, 1, y)
         dx = tx * ops.select(y_zero, 0, y_safe * x ** (y_safe - 1))
     if ty is not None:
-        x_zero_pos = (x == 0) & (y >= 0)
+        x_zero_pos = (x == 0) & (real(y) >= 0)
         x_safe = ops.select(x_zero_pos, 1, x)
         dy = ty * ops.select(x_zero_pos, 0, out * ops.log(x_safe))
     return _sum(dx, dy)
@@ -154,7 +155,7 @@ def clamp_jvp(tangents, out, x, lo, hi):
 @rule("convert")
 def convert_jvp(tangents, out, x, *, dtype):
     """Float -> float converts the tangent; a conversion to an integer has none."""
-    return ops.convert(tangents[0], dtype=dtype) if aval(out).is_float else None
+    return ops.convert(tangents[0], dtype=dtype) if aval(out).is_inexact else None
 
 
 # --- elementwise math ------------------------------------------------------------

@@ -34,7 +34,7 @@ def _active_ops(fn: Function, wrt: Sequence[int]) -> tuple[set, set]:
             continue
         if any(v in active for v in op.operands):
             for r in op.results:
-                if r.type.is_float:
+                if r.type.is_inexact:
                     active.add(r)
             ops_active.add(op)
     return active, ops_active

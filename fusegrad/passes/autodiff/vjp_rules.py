@@ -25,6 +25,7 @@ import numpy as np
 from ...ir import array as A
 from ...ir import ops
 from ...ir.bind import aval
+from ...ir.complex_ops import real
 from ...ir.types import dtype_name
 
 #: Ops through which no gradient flows (integer/boolean results, piecewise constants).
@@ -122,7 +123,7 @@ def pow_vjp(g, out, x, y):
     gx = _masked(g, g * ops.select(y_zero, 0, y_safe * x ** (y_safe - 1)))
     # d/dy = out * log(x), defined as 0 at x == 0 for y >= 0 (PyTorch's convention); for
     # y < 0 it is inf * log(0) = -inf, as in PyTorch.
-    x_zero_pos = (x == 0) & (y >= 0)
+    x_zero_pos = (x == 0) & (real(y) >= 0)
     x_safe = ops.select(x_zero_pos, 1, x)
     gy = _masked(g, g * ops.select(x_zero_pos, 0, out * ops.log(x_safe)))
     return gx, gy
