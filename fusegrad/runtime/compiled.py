@@ -36,6 +36,7 @@ from ..passes.fusion import fuse
 from ..passes.simplify import simplify
 from . import blas_threads, debug_nans, numba_fork, threading_layer
 from .buffer_pool import BufferPool
+from .hot_call import hot_call
 from .interpreter import run
 
 
@@ -191,7 +192,7 @@ class Executable:
     def _reload(self, err: Exception) -> None:
         self.module = cg_compile.purge(self.source, err)
         self.entry = self.module.entry
-        self.warm = False
+        self.warm = False  # the fast callers take the general call until compiled again
         self.tier = None  # compile the fresh module in this call
         if self.parallel is not None:
             self.parallel = _variant(self.module, "entry_parallel", self.source, _PARALLEL_WHY)
@@ -215,6 +216,18 @@ class Executable:
             raise
         self._reload(err)
         return self._entry(conv)
+
+    def fast_caller(self, extra: tuple = ()):
+        """A lean ``call_unchecked``: a callable taking the ndarray arguments that precede
+        ``extra`` (already known to have the right types) and returning the results from
+        index ``first`` on (``caller(args, first)``), or None when this Executable needs
+        the general call (a parallel entry, serial BLAS, donated slots). Anything out of
+        the ordinary (not compiled yet, rare inputs, an error, ``FUSEGRAD_DEBUG_NANS``)
+        goes through ``call_unchecked``."""
+        if self.parallel is not None or self.serial_blas or (
+                self.pool is not None and self.pool.donates):
+            return None
+        return hot_call(self, extra)
 
     def call_unchecked(self, args):
         """``self(*args)`` for ndarray arguments already known to have the right types."""
