@@ -109,6 +109,9 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         return plan
 
     fast: dict = {}  # plain-ndarray argument types -> (fast caller, number of values)
+    #: (shape, dtype, fast caller, number of values) of the last one-array call found in
+    #: ``fast``: a shape comparison and a dtype identity test instead of hashing the key
+    last: list = [None]
     fast_grads = (lambda g: g[0]) if isinstance(argnums, int) else tuple
 
     def run_fast(args, grads_only: bool):
@@ -160,10 +163,12 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 fast[shapes] = (_fast_caller(plan), n)
             elif type(paths := plans.get(_signature(args, (nums, has_aux)))) is guards.Guarded:
                 fast[shapes] = paths
+            last[0] = None
         return value, grads
 
     value_and_grad_f._run_fast = run_fast
     value_and_grad_f._fast = fast
+    value_and_grad_f._last = last
     value_and_grad_f._fast_grads = fast_grads
     value_and_grad_f._plans = plans
     attach(value_and_grad_f)
@@ -205,7 +210,7 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
     if f is None:
         return functools.partial(grad, argnums=argnums, has_aux=has_aux)
     vg = value_and_grad(f, argnums, has_aux)
-    run_fast, fast, fast_grads = vg._run_fast, vg._fast, vg._fast_grads
+    run_fast, fast, last, fast_grads = vg._run_fast, vg._fast, vg._last, vg._fast_grads
     single = isinstance(argnums, int)
 
     @functools.wraps(f)
@@ -215,10 +220,13 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
                 # value_and_grad's fast path, inlined for one argument (a frame less)
                 if len(args) == 1 and type(a := args[0]) is np.ndarray and not (
                         _trace_state.stack or config.DISABLE_JIT):
-                    hit = fast.get(((a.shape, a.dtype),))
-                    if type(hit) is tuple:  # only the gradients
-                        return hit[0](args, hit[1])[0] if single else tuple(
-                            hit[0](args, hit[1]))
+                    hit = last[0]
+                    if hit is None or a.dtype is not hit[1] or a.shape != hit[0]:
+                        hit = fast.get(((a.shape, a.dtype),))
+                        hit = last[0] = (a.shape, a.dtype, *hit) if type(hit) is tuple else None
+                    if hit is not None:  # only the gradients
+                        return hit[2](args, hit[3])[0] if single else tuple(
+                            hit[2](args, hit[3]))
                 got = run_fast(args, True)
                 if got is not None:
                     return fast_grads(got[1])
