@@ -78,8 +78,9 @@ _DAMAGED = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, Unico
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "parallel", "phases",
-                 "pool", "rare", "reason", "serial_blas", "source", "tier", "warm")
+    __slots__ = ("dims", "entry", "fn", "fused", "hot_states", "module", "out_dtypes",
+                 "parallel", "phases", "pool", "rare", "reason", "serial_blas", "source", "tier",
+                 "warm")
 
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset(),
                  reason: str = "new function"):
@@ -116,6 +117,7 @@ class Executable:
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
         self.warm = False
+        self.hot_states: list[list] = []  # the entry points held by ``fast_caller``s
         # small matrix products: one BLAS thread (see runtime/blas_threads.py)
         self.serial_blas = blas_threads.wanted(self.fused, config.BLAS_SERIAL_MAX)
         self.phases = take_phases()  # trace, passes, codegen: for FUSEGRAD_LOG_COMPILES
@@ -192,7 +194,9 @@ class Executable:
     def _reload(self, err: Exception) -> None:
         self.module = cg_compile.purge(self.source, err)
         self.entry = self.module.entry
-        self.warm = False  # the fast callers take the general call until compiled again
+        self.warm = False
+        for state in self.hot_states:  # the fast callers: the general call until compiled
+            state[0] = None
         self.tier = None  # compile the fresh module in this call
         if self.parallel is not None:
             self.parallel = _variant(self.module, "entry_parallel", self.source, _PARALLEL_WHY)

@@ -11,9 +11,10 @@ that does only what varies per call.
   (returned as scalars, converted to 0-d arrays) follow from the Function's types.
 - Constant trailing arguments (``extra``: the seed cotangent of a gradient) are
   converted once.
-- The arena: a small one is kept in a one-element list beside the closure and taken
-  with ``list.pop`` (atomic under the GIL), so a single-threaded caller takes no
-  lock; a concurrent caller finding it taken uses the pool as before. Large arenas
+- The arena: a small one is kept (with the constants, as the tuple of trailing
+  arguments) in a one-element list beside the closure and taken with ``list.pop``
+  (atomic under the GIL), so a single-threaded caller takes no lock; a concurrent
+  caller finding it taken uses the pool as before. Large arenas
   always go through the pool, whose byte limit then applies.
 - Results are fresh arrays, as from the general call: arena arrays are scratch and
   never results, so the next call cannot overwrite what this one returned.
@@ -60,10 +61,11 @@ def hot_call(exe, extra: tuple = ()):
     spare: list = []  # at most about one arena per concurrently running thread
     keep_spare = pool is not None and pool.arena_bytes <= HOT_ARENA_MAX
     slow = exe.call_unchecked
-    #: (dispatcher, callee) once the serial entry is compiled: the callee is the machine
-    #: code's entry point for C-contiguous, aligned, writeable arrays (the arrays of
-    #: ``np.empty``), else the dispatcher itself
+    #: what to call once the serial entry is compiled: the machine code's entry point
+    #: for C-contiguous, aligned, writeable arrays (the arrays of ``np.empty``), else the
+    #: dispatcher itself; None again when the Executable reloads its module
     state: list = [None]
+    exe.hot_states.append(state)
 
     def resolve():
         import numba
@@ -75,12 +77,11 @@ def hot_call(exe, extra: tuple = ()):
         arena = [np.empty(s.shape, s.dtype) for s in pool.plan.arena] if pool else []
         sig = tuple(numba.typeof(a) for a in (dims, *sample, *consts, *arena))
         cres = disp.overloads.get(sig)
-        return disp, (disp if cres is None else cres.entry_point)
+        return disp if cres is None else cres.entry_point
 
     def general(args, first):
         out = slow((*args, *extra))[first:]
-        st = state[0]
-        if exe.warm and (st is None or st[0] is not exe.entry) and not config.DEBUG_NANS:
+        if state[0] is None and exe.warm and not config.DEBUG_NANS:
             state[0] = resolve()
         return out
 
@@ -96,15 +97,22 @@ def hot_call(exe, extra: tuple = ()):
                 res[i - first] = np.asarray(res[i - first], dtype=dtype)
         return res
 
+    one_array = array_args[0] if len(array_args) == 1 else None
+    ncons = len(consts)
+
     def call(args, first=0):
-        st = state[0]
-        if st is None or st[0] is not exe.entry or config.DEBUG_NANS:
+        callee = state[0]
+        if callee is None or config.DEBUG_NANS:
             return general(args, first)  # not compiled (or reloaded) yet, or checking NaNs
-        callee = st[1]
-        for i in array_args:  # Numba's own type of each array: its dispatcher decides
-            if not args[i].flags.carray:
-                callee = st[0]
-                break
+        # Numba's own type of each array: the dispatcher decides unless C-contiguous
+        if one_array is not None:
+            if not args[one_array].flags.carray:
+                callee = exe.entry
+        else:
+            for i in array_args:
+                if not args[i].flags.carray:
+                    callee = exe.entry
+                    break
         conv = args
         if scalar_args:
             conv = list(args)
@@ -117,18 +125,18 @@ def hot_call(exe, extra: tuple = ()):
                 return general(args, first)  # re-run: the interpreter raises the precise error
         else:
             try:
-                arena = spare.pop()
+                tail = spare.pop()  # the constants and an arena
             except IndexError:
-                arena = pool.take()
+                tail = (*consts, *pool.take())
             try:
-                out = callee(dims, *conv, *consts, *arena)
+                out = callee(dims, *conv, *tail)
             except Exception:
-                pool.give(arena)
+                pool.give(list(tail[ncons:]))
                 return general(args, first)
             if keep_spare and not spare:
-                spare.append(arena)
+                spare.append(tail)
             else:
-                pool.give(arena)
+                pool.give(list(tail[ncons:]))
         if rare and out[-1]:
             return general(args, first)  # inputs the fast entry gets wrong: the exact one
         return out[first:nout] if first >= arrays_from else finish(out, first)
