@@ -8,6 +8,7 @@ read-only array, rare inputs, ``FUSEGRAD_DEBUG_NANS``) still gets the right answ
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -176,3 +177,39 @@ def test_compiled_gradient_against_finite_differences():
     g = fg.jit(fg.grad(w1))
     g(x)
     np.testing.assert_allclose(g(x), w1_grad(x), rtol=1e-12, atol=1e-14)
+
+
+def test_background_compile_mode_serves_the_interpreter_then_the_fast_path(
+        monkeypatch, slow_calls):
+    monkeypatch.setattr(config, "COMPILE", "background")
+    def bg_target(v):
+        return fnp.sum(fnp.tanh(v) * fnp.exp(-0.31 * v))
+
+    g = fg.grad(bg_target)
+    x = np.linspace(-2.0, 2.0, 24)
+
+    def expected(v):
+        t = np.tanh(v)
+        return np.exp(-0.31 * v) * ((1 - t * t) - 0.31 * t)
+
+    deadline = time.monotonic() + 300
+    while True:  # the interpreter answers until the entry is compiled
+        np.testing.assert_allclose(g(x), expected(x), rtol=1e-11, atol=1e-14)
+        exe = next(e for f, e in compiled._cache.values() if f.name.startswith("bg_target"))
+        if exe.warm or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert exe.warm
+    g(x)
+    before = slow_calls[0]
+    for k in range(10):
+        np.testing.assert_allclose(g(x + k), expected(x + k), rtol=1e-11, atol=1e-14)
+    assert slow_calls[0] == before
+
+
+def test_jit_with_donated_arguments_keeps_the_general_call():
+    j = fg.jit(lambda a, b: a * 2.0 + b, donate_argnums=0)
+    b = np.arange(8.0)
+    for k in range(3):
+        a = np.full(8, float(k))
+        np.testing.assert_allclose(j(a, b), 2.0 * k + b)
