@@ -26,12 +26,13 @@ _pooled_bytes = [0]
 
 
 class BufferPool:
-    __slots__ = ("arena_bytes", "free", "plan")
+    __slots__ = ("arena_bytes", "donates", "free", "plan")
 
     def __init__(self, plan):
         self.plan = plan
         self.free: list[list[np.ndarray]] = []
         self.arena_bytes = sum(s.nbytes for s in plan.arena)
+        self.donates = any(s.param is not None for s in plan.slots)
 
     def take(self) -> list[np.ndarray]:
         with _lock:

@@ -36,6 +36,7 @@ from ..passes.fusion import fuse
 from ..passes.simplify import simplify
 from . import blas_threads, debug_nans, numba_fork, threading_layer
 from .buffer_pool import BufferPool
+from .hot_call import hot_call
 from .interpreter import run
 
 
@@ -77,8 +78,9 @@ _DAMAGED = (pickle.UnpicklingError, EOFError, AttributeError, ImportError, Unico
 class Executable:
     """``fn`` compiled: call it with concrete arrays, get a tuple of arrays."""
 
-    __slots__ = ("dims", "entry", "fn", "fused", "module", "out_dtypes", "parallel", "phases",
-                 "pool", "rare", "reason", "serial_blas", "source", "tier", "warm")
+    __slots__ = ("dims", "entry", "fn", "fused", "hot_states", "module", "out_dtypes",
+                 "parallel", "phases", "pool", "rare", "reason", "serial_blas", "source", "tier",
+                 "warm")
 
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset(),
                  reason: str = "new function"):
@@ -115,6 +117,7 @@ class Executable:
         self.out_dtypes = tuple(t.dtype for t in fn.out_types)
         self.rare = hasattr(self.module, "entry_exact")
         self.warm = False
+        self.hot_states: list[list] = []  # the entry points held by ``fast_caller``s
         # small matrix products: one BLAS thread (see runtime/blas_threads.py)
         self.serial_blas = blas_threads.wanted(self.fused, config.BLAS_SERIAL_MAX)
         self.phases = take_phases()  # trace, passes, codegen: for FUSEGRAD_LOG_COMPILES
@@ -192,6 +195,8 @@ class Executable:
         self.module = cg_compile.purge(self.source, err)
         self.entry = self.module.entry
         self.warm = False
+        for state in self.hot_states:  # the fast callers: the general call until compiled
+            state[0] = None
         self.tier = None  # compile the fresh module in this call
         if self.parallel is not None:
             self.parallel = _variant(self.module, "entry_parallel", self.source, _PARALLEL_WHY)
@@ -215,6 +220,18 @@ class Executable:
             raise
         self._reload(err)
         return self._entry(conv)
+
+    def fast_caller(self, extra: tuple = ()):
+        """A lean ``call_unchecked``: a callable taking the ndarray arguments that precede
+        ``extra`` (already known to have the right types) and returning the results from
+        index ``first`` on (``caller(args, first)``), or None when this Executable needs
+        the general call (a parallel entry, serial BLAS, donated slots). Anything out of
+        the ordinary (not compiled yet, rare inputs, an error, ``FUSEGRAD_DEBUG_NANS``)
+        goes through ``call_unchecked``."""
+        if self.parallel is not None or self.serial_blas or (
+                self.pool is not None and self.pool.donates):
+            return None
+        return hot_call(self, extra)
 
     def call_unchecked(self, args):
         """``self(*args)`` for ndarray arguments already known to have the right types."""

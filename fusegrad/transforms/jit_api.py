@@ -11,11 +11,12 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 
-from .. import _forksafe
+from .. import _forksafe, config
 from ..ir.bind import aval
 from ..runtime import fastcall
 from ..runtime.donation import donated_leaves
 from ..tracer import trace_pytree
+from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from .export import cfunc as export_cfunc
 from .export import export_njit
@@ -118,7 +119,7 @@ class jit:
         self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
                                else tuple(static_argnums))
         self._cache: dict = {}
-        self._fast: dict = {}  # runtime.fastcall signature -> plan
+        self._fast: dict = {}  # runtime.fastcall signature -> (plan, its fast caller or None)
         self._lock = _forksafe.rlock()
 
     def _key(self, args, kwargs):
@@ -141,9 +142,14 @@ class jit:
         fast = None
         if "_eager" not in self.__dict__:  # plain array calls: the cached fast path first
             fast = None if kwargs or self.static_argnums else fastcall.signature(args)
-            plan = self._fast.get(fast) if fast is not None else None
-            if plan is not None:
-                return tree_unflatten(plan.traced.out_tree, list(plan(fastcall.leaves(args))))
+            hit = self._fast.get(fast) if fast is not None else None
+            if hit is not None:
+                plan, caller = hit
+                if caller is not None and not (_trace_state.stack or config.DISABLE_JIT):
+                    outs = caller(fastcall.leaves(args), 0)  # runtime.hot_call
+                else:
+                    outs = plan(fastcall.leaves(args))
+                return tree_unflatten(plan.traced.out_tree, list(outs))
         for route in _ROUTES:  # eager Tensors, modules, optimizers: see eager.jit_eager
             eager = route(self, args, kwargs)
             if eager is not None:
@@ -157,7 +163,12 @@ class jit:
         leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
         _refuse_grad_tensors(self.__name__, plan.traced.free)
         if fast is not None and plan.reusable and not plan.traced.free:
-            self._fast[fast] = plan
+            out = plan(leaves)
+            caller = None
+            if plan.exe is not None and not plan.interpret and not plan.traced.effects:
+                caller = plan.exe.fast_caller()
+            self._fast[fast] = (plan, caller)
+            return tree_unflatten(plan.traced.out_tree, list(out))
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
     def njit(self, *example_args):

@@ -39,6 +39,7 @@ from .plan import (
     _structure_grads,
     api_boundary,
     call,
+    filter_traceback,
     vjp_pass,
     warn_effects,
 )
@@ -122,23 +123,48 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
             guards.store(plans, key, plan, "grad", f)
         return plan
 
-    fast: dict = {}  # plain-ndarray arguments -> (plan, index of the first gradient)
+    fast: dict = {}  # plain-ndarray argument types -> (fast caller, number of values)
+    #: (shape, dtype, fast caller, number of values) of the last one-array call found in
+    #: ``fast``: a shape comparison and a dtype identity test instead of hashing the key
+    last: list = [None]
     fast_grads = (lambda g: g[0]) if isinstance(argnums, int) else tuple
 
+    def run_fast(args, grads_only: bool):
+        """``(number of values, results)`` of the compiled code for plain ndarray
+        arguments of a signature seen before (the results from the first gradient on if
+        ``grads_only``), or None: take the general path."""
+        if _trace_state.stack or config.DISABLE_JIT:
+            return None
+        if len(args) == 1:
+            a = args[0]
+            hit = fast.get(((a.shape, a.dtype),)) if type(a) is np.ndarray else None
+        else:
+            hit = fast.get(_ndarray_key(args))
+        if hit is None:
+            return None
+        if type(hit) is guards.Guarded:  # traces of several paths: the one whose guards hold
+            plan = hit.fast(args)
+            if plan is None:
+                return None
+            n = len(plan.traced.function.results)
+            return n, plan.exe.call_unchecked((*args, *plan.extra))[n if grads_only else 0:]
+        caller, n = hit
+        return n, caller(args, n if grads_only else 0)
+
     @functools.wraps(f)
-    @api_boundary
     def value_and_grad_f(*args, **kwargs):
-        if not kwargs and not _trace_state.stack and not config.DISABLE_JIT and all(
-                type(a) is np.ndarray for a in args):
-            hit = fast.get(tuple((a.shape, a.dtype) for a in args))
-            if type(hit) is guards.Guarded:  # traces of several paths: the one whose guards hold
-                plan = hit.fast(args)
-                hit = None if plan is None else (plan.exe, len(plan.traced.function.results),
-                                                 fast_grads, plan.extra)
-            if hit is not None:
-                exe, n, grads_of, extra = hit
-                outs = exe.call_unchecked((*args, *extra))
-                return (outs[0] if n == 1 else (outs[0], outs[1:n])), grads_of(outs[n:])
+        try:
+            if not kwargs:
+                got = run_fast(args, False)
+                if got is not None:
+                    n, outs = got
+                    return (outs[0] if n == 1 else (outs[0], outs[1:n])), fast_grads(outs[n:])
+            return general(args, kwargs)
+        except Exception as e:  # as api_boundary, without a frame more per call
+            filter_traceback(e)
+            raise
+
+    def general(args, kwargs):
         args = tree_map(_leaf, args)
         plan, nums = plan_for(args, kwargs)
         outs = plan(tree_flatten(args)[0])
@@ -149,14 +175,40 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
             shapes = tuple((a.shape, a.dtype) for a in args)
             if not plan.traced.guards:
-                fast[shapes] = (plan.exe, n, fast_grads, plan.extra)
+                fast[shapes] = (_fast_caller(plan), n)
             elif type(paths := plans.get(_signature(args, (nums, has_aux)))) is guards.Guarded:
                 fast[shapes] = paths
+            last[0] = None
         return value, grads
 
+    value_and_grad_f._run_fast = run_fast
+    value_and_grad_f._fast = fast
+    value_and_grad_f._last = last
+    value_and_grad_f._fast_grads = fast_grads
     value_and_grad_f._plans = plans
     attach(value_and_grad_f)
     return value_and_grad_f
+
+
+def _ndarray_key(args):
+    """The fast-path key of ``args`` if all are plain ndarrays, else None."""
+    key = []
+    for a in args:
+        if type(a) is not np.ndarray:
+            return None
+        key.append((a.shape, a.dtype))
+    return tuple(key)
+
+
+def _fast_caller(plan):
+    """``caller(args, first)``: the plan's compiled code on ndarray arguments of its types,
+    its results from ``first`` on (``runtime.hot_call``, or the general call)."""
+    exe, extra = plan.exe, plan.extra
+    caller = exe.fast_caller(extra)
+    if caller is None:
+        def caller(args, first):
+            return exe.call_unchecked((*args, *extra))[first:]
+    return caller
 
 
 def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -175,12 +227,31 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
         return functools.partial(grad, argnums=argnums, has_aux=has_aux,
                                  holomorphic=holomorphic)
     vg = value_and_grad(f, argnums, has_aux, holomorphic)
+    run_fast, fast, last, fast_grads = vg._run_fast, vg._fast, vg._last, vg._fast_grads
+    single = isinstance(argnums, int)
 
     @functools.wraps(f)
-    @api_boundary
     def grad_f(*args, **kwargs):
-        value, g = vg(*args, **kwargs)
-        return (g, value[1]) if has_aux else g
+        try:
+            if not kwargs and not has_aux:
+                # value_and_grad's fast path, inlined for one argument (a frame less)
+                if len(args) == 1 and type(a := args[0]) is np.ndarray and not (
+                        _trace_state.stack or config.DISABLE_JIT):
+                    hit = last[0]
+                    if hit is None or a.dtype is not hit[1] or a.shape != hit[0]:
+                        hit = fast.get(((a.shape, a.dtype),))
+                        hit = last[0] = (a.shape, a.dtype, *hit) if type(hit) is tuple else None
+                    if hit is not None:  # only the gradients
+                        return hit[2](args, hit[3])[0] if single else tuple(
+                            hit[2](args, hit[3]))
+                got = run_fast(args, True)
+                if got is not None:
+                    return fast_grads(got[1])
+            value, g = vg(*args, **kwargs)
+            return (g, value[1]) if has_aux else g
+        except Exception as e:  # as api_boundary, without a frame more per call
+            filter_traceback(e)
+            raise
 
     attach(grad_f)
     return grad_f
