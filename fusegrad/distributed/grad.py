@@ -149,13 +149,39 @@ def reduction_of(loss, params, data, reduction: str, who: str) -> str:
 # --- the task graph -----------------------------------------------------------------
 
 
-def chunk_value_and_grad(shipped: Shipped, mean: bool, leaves, free, seed_dtype: str, *blocks):
-    """On a worker: one chunk's value and gradients (times its example count for a mean)."""
-    exe = executable_for(Shipped(*shipped))
-    blocks = [np.ascontiguousarray(b) for b in blocks]
-    outs = exe(*leaves, *blocks, *free, np.ones((), np.dtype(seed_dtype)))
-    w = blocks[0].shape[0] if mean else 1
-    return [np.asarray(o) * w if mean else np.array(o) for o in outs]
+#: bytes of data one compiled call reads: a block this size stays in a core's L2 cache
+#: between the passes a gradient makes over it (the forward product, then its transpose),
+#: so memory is read once, not twice
+BLOCK_BYTES = 3 << 19
+
+
+def rows_per_call(data) -> int:
+    """How many examples one compiled call on a worker takes (:data:`BLOCK_BYTES` of data)."""
+    row = sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize for a in data)
+    return max(256, BLOCK_BYTES // max(row, 1))
+
+
+def chunk_value_and_grad(shipped, mean: bool, leaves, frees, seed_dtype: str, block: int,
+                         *arrays):
+    """On a worker: one chunk's value and gradients (times its example count for a mean),
+    computed ``block`` examples per compiled call and summed. ``shipped``/``frees``: the
+    gradient Function (and its closed-over arrays) for a full block, then for the last,
+    shorter one (None if the chunk divides evenly)."""
+    seed = np.ones((), np.dtype(seed_dtype))
+    n = arrays[0].shape[0]
+    total = None
+    for start in range(0, n, block):
+        part = [np.ascontiguousarray(a[start:start + block]) for a in arrays]
+        which = 0 if part[0].shape[0] == block else 1
+        outs = executable_for(Shipped(*shipped[which]))(*leaves, *part, *frees[which], seed)
+        w = part[0].shape[0] if mean else 1
+        outs = [np.array(np.asarray(o) * w) for o in outs]  # 0-d arrays stay arrays
+        if total is None:
+            total = outs
+        else:
+            for t, o in zip(total, outs):
+                t += o
+    return total
 
 
 def add_parts(*parts):
@@ -178,16 +204,27 @@ def graph(loss, params, data, mode: str, chunks=None, split_every: int = 8, who:
     blocks = [a.to_delayed().reshape(-1) for a in data]
     cache = cache_for(loss)
     leaves_d = dask.delayed(leaves, pure=True)
+    block = rows_per_call(data)
     parts = []
     for i in chunks:
-        types = [TensorType((rows[i], *a.shape[1:]), a.dtype) for a in data]
-        key = ("chunk", treedef, tuple((x.shape, x.dtype) for x in leaves), tuple(types))
-        if key not in cache:
-            cache[key] = gradient_of(loss, tree_unflatten(treedef, leaves), types, who)
-        shipped, free, dtype = cache[key]
+        size = min(block, rows[i])
+        shipped, frees = [], []
+        for r in (size, rows[i] % size):
+            if r == 0:
+                shipped.append(None)
+                frees.append(())
+                continue
+            types = [TensorType((r, *a.shape[1:]), a.dtype) for a in data]
+            key = ("chunk", treedef, tuple((x.shape, x.dtype) for x in leaves), tuple(types))
+            if key not in cache:
+                cache[key] = gradient_of(loss, tree_unflatten(treedef, leaves), types, who)
+            text, free, dtype = cache[key]
+            shipped.append(tuple(text))
+            frees.append(free)
         parts.append(dask.delayed(chunk_value_and_grad, pure=True)(
             dask.delayed(shipped, pure=True), mode == "mean", leaves_d,
-            dask.delayed(free, pure=True), np.dtype(dtype).str, *[b[i] for b in blocks]))
+            dask.delayed(frees, pure=True), np.dtype(dtype).str, size,
+            *[b[i] for b in blocks]))
     while len(parts) > 1:
         parts = [dask.delayed(add_parts, pure=True)(*parts[j:j + split_every])
                  for j in range(0, len(parts), split_every)]

@@ -216,3 +216,16 @@ def test_bad_data_is_refused():
         fd.value_and_grad(mean_loss, params, da.from_array(X, chunks=(50, -1)), y[:90])
     with pytest.raises(TypeError, match="example axis"):
         fd.value_and_grad(mean_loss, params, da.from_array(X, chunks=(50, -1)), np.float64(1))
+
+
+@pytest.mark.parametrize("loss", [mean_loss, sum_loss])
+def test_chunks_larger_than_a_cache_block_are_summed_block_by_block(client, loss, monkeypatch):
+    from fusegrad.distributed import grad as dgrad
+
+    monkeypatch.setattr(dgrad, "BLOCK_BYTES", 1)  # 256 examples per compiled call
+    X, y, params = _data(n=1500, seed=6)
+    Xd, yd = da.from_array(X, chunks=((700, 300, 500), -1)), da.from_array(y, chunks=700)
+    value, grads = fd.value_and_grad(loss, params, Xd, yd)
+    v0, g0 = fg.value_and_grad(loss)(params, X, y)
+    np.testing.assert_allclose(value, v0, rtol=1e-12)
+    _assert_tree_close(grads, g0)
