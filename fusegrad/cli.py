@@ -46,15 +46,21 @@ def _load_function(spec: str):
     return fn
 
 
-def _cmd_dump(args) -> int:
-    from .transforms.inspection import STAGES, dump
-
+def _function_and_types(args):
+    """The function ``FILE.py:FUNC`` names and its ``--arg`` types, checked against it."""
     fn = _load_function(args.target)
     try:
         types = [parse_type(a) for a in args.arg]
     except ValueError as e:
         raise UsageError(str(e)) from None
     _check_arity(fn, args.target, len(types))
+    return fn, types
+
+
+def _cmd_dump(args) -> int:
+    from .transforms.inspection import STAGES, dump
+
+    fn, types = _function_and_types(args)
     if args.grad and not any(t.is_float for t in types):
         given = " ".join(args.arg) or "no --arg"
         raise UsageError(f"--grad: nothing to differentiate: the arguments ({given}) have no "
@@ -74,12 +80,7 @@ def _cmd_eject(args) -> int:
     from .transforms.jit_api import jit
     from .transforms.reverse import grad
 
-    fn = _load_function(args.target)
-    try:
-        types = [parse_type(a) for a in args.arg]
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    _check_arity(fn, args.target, len(types))
+    fn, types = _function_and_types(args)
     examples = [np.zeros(t.shape, t.dtype) for t in types]
     functions = {"forward": jit(fn).njit(*examples)}
     if args.grad:

@@ -26,7 +26,24 @@ __all__ = ["CosineAnnealingLR", "ExponentialLR", "LRScheduler", "LambdaLR", "Mul
            "OneCycleLR", "ReduceLROnPlateau", "StepLR"]
 
 
-class LRScheduler:
+class _Schedule:
+    """What every scheduler has: the last rates it set, and its state as a dict."""
+
+    _last_lr: list
+
+    def get_last_lr(self) -> list:
+        """The rates the last ``step()`` set, one per parameter group."""
+        return self._last_lr
+
+    def state_dict(self) -> dict:
+        """Every attribute but the optimizer."""
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        self.__dict__.update(state_dict)
+
+
+class LRScheduler(_Schedule):
     """Base class: subclasses compute the next rates in ``get_lr()`` from ``last_epoch``."""
 
     def __init__(self, optimizer, last_epoch: int = -1):
@@ -67,16 +84,6 @@ class LRScheduler:
             group["lr"] = lr
         self._last_lr = self._lrs()
 
-    def get_last_lr(self) -> list:
-        """The rates the last ``step()`` set, one per parameter group."""
-        return self._last_lr
-
-    def state_dict(self) -> dict:
-        """Every attribute but the optimizer."""
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.__dict__.update(state_dict)
 
 
 class LambdaLR(LRScheduler):
@@ -287,7 +294,7 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(_Schedule):
     """Divide the rate by ``1 / factor`` once a metric has not improved for ``patience``
     epochs (``step(metric)`` each epoch), then wait ``cooldown`` epochs."""
 
@@ -343,11 +350,3 @@ class ReduceLROnPlateau:
             self.num_bad_epochs = 0
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
-    def get_last_lr(self) -> list:
-        return self._last_lr
-
-    def state_dict(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        self.__dict__.update(state_dict)
