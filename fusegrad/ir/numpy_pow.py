@@ -29,9 +29,9 @@ def power(x, y):
         if e == 3.0:
             return x * x * x
         if e == -2.0:
-            sq = x * x
-            return np.divide(1, sq, out=sq)
+            sq = x * x  # a NumPy scalar when x is 0-d: no out= then
+            return np.divide(1, sq, out=sq) if isinstance(sq, np.ndarray) else np.divide(1, sq)
         if e == -0.5:
             r = np.sqrt(x)
-            return np.divide(1, r, out=r)
+            return np.divide(1, r, out=r) if isinstance(r, np.ndarray) else np.divide(1, r)
     return np.power(x, y)
