@@ -59,11 +59,10 @@ def _data(gp_n: int, blr_n: int):
 
 
 def _fusegrad(model):
-    import fusegrad.scipy.linalg as sla
-    import fusegrad.scipy.stats as stats
-
     import fusegrad as fg
     import fusegrad.numpy as fnp
+    import fusegrad.scipy.linalg as sla
+    import fusegrad.scipy.stats as stats
 
     f = (gp_loss(fnp, fnp.linalg.cholesky, sla.solve_triangular, fnp.linalg.slogdet)
          if model == "GP" else blr_loss(fnp, stats.norm.logpdf))
