@@ -330,8 +330,9 @@ class Tracer(ArrayMethods):
                      "fnp.stack / fnp.mean... of the list instead)")
         warnings.warn(
             "a traced value was converted to a NumPy array, which is a constant of the trace: "
-            "no gradient flows through it. If this is np.asarray(x) on purpose, wrap it in "
-            "fg.stop_gradient to say so; if NumPy converted a list holding traced values "
+            "no gradient flows through it. If this is np.asarray(x) on purpose, silence this "
+            "with warnings.simplefilter('ignore', fg.GradientCutWarning); if NumPy converted "
+            "a list holding traced values "
             "(np.array, np.mean, np.sum, np.full... of a list), call fnp.array / fnp.stack / "
             "fnp.mean... of the list to keep the gradient.", GradientCutWarning, stacklevel=2)
         if dtype is not None and np.dtype(dtype) != a.dtype:
