@@ -1,0 +1,172 @@
+"""Batched Jacobian products of eager functions: the eager code traced into IR, then vmapped.
+
+``jacobian(..., vectorize=True)`` and ``gradcheck``'s batched and forward-mode checks
+need many vector-Jacobian (or Jacobian-vector) products of one function at one point.
+Here the eager engine runs once on tracers (``eager.capture``): for reverse mode the
+traced program is the function *and its eager backward* (``autograd.grad`` with a
+cotangent argument), so hand-written ``Function.backward`` methods are part of it, as
+they are of PyTorch's vmapped ``autograd.grad``; for forward mode it is the function
+alone, differentiated by the forward-mode pass. The batching pass then maps the program
+over a batch of cotangents (tangents), and one call computes every row (column).
+
+The function is traced on every call (a trace costs about one eager forward), so
+Python values it closes over are always current; the batched program is cached by the
+traced program's text, interpreted with NumPy on its first use and compiled from its
+``COMPILE_AFTER``-th use on. A function that cannot be traced (Python control flow on
+tensor values, ``.item()``, ``.numpy()``, in-place writes to tensors it did not create,
+custom ``Function`` s under forward mode) raises ``NotTraceable``; callers fall back to
+the eager engine.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from .. import config
+from ..eager import capture
+from ..eager import tensor_base as TB
+from ..eager.custom_function import BackwardCFunction
+from ..eager.engine import grad as autograd_grad
+from ..eager.grad_mode import enable_grad
+from ..ir.printer import print_function
+from ..passes.batching import batch
+from ..runtime import run
+from ..runtime.compiled import executable
+from ..tracer import trace_pytree
+from ..transforms.forward import jvp_pass
+
+__all__ = ["NotTraceable", "batched_jvp", "batched_vjp"]
+
+#: A cached batched program is compiled on this use (before: NumPy interpreter).
+COMPILE_AFTER = 2
+_CACHE_SIZE = 64
+_cache: OrderedDict[str, list] = OrderedDict()  # text -> [Function, uses, executable]
+_lock = threading.Lock()
+
+
+class NotTraceable(Exception):
+    """The eager function cannot be turned into a traced program (the message says why)."""
+
+
+def custom_functions(outs) -> list[str]:
+    """Names of the custom ``Function`` nodes in the graphs of ``outs``."""
+    found, seen = [], set()
+    todo = [o._grad_fn for o in outs if isinstance(o, TB.TensorBase) and o._grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, BackwardCFunction):
+            found.append(node.name())
+        for edge in getattr(node, "_next", ()) or ():
+            todo.append(edge[0] if isinstance(edge, tuple) else edge)
+    return found
+
+
+def _outputs(out) -> tuple:
+    outs = tuple(out) if isinstance(out, tuple | list) else (out,)
+    if not all(isinstance(o, TB.TensorBase) for o in outs):
+        raise NotTraceable("the function returned something other than Tensors")
+    return outs
+
+
+def _check_written(cap) -> None:
+    for t, before, _ in cap.written.values():
+        if id(t) not in cap.created and TB.is_concrete(before):
+            raise NotTraceable("the function writes in place into a tensor it did not create")
+
+
+def _trace(body, args, name: str):
+    try:
+        traced = trace_pytree(body, tuple(args), name=name)
+    except NotTraceable:
+        raise
+    except Exception as e:  # data-dependent control flow, .item(), unsupported ops, ...
+        raise NotTraceable(f"{type(e).__name__}: {e}") from e
+    if traced.effects:
+        raise NotTraceable("the function has side effects the trace cannot repeat")
+    return traced
+
+
+def _vjp_body(func, n: int, name: str):
+    def body(*arrays):
+        with capture.capturing(tracing=True) as cap, enable_grad():
+            xs = tuple(TB.make(a, requires_grad=True) for a in arrays[:n])
+            outs = _outputs(func(*xs))
+            pairs = [(o, TB.make(v)) for o, v in zip(outs, arrays[n:]) if o.requires_grad]
+            gs = (autograd_grad([o for o, _ in pairs], list(xs), [v for _, v in pairs],
+                                allow_unused=True) if pairs else (None,) * n)
+        _check_written(cap)
+        return tuple(np.zeros(np.shape(a), a.dtype) if g is None else g._data
+                     for a, g in zip(arrays[:n], gs))
+    body.__name__ = name
+    return body
+
+
+def _forward_body(func, n: int, name: str):
+    def body(*arrays):
+        with capture.capturing(tracing=True) as cap, enable_grad():
+            xs = tuple(TB.make(a, requires_grad=True) for a in arrays)
+            outs = _outputs(func(*xs))
+            names = custom_functions(outs)
+            if names:
+                raise NotTraceable(f"forward mode through the custom Function {names[0]} "
+                                   "(fusegrad's autograd.Function has no jvp)")
+        _check_written(cap)
+        return tuple(o._data for o in outs)
+    body.__name__ = name
+    return body
+
+
+def _execute(fn, args) -> list:
+    key = print_function(fn)
+    with _lock:
+        entry = _cache.get(key)
+        if entry is None:
+            entry = _cache[key] = [fn, 0, None]
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+        else:
+            _cache.move_to_end(key)
+        entry[1] += 1
+    fn, uses, exe = entry
+    if config.DISABLE_JIT or (exe is None and uses < COMPILE_AFTER):
+        return list(run(fn, *args))
+    if exe is None:
+        exe = entry[2] = executable(fn, "batched Jacobian products of an eager function")
+    return list(exe(*args))
+
+
+def _avals(arrays) -> list:
+    return [np.asarray(a) for a in arrays]
+
+
+def batched_vjp(func, xs, cts, name: str = "f") -> list[np.ndarray]:
+    """``vᵀ J`` for every row ``v`` of the batched cotangents ``cts`` (one array per output
+    of ``func``, batch axis first), through ``func``'s eager backward; one array per input
+    of ``func`` with the batch axis first. ``xs``: the input arrays."""
+    n = len(xs)
+    size = int(cts[0].shape[0])
+    traced = _trace(_vjp_body(func, n, name), [*xs, *(c[0] for c in cts)], f"{name}_vjp")
+    fn = batch(traced.function, (*(None,) * n, *(0,) * len(cts), *(None,) * len(traced.free)),
+               size, 0, name=f"{name}_vjp_vmap")
+    return _execute(fn, [*xs, *cts, *traced.free])
+
+
+def batched_jvp(func, xs, tangents, name: str = "f") -> list[np.ndarray]:
+    """``J u`` for every row ``u`` of the batched tangents (one array per input, batch axis
+    first), by forward mode on the traced ``func``: one array per output, batch first."""
+    n = len(xs)
+    size = int(tangents[0].shape[0])
+    traced = _trace(_forward_body(func, n, name), list(xs), name)
+    fwd = jvp_pass(traced.function, tuple(range(n)), name=f"{name}_jvp")
+    n_free, n_out = len(traced.free), len(traced.function.results)
+    # jvp params: (*xs, *free, *tangents); results: (*outs, *tangent outs)
+    fn = batch(fwd, (*(None,) * (n + n_free), *(0,) * n), size,
+               (*(None,) * n_out, *(0,) * n_out), name=f"{name}_jvp_vmap")
+    res = _execute(fn, [*xs, *traced.free, *tangents])
+    return res[n_out:]
