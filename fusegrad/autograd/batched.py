@@ -122,27 +122,28 @@ def _forward_body(func, n: int, name: str):
     return body
 
 
-def _execute(fn, args) -> list:
-    key = print_function(fn)
+def _execute(traced_fn, build, args) -> list:
+    """Run the batched program ``build(traced_fn)``, cached by the text of ``traced_fn``
+    and the batch shapes of ``args`` (so a function traced again to the same program is
+    batched, and compiled, once)."""
+    key = print_function(traced_fn) + repr([np.shape(a) for a in args])
     with _lock:
         entry = _cache.get(key)
-        if entry is None:
-            entry = _cache[key] = [fn, 0, None]
+        if entry is not None:
+            _cache.move_to_end(key)
+            entry[1] += 1
+    if entry is None:
+        entry = [build(traced_fn), 1, None]
+        with _lock:
+            _cache[key] = entry
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
-        else:
-            _cache.move_to_end(key)
-        entry[1] += 1
     fn, uses, exe = entry
     if config.DISABLE_JIT or (exe is None and uses < COMPILE_AFTER):
         return list(run(fn, *args))
     if exe is None:
         exe = entry[2] = executable(fn, "batched Jacobian products of an eager function")
     return list(exe(*args))
-
-
-def _avals(arrays) -> list:
-    return [np.asarray(a) for a in arrays]
 
 
 def batched_vjp(func, xs, cts, name: str = "f") -> list[np.ndarray]:
@@ -152,9 +153,10 @@ def batched_vjp(func, xs, cts, name: str = "f") -> list[np.ndarray]:
     n = len(xs)
     size = int(cts[0].shape[0])
     traced = _trace(_vjp_body(func, n, name), [*xs, *(c[0] for c in cts)], f"{name}_vjp")
-    fn = batch(traced.function, (*(None,) * n, *(0,) * len(cts), *(None,) * len(traced.free)),
-               size, 0, name=f"{name}_vjp_vmap")
-    return _execute(fn, [*xs, *cts, *traced.free])
+    axes = (*(None,) * n, *(0,) * len(cts), *(None,) * len(traced.free))
+    return _execute(traced.function,
+                    lambda fn: batch(fn, axes, size, 0, name=f"{name}_vjp_vmap"),
+                    [*xs, *cts, *traced.free])
 
 
 def batched_jvp(func, xs, tangents, name: str = "f") -> list[np.ndarray]:
@@ -163,10 +165,12 @@ def batched_jvp(func, xs, tangents, name: str = "f") -> list[np.ndarray]:
     n = len(xs)
     size = int(tangents[0].shape[0])
     traced = _trace(_forward_body(func, n, name), list(xs), name)
-    fwd = jvp_pass(traced.function, tuple(range(n)), name=f"{name}_jvp")
     n_free, n_out = len(traced.free), len(traced.function.results)
-    # jvp params: (*xs, *free, *tangents); results: (*outs, *tangent outs)
-    fn = batch(fwd, (*(None,) * (n + n_free), *(0,) * n), size,
-               (*(None,) * n_out, *(0,) * n_out), name=f"{name}_jvp_vmap")
-    res = _execute(fn, [*xs, *traced.free, *tangents])
-    return res[n_out:]
+
+    def build(fn):
+        # jvp params: (*xs, *free, *tangents); results: (*outs, *tangent outs)
+        fwd = jvp_pass(fn, tuple(range(n)), name=f"{name}_jvp")
+        return batch(fwd, (*(None,) * (n + n_free), *(0,) * n), size,
+                     (*(None,) * n_out, *(0,) * n_out), name=f"{name}_jvp_vmap")
+
+    return _execute(traced.function, build, [*xs, *traced.free, *tangents])[n_out:]
