@@ -2,20 +2,22 @@
 
 ``jacobian(..., vectorize=True)`` and ``gradcheck``'s batched and forward-mode checks
 need many vector-Jacobian (or Jacobian-vector) products of one function at one point.
-Here the eager engine runs once on tracers (``eager.capture``): for reverse mode the
-traced program is the function *and its eager backward* (``autograd.grad`` with a
-cotangent argument), so hand-written ``Function.backward`` methods are part of it, as
-they are of PyTorch's vmapped ``autograd.grad``; for forward mode it is the function
-alone, differentiated by the forward-mode pass. The batching pass then maps the program
-over a batch of cotangents (tangents), and one call computes every row (column).
+Here the eager engine runs once on tracers (``eager.capture``). For reverse mode the
+traced program is the eager backward of a graph already recorded (``autograd.grad``
+with a traced cotangent; the saved tensors enter as constants), so hand-written
+``Function.backward`` methods are part of it and the forward may use any Python
+control flow, as in PyTorch's vmapped ``autograd.grad``. For forward mode it is the
+function itself, traced and differentiated by the forward-mode pass. The batching pass
+then maps the program over a batch of cotangents (tangents), and one call computes
+every row (column).
 
-The function is traced on every call (a trace costs about one eager forward), so
-Python values it closes over are always current; the batched program is cached by the
-traced program's text, interpreted with NumPy on its first use and compiled from its
-``COMPILE_AFTER``-th use on. A function that cannot be traced (Python control flow on
-tensor values, ``.item()``, ``.numpy()``, in-place writes to tensors it did not create,
-custom ``Function`` s under forward mode) raises ``NotTraceable``; callers fall back to
-the eager engine.
+The backward (function) is traced on every call (a trace costs about one eager
+backward or forward), so the values it closes over are always current. The batched
+program is cached by the traced program's text, interpreted with NumPy on its first
+use and compiled from its ``COMPILE_AFTER``-th use on. A backward (function) that
+cannot be traced (Python control flow on tensor values, ``.item()``, ``.numpy()``,
+in-place writes to tensors it did not create, custom ``Function`` s under forward
+mode) raises ``NotTraceable``.
 """
 
 from __future__ import annotations
@@ -92,18 +94,16 @@ def _trace(body, args, name: str):
     return traced
 
 
-def _vjp_body(func, n: int, name: str):
-    def body(*arrays):
-        with capture.capturing(tracing=True) as cap, enable_grad():
-            xs = tuple(TB.make(a, requires_grad=True) for a in arrays[:n])
-            outs = _outputs(func(*xs))
-            pairs = [(o, TB.make(v)) for o, v in zip(outs, arrays[n:]) if o.requires_grad]
+def _backward_body(outs, xs):
+    def body(*cts):
+        with capture.capturing(tracing=True) as cap:
+            pairs = [(o, TB.make(v)) for o, v in zip(outs, cts) if o.requires_grad]
             gs = (autograd_grad([o for o, _ in pairs], list(xs), [v for _, v in pairs],
-                                allow_unused=True) if pairs else (None,) * n)
+                                retain_graph=True, allow_unused=True)
+                  if pairs else (None,) * len(xs))
         _check_written(cap)
-        return tuple(np.zeros(np.shape(a), a.dtype) if g is None else g._data
-                     for a, g in zip(arrays[:n], gs))
-    body.__name__ = name
+        return tuple(np.zeros(tuple(x.shape), x._data.dtype) if g is None else g._data
+                     for x, g in zip(xs, gs))
     return body
 
 
@@ -146,17 +146,17 @@ def _execute(traced_fn, build, args) -> list:
     return list(exe(*args))
 
 
-def batched_vjp(func, xs, cts, name: str = "f") -> list[np.ndarray]:
-    """``vᵀ J`` for every row ``v`` of the batched cotangents ``cts`` (one array per output
-    of ``func``, batch axis first), through ``func``'s eager backward; one array per input
-    of ``func`` with the batch axis first. ``xs``: the input arrays."""
-    n = len(xs)
+def batched_vjp(outs, xs, cts, name: str = "f") -> list[np.ndarray]:
+    """``vᵀ J`` for every row ``v`` of the batched cotangents ``cts`` (one array per
+    Tensor in ``outs``, batch axis first): the eager backward from ``outs`` (a graph
+    already recorded, kept) to the Tensors ``xs``, traced with a cotangent argument and
+    batched. One array per input, batch axis first."""
     size = int(cts[0].shape[0])
-    traced = _trace(_vjp_body(func, n, name), [*xs, *(c[0] for c in cts)], f"{name}_vjp")
-    axes = (*(None,) * n, *(0,) * len(cts), *(None,) * len(traced.free))
+    traced = _trace(_backward_body(outs, xs), [c[0] for c in cts], f"{name}_backward")
+    axes = (*(0,) * len(cts), *(None,) * len(traced.free))
     return _execute(traced.function,
-                    lambda fn: batch(fn, axes, size, 0, name=f"{name}_vjp_vmap"),
-                    [*xs, *cts, *traced.free])
+                    lambda fn: batch(fn, axes, size, 0, name=f"{name}_backward_vmap"),
+                    [*cts, *traced.free])
 
 
 def batched_jvp(func, xs, tangents, name: str = "f") -> list[np.ndarray]:

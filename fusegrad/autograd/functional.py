@@ -200,7 +200,7 @@ def _jacobian_batched(func, xs, outs, strategy: str) -> list[list] | None:
                 cts.append(np.ascontiguousarray(eye[:, at:at + m]).astype(o._data.dtype)
                            .reshape((total, *o.shape)))
                 at += m
-            rows = batched_vjp(func, arrays, cts, name)
+            rows = batched_vjp(outs, xs, cts, name)
             jac, at = [], 0
             for o, m in zip(outs, sizes):
                 jac.append([TB.make(np.ascontiguousarray(r[at:at + m]).reshape(
@@ -235,8 +235,8 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
     """The Jacobian of ``func`` at ``inputs``.
 
     ``vectorize=False``: one backward per output element through one graph.
-    ``vectorize=True``: the function and its eager backward are traced once and the
-    backward is batched over all the output elements (``strategy="forward-mode"``: the
+    ``vectorize=True``: the eager backward is traced once (with a cotangent argument)
+    and batched over all the output elements (``strategy="forward-mode"``: the
     function is traced and forward mode batched over all the input elements), one
     batched program per call (``autograd.batched``); a function that cannot be traced
     (Python control flow on tensor values, ``.item()``, ...) and ``create_graph=True``
