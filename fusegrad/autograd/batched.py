@@ -40,7 +40,7 @@ from ..runtime.compiled import executable
 from ..tracer import trace_pytree
 from ..transforms.forward import jvp_pass
 
-__all__ = ["NotTraceable", "batched_jvp", "batched_vjp"]
+__all__ = ["NotTraceable", "batched_jvp", "batched_vjp", "jvp_columns"]
 
 #: A cached batched program is compiled on this use (before: NumPy interpreter).
 COMPILE_AFTER = 2
@@ -174,3 +174,13 @@ def batched_jvp(func, xs, tangents, name: str = "f") -> list[np.ndarray]:
                      (*(None,) * n_out, *(0,) * n_out), name=f"{name}_jvp_vmap")
 
     return _execute(traced.function, build, [*xs, *traced.free, *tangents])[n_out:]
+
+
+def jvp_columns(func, xs, tangents, name: str = "f") -> list[list[np.ndarray]]:
+    """``J u`` for each tuple ``u`` in ``tangents`` (one array per input), one unbatched
+    run of the traced forward-mode program each: per tangent, one array per output."""
+    n = len(xs)
+    traced = _trace(_forward_body(func, n, name), list(xs), name)
+    fwd = jvp_pass(traced.function, tuple(range(n)), name=f"{name}_jvp")
+    n_out = len(traced.function.results)
+    return [list(run(fwd, *xs, *traced.free, *u))[n_out:] for u in tangents]
