@@ -53,20 +53,33 @@ class NotTraceable(Exception):
     """The eager function cannot be turned into a traced program (the message says why)."""
 
 
-def custom_functions(outs) -> list[str]:
-    """Names of the custom ``Function`` nodes in the graphs of ``outs``."""
-    found, seen = [], set()
+def _nodes(outs):
+    """Every node of the graphs of ``outs`` (leaves' ``AccumulateGrad`` included)."""
+    seen: set[int] = set()
     todo = [o._grad_fn for o in outs if isinstance(o, TB.TensorBase) and o._grad_fn]
     while todo:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
         seen.add(id(node))
-        if isinstance(node, BackwardCFunction):
-            found.append(node.name())
+        yield node
         for edge in getattr(node, "_next", ()) or ():
             todo.append(edge[0] if isinstance(edge, tuple) else edge)
-    return found
+
+
+def custom_functions(outs) -> list[str]:
+    """Names of the custom ``Function`` nodes in the graphs of ``outs``."""
+    return [n.name() for n in _nodes(outs) if isinstance(n, BackwardCFunction)]
+
+
+def _refuse_hooks(outs) -> None:
+    """Hooks and ``retain_grad`` would see (and could keep) traced gradients."""
+    for node in _nodes(outs):
+        var = getattr(node, "variable", None)
+        if (node._pre_hooks or node._post_hooks or node._tensor_hooks or node._retain
+                or (var is not None and var._hooks)):
+            raise NotTraceable(f"the graph has hooks (on {node.name()}); they run on every "
+                               "gradient")
 
 
 def _outputs(out) -> tuple:
@@ -152,6 +165,7 @@ def batched_vjp(outs, xs, cts, name: str = "f") -> list[np.ndarray]:
     already recorded, kept) to the Tensors ``xs``, traced with a cotangent argument and
     batched. One array per input, batch axis first."""
     size = int(cts[0].shape[0])
+    _refuse_hooks(outs)
     traced = _trace(_backward_body(outs, xs), [c[0] for c in cts], f"{name}_backward")
     axes = (*(0,) * len(cts), *(None,) * len(traced.free))
     return _execute(traced.function,

@@ -182,8 +182,9 @@ def _jacobian_batched(func, xs, outs, strategy: str) -> list[list] | None:
     """The Jacobian from one batched program (``autograd.batched``): every row of the
     identity as cotangents of the traced eager backward (reverse mode), or every column
     as tangents of the traced function (forward mode). None when it cannot be traced."""
-    if not all(_float(t) for t in (*xs, *outs)) or not all(x.numel() for x in xs):
-        return None
+    if not all(_float(t) and TB.is_concrete(t._data) for t in (*xs, *outs)) or not all(
+            x.numel() for x in xs):
+        return None  # integers, empty inputs, or inside another trace: the per-row path
     arrays = [x.detach().numpy() for x in xs]
     name = getattr(func, "__name__", "f")
     if name == "<lambda>":
@@ -238,12 +239,13 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
     ``vectorize=True``: the eager backward is traced once (with a cotangent argument)
     and batched over all the output elements (``strategy="forward-mode"``: the
     function is traced and forward mode batched over all the input elements), one
-    batched program per call (``autograd.batched``); a function that cannot be traced
-    (Python control flow on tensor values, ``.item()``, ...) and ``create_graph=True``
-    (the result must be differentiable in the eager graph) use the per-row backward
-    passes instead, with the same values. ``strategy="forward-mode"`` requires
-    ``vectorize=True``, as in PyTorch; ``strict=True`` is refused with
-    ``vectorize=True`` as there.
+    batched program per call (``autograd.batched``). What cannot be traced (a
+    backward that reads gradient values with ``.item()``, hooks on the graph, for
+    forward mode also Python control flow on tensor values and custom ``Function`` s)
+    and ``create_graph=True`` (the result must be differentiable in the eager graph)
+    use the per-row backward passes instead, with the same values.
+    ``strategy="forward-mode"`` requires ``vectorize=True``, as in PyTorch;
+    ``strict=True`` is refused with ``vectorize=True`` as there.
     """
     if strategy not in ("forward-mode", "reverse-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
