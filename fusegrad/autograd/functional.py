@@ -168,10 +168,20 @@ def _jacobian_rows(outs, xs, create_graph, strict) -> list[list]:
                                            "in strict mode.")
                     gj = zeros(tuple(x.shape), dtype=x.dtype)
                 rows[j].append(gj)
-        jac.append([stack(r, 0).reshape(tuple(o.shape) + tuple(x.shape)) if r else
-                    zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype)
-                    for r, x in zip(rows, xs)])
+        shape = tuple(o.shape)
+        jac.append([_stack_rows(r, shape, x, create_graph) for r, x in zip(rows, xs)])
     return jac
+
+
+def _stack_rows(rows, out_shape, x, create_graph):
+    """The rows as one ``out_shape + x.shape`` Tensor (without history, by NumPy, unless
+    ``create_graph``)."""
+    shape = out_shape + tuple(x.shape)
+    if not rows:
+        return zeros(shape, dtype=x.dtype)
+    if create_graph or not all(TB.is_concrete(r._data) for r in rows):
+        return stack(rows, 0).reshape(shape)
+    return TB.make(np.stack([r._data for r in rows]).reshape(shape))
 
 
 def _float(t) -> bool:
