@@ -2,7 +2,8 @@
 
 The function maps R^n to R^n (a matrix product, tanh, sin, a square): the Jacobian is
 n backward passes through one graph with ``vectorize=False`` and one batched program
-(the traced eager backward mapped over the identity's rows) with ``vectorize=True``.
+(the traced eager backward mapped over the identity's rows) with ``vectorize=True``,
+compiled (after the warm-up) or run by the NumPy interpreter ("interp").
 PyTorch's ``torch.autograd.functional.jacobian`` is timed the same ways when installed.
 The implementations run interleaved in one process; medians and ratios are printed::
 
@@ -34,6 +35,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     args = ap.parse_args()
     import fusegrad as fg
+    from fusegrad import config
+    from fusegrad.autograd import batched
     from fusegrad.autograd.functional import jacobian
 
     rng = np.random.default_rng(0)
@@ -44,9 +47,21 @@ def main() -> None:
     def f(v):
         return (w @ v).tanh() * v.sin() + v ** 2
 
+    def interpreted(**kw):
+        def call():
+            config.DISABLE_JIT = True
+            try:
+                return jacobian(f, x, **kw)
+            finally:
+                config.DISABLE_JIT = False
+        return call
+
+    batched.COMPILE_AFTER = 2  # compiled from the warm-up call on
     cases = {"fg eager": lambda: jacobian(f, x),
              "fg vectorize": lambda: jacobian(f, x, vectorize=True),
-             "fg forward-mode": lambda: jacobian(f, x, vectorize=True, strategy="forward-mode")}
+             "fg vectorize interp": interpreted(vectorize=True),
+             "fg forward-mode": lambda: jacobian(f, x, vectorize=True, strategy="forward-mode"),
+             "fg fwd-mode interp": interpreted(vectorize=True, strategy="forward-mode")}
     ref = cases["fg eager"]().numpy()
     try:
         import torch

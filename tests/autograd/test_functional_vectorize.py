@@ -173,7 +173,8 @@ def test_untraceable_backward_falls_back_with_the_same_values():
 
 
 @pytest.mark.compiled
-def test_closed_over_values_are_current(no_fallback):
+def test_closed_over_values_are_current(no_fallback, monkeypatch):
+    monkeypatch.setattr(B, "COMPILE_AFTER", 2)
     w = fg.tensor(YN, dtype=fg.float64)
     scale = [2.0]
 
