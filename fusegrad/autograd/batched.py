@@ -40,7 +40,7 @@ from ..runtime.compiled import executable
 from ..tracer import trace_pytree
 from ..transforms.forward import jvp_pass
 
-__all__ = ["NotTraceable", "batched_jvp", "batched_vjp", "jvp_columns"]
+__all__ = ["NotTraceable", "agrees_with_backward", "batched_jvp", "batched_vjp", "jvp_columns"]
 
 #: A cached batched program is compiled on this use (before: NumPy interpreter). The
 #: interpreter is within 2-10x of the compiled program at n = 100 (both well under the
@@ -200,3 +200,33 @@ def jvp_columns(func, xs, tangents, name: str = "f") -> list[list[np.ndarray]]:
     fwd = jvp_pass(traced.function, tuple(range(n)), name=f"{name}_jvp")
     n_out = len(traced.function.results)
     return [list(run(fwd, *xs, *traced.free, *u))[n_out:] for u in tangents]
+
+
+def agrees_with_backward(outs, xs, jac, seed: int = 0) -> bool:
+    """Whether a Jacobian from the traced function (``jac[k][j]``: d outs[k] / d xs[j],
+    arrays shaped ``out.shape + x.shape``) is the eager graph's: ``vᵀ (J u)`` against
+    ``(vᵀ J) u`` by one eager backward, for random ``u`` and ``v``. The trace sees data
+    flow only, so it differs where the eager code cut the graph (``detach``,
+    ``no_grad``, ``.data``) or where running the function again changed it (random
+    numbers); a random projection tells those apart from rounding almost surely."""
+    rng = np.random.default_rng(seed)
+    us = [rng.standard_normal(tuple(x.shape)) for x in xs]
+    vs = [rng.standard_normal(tuple(o.shape)) for o in outs]
+    lhs = scale = 0.0
+    for v, row in zip(vs, jac):
+        for u, j in zip(us, row):
+            j = np.asarray(j, np.float64).reshape(v.size, u.size)
+            lhs += float(v.reshape(-1) @ j @ u.reshape(-1))
+            scale += float(np.abs(v).reshape(-1) @ np.abs(j) @ np.abs(u).reshape(-1))
+    pairs = [(o, TB.make(v.astype(o._data.dtype))) for o, v in zip(outs, vs) if o.requires_grad]
+    rhs = 0.0
+    if pairs:
+        grads = autograd_grad([o for o, _ in pairs], list(xs), [v for _, v in pairs],
+                              retain_graph=True, allow_unused=True)
+        for u, g in zip(us, grads):
+            if g is not None:
+                g = np.asarray(g.detach().numpy(), np.float64)
+                rhs += float(g.reshape(-1) @ u.reshape(-1))
+                scale += float(np.abs(g).reshape(-1) @ np.abs(u).reshape(-1))
+    eps = max(np.finfo(o._data.dtype).eps for o in outs) if outs else 0.0
+    return abs(lhs - rhs) <= 1e3 * eps * scale + 1e-300

@@ -21,7 +21,7 @@ from ..eager.creation import zeros
 from ..eager.engine import grad as autograd_grad
 from ..eager.functions import stack
 from ..eager.grad_mode import enable_grad
-from .batched import NotTraceable, batched_jvp, batched_vjp
+from .batched import NotTraceable, agrees_with_backward, batched_jvp, batched_vjp
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
@@ -236,6 +236,8 @@ def _jacobian_batched(func, xs, outs, strategy: str) -> list[list] | None:
                     tuple(o.shape) + tuple(x.shape))))
                 at += n
             jac.append(row)
+        if not agrees_with_backward(outs, xs, [[t._data for t in row] for row in jac]):
+            return None  # the eager code cut the graph (detach, no_grad) or is random
         return jac
     except NotTraceable:
         return None
@@ -251,7 +253,9 @@ def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
     function is traced and forward mode batched over all the input elements), one
     batched program per call (``autograd.batched``). What cannot be traced (a
     backward that reads gradient values with ``.item()``, hooks on the graph, for
-    forward mode also Python control flow on tensor values and custom ``Function`` s)
+    forward mode also Python control flow on tensor values and custom ``Function`` s;
+    a forward-mode Jacobian that disagrees with one eager backward on a random
+    projection, as where the code calls ``detach`` or ``no_grad``)
     and ``create_graph=True`` (the result must be differentiable in the eager graph)
     use the per-row backward passes instead, with the same values.
     ``strategy="forward-mode"`` requires ``vectorize=True``, as in PyTorch;

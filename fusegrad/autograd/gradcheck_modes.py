@@ -15,7 +15,7 @@ import numpy as np
 from ..eager import tensor_base as TB
 from ..eager.custom_function import Function
 from ..eager.engine import grad as autograd_grad
-from .batched import NotTraceable, batched_jvp, batched_vjp, jvp_columns
+from .batched import NotTraceable, agrees_with_backward, batched_jvp, batched_vjp, jvp_columns
 
 __all__ = ["CheckFailed", "check_batched_forward_grad", "check_batched_grad", "check_forward_ad",
            "check_undefined_grad"]
@@ -61,9 +61,9 @@ def _batch_msg(out_idx: int, in_idx: int, got, expected, hint: str) -> str:
             f"Expected:\n{expected!r}")
 
 
-def forward_jacobian(func, tupled, diff, diff_pos, float_outputs) -> list[list[np.ndarray]]:
+def forward_jacobian(func, tupled, diff, diff_pos, float_outputs):
     """``jac[k][i]``: d(output k)/d(diff input i) by forward mode, an (input.numel,
-    output.numel) array (one JVP per input element)."""
+    output.numel) array (one JVP per input element); and the eager outputs."""
     g = _substitute(func, tupled, diff_pos, float_outputs)
     xs = _arrays(diff)
     try:
@@ -77,27 +77,33 @@ def forward_jacobian(func, tupled, diff, diff_pos, float_outputs) -> list[list[n
             per_input.append(jvp_columns(g, xs, tangents, g.__name__) if tangents else [])
     except NotTraceable as e:
         raise CheckFailed(f"While computing forward-mode derivatives, got: {e}\n\n"
-                     f"{_FORWARD_HINT}") from None
-    n_out = len(float_outputs(func(*tupled)))
-    outs = [o.detach().numpy() for o in float_outputs(func(*tupled))]
+                          f"{_FORWARD_HINT}") from None
+    eager_outs = float_outputs(func(*tupled))
     jac = []
-    for k in range(n_out):
+    for k, o in enumerate(eager_outs):
         jac.append([np.array([np.asarray(c[k], np.float64).reshape(-1) for c in cols])
-                    .reshape(x.size, outs[k].size) for x, cols in zip(xs, per_input)])
-    return jac
+                    .reshape(x.size, o.numel()) for x, cols in zip(xs, per_input)])
+    return jac, eager_outs
 
 
 def check_forward_ad(func, tupled, diff, diff_pos, float_outputs, numerical, atol, rtol,
                      fmt) -> None:
     """Forward-mode Jacobians against the numerical ones (``numerical[i][k]``)."""
-    jac = forward_jacobian(func, tupled, diff, diff_pos, float_outputs)
+    jac, eager_outs = forward_jacobian(func, tupled, diff, diff_pos, float_outputs)
     for i, pos in enumerate(diff_pos):
         for k, n in enumerate(numerical[i]):
             a = jac[k][i]
             if not np.all(np.abs(a - n) <= atol + rtol * np.abs(n)):
-                raise CheckFailed(f"Jacobian computed with forward mode mismatch for output {k} "
-                             f"with respect to input {pos},\nnumerical:{fmt(n)}\n"
-                             f"analytical:{fmt(a)}\n")
+                raise CheckFailed(f"Jacobian computed with forward mode mismatch for output "
+                                  f"{k} with respect to input {pos},\nnumerical:{fmt(n)}\n"
+                                  f"analytical:{fmt(a)}\n")
+    shaped = [[j.T.reshape(tuple(o.shape) + x.shape) for j, x in zip(row, _arrays(diff))]
+              for row, o in zip(jac, eager_outs)]
+    if not agrees_with_backward(eager_outs, diff, shaped):
+        raise CheckFailed("The forward-mode derivatives of the traced function differ from "
+                          "the eager graph's: the function cuts the graph (detach, no_grad, "
+                          "the .data attribute) or draws random numbers, which tracing does "
+                          f"not see.\n\n{_FORWARD_HINT}")
 
 
 def check_batched_forward_grad(func, tupled, diff, diff_pos, float_outputs) -> None:
@@ -116,11 +122,12 @@ def check_batched_forward_grad(func, tupled, diff, diff_pos, float_outputs) -> N
                                       for j in range(len(xs))], g.__name__)
         except NotTraceable as e:
             raise CheckFailed(f"While computing batched gradients, got: {e}\n\n"
-                         f"{_BATCHED_FWD_HINT}") from None
+                              f"{_BATCHED_FWD_HINT}") from None
         for k, res in enumerate(got):
             exp = np.stack([np.asarray(e[k]) for e in expected])
             if not np.allclose(res, exp, rtol=1e-5, atol=1e-8):
-                raise CheckFailed(_batch_msg(diff_pos[i], diff_pos[i], res, exp, _BATCHED_FWD_HINT))
+                raise CheckFailed(_batch_msg(diff_pos[i], diff_pos[i], res, exp,
+                                             _BATCHED_FWD_HINT))
 
 
 def check_batched_grad(outputs, diff) -> None:
@@ -141,7 +148,7 @@ def check_batched_grad(outputs, diff) -> None:
             got = batched_vjp((out,), diff, [np.stack(vs)])
         except NotTraceable as e:
             raise CheckFailed(f"While computing batched gradients, got: {e}\n\n"
-                         f"{_BATCHED_HINT}") from None
+                              f"{_BATCHED_HINT}") from None
         for i, res in enumerate(got):
             exp = np.stack([e[i] for e in expected])
             if not np.allclose(res, exp, rtol=1e-5, atol=1e-8):
@@ -175,12 +182,12 @@ def check_undefined_grad(func, tupled, diff, float_outputs) -> None:
                                               for o in outs], allow_unused=True)
         except Exception as e:
             raise CheckFailed("Expected backward function to handle undefined output grads. "
-                         f"{_UNDEFINED_HINT}\nThe backward raised {type(e).__name__}: "
-                         f"{e}") from None
+                              f"{_UNDEFINED_HINT}\nThe backward raised {type(e).__name__}: "
+                              f"{e}") from None
         for gi in grads:
             if gi is not None and np.any(gi.detach().numpy() != 0):
                 raise CheckFailed("Expected all input grads to be undefined or zero when all "
-                             f"output grads are undefined or zero. {_UNDEFINED_HINT}")
+                                  f"output grads are undefined or zero. {_UNDEFINED_HINT}")
 
     def differentiable(out):
         return [o for o in float_outputs(out) if o.requires_grad]

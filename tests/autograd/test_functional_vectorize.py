@@ -39,7 +39,17 @@ JACOBIANS = {
     "unused_input": (lambda x, y: x * 2, "xy"),
     "matmul": (lambda x, y: (y @ x[:2]).tanh() * x[2], "xy"),
     "branchy": (branchy, "x"),
+    "detached": (lambda x: (x.detach() * x, x.detach() * 2), "x"),
+    "no_grad_inside": (lambda x, y: _no_grad_scale(x) * y.sum(), "xy"),
 }
+
+
+def _no_grad_scale(x):
+    """x times a factor computed without recording (a constant to autograd)."""
+    lib = __import__("torch") if type(x).__module__.startswith("torch") else fg
+    with lib.no_grad():
+        s = x.exp().sum()
+    return x * s
 
 
 def _args(lib, which):
@@ -73,10 +83,12 @@ def no_fallback(monkeypatch):
 def test_vectorized_equals_rows_and_pytorch(name, strategy, monkeypatch):
     f, which = JACOBIANS[name]
     rows = F.jacobian(f, _args(fg, which))
-    if not (name == "branchy" and strategy == "forward-mode"):
+    if not (name in ("branchy", "detached", "no_grad_inside") and strategy == "forward-mode"):
         monkeypatch.setattr(F, "_jacobian_rows", None)  # must not be needed
     got = F.jacobian(f, _args(fg, which), vectorize=True, strategy=strategy)
     _same(got, rows)
+    if name == "no_grad_inside" and strategy == "forward-mode":
+        return  # PyTorch's forward AD ignores no_grad: see the test below
     torch = pytest.importorskip("torch")
     import torch.autograd.functional as TF
 
@@ -244,3 +256,23 @@ def test_hooks_see_concrete_gradients():
     j = F.jacobian(f, x, vectorize=True)
     assert len(seen) == 3 and all(isinstance(g, np.ndarray) for g in seen)
     _same(j, F.jacobian(lambda t: t.sin() * t.sum(), x, vectorize=True))
+
+
+def test_forward_mode_through_no_grad_is_the_graphs_jacobian():
+    """PyTorch's dual tensors carry tangents through ``no_grad`` blocks, so its
+    forward-mode Jacobian differs there from its reverse-mode one; fusegrad's forward mode
+    (a trace, which sees neither ``no_grad`` nor ``detach``) falls back to the eager graph
+    and gives the reverse-mode Jacobian."""
+    f, _ = JACOBIANS["no_grad_inside"]
+    got = F.jacobian(f, _xy(fg), vectorize=True, strategy="forward-mode")
+    _same(got, F.jacobian(f, _xy(fg)))
+    x = XN
+    np.testing.assert_allclose(got[0].numpy(), np.eye(3) * np.exp(x).sum() * YN.sum(),
+                               rtol=1e-13)
+    torch = pytest.importorskip("torch")
+    import torch.autograd.functional as TF
+
+    tx = _xy(torch)
+    _same(got, TF.jacobian(f, tx))
+    fwd = TF.jacobian(f, tx, vectorize=True, strategy="forward-mode")
+    assert not np.allclose(fwd[0].numpy(), got[0].numpy())

@@ -206,3 +206,14 @@ def test_flag_combinations_as_pytorch():
         torch = pytest.importorskip("torch")
         with pytest.raises(AssertionError, match=msg):
             torch.autograd.gradcheck(GOOD["smooth"], _inputs(torch), **kw)
+
+
+def test_forward_ad_rejects_what_tracing_cannot_see():
+    """The trace has no detach: its forward mode would differentiate through it."""
+    def f(a):
+        return a.detach() * a
+
+    x = _inputs(fg)[:1]
+    assert not gradcheck(f, x, raise_exception=False)  # the backward sees d(a*c)/da = c
+    with pytest.raises(GradcheckError, match="cuts the graph"):
+        gradcheck(f, x, check_forward_ad=True, check_backward_ad=False)
