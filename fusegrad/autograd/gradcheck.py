@@ -117,8 +117,9 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
     the eager backward, traced and mapped over a batch of cotangents, must match one
     backward per cotangent; ``check_undefined_grad``: backward with undefined (None)
     output gradients must run and give undefined or zero input gradients
-    (``autograd.gradcheck_modes``). ``check_backward_ad=False`` skips every check that
-    uses the backward.
+    (``autograd.gradcheck_modes``). As in PyTorch, every backward check also runs the
+    backward with zero output gradients, which must give zero input gradients.
+    ``check_backward_ad=False`` skips every check that uses the backward.
     """
     tupled = _as_tuple(inputs)
     diff = [x for x in tupled if isinstance(x, TB.TensorBase) and x.requires_grad]
@@ -156,6 +157,7 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
         if check_backward_ad:
             if check_batched_grad:
                 modes.check_batched_grad(_float_outputs(func(*tupled)), diff)
+            modes.check_backward_mul_by_grad_output(_float_outputs(func(*tupled)), diff)
             if check_undefined_grad:
                 modes.check_undefined_grad(func, tupled, diff, _float_outputs)
     except modes.CheckFailed as e:

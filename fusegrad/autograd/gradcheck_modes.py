@@ -17,8 +17,8 @@ from ..eager.custom_function import Function
 from ..eager.engine import grad as autograd_grad
 from .batched import NotTraceable, agrees_with_backward, batched_jvp, batched_vjp, jvp_columns
 
-__all__ = ["CheckFailed", "check_batched_forward_grad", "check_batched_grad", "check_forward_ad",
-           "check_undefined_grad"]
+__all__ = ["CheckFailed", "check_backward_mul_by_grad_output", "check_batched_forward_grad",
+           "check_batched_grad", "check_forward_ad", "check_undefined_grad"]
 
 _BATCHED_HINT = (
     "gradcheck failed while testing batched gradient computation: the backward was traced "
@@ -153,6 +153,20 @@ def check_batched_grad(outputs, diff) -> None:
             exp = np.stack([e[i] for e in expected])
             if not np.allclose(res, exp, rtol=1e-5, atol=1e-8):
                 raise CheckFailed(_batch_msg(k, i, res, exp, _BATCHED_HINT))
+
+
+def check_backward_mul_by_grad_output(outputs, diff) -> None:
+    """Backward with zero output gradients must give zero (or no) input gradients: a
+    backward is linear in the gradient it receives (PyTorch runs this check with every
+    backward check)."""
+    outs = [o for o in outputs if o.requires_grad]
+    if not outs:
+        return
+    grads = autograd_grad(outs, diff, [TB.make(np.zeros(tuple(o.shape), o._data.dtype))
+                                       for o in outs], allow_unused=True)
+    for gi in grads:
+        if gi is not None and np.any(gi.detach().numpy() != 0):
+            raise CheckFailed("backward not multiplied by grad_output")
 
 
 class _UndefinedGrad(Function):

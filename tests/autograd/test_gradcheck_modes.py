@@ -158,25 +158,26 @@ def _two(lib, offset):
     return Two.apply
 
 
-def test_undefined_grad_rejects_a_gradient_from_nothing():
-    """1e-7 is under gradcheck's tolerances, so only the undefined-gradient check (in
-    PyTorch also its multiplied-by-grad_output check) sees it."""
+def test_backward_must_be_linear_in_its_gradient():
+    """1e-7 is under gradcheck's tolerances: only the backward with zero output gradients
+    (run by every backward check, as in PyTorch) sees it."""
     f = _two(fg, 1e-7)
-    assert gradcheck(f, _inputs(fg)[:1], check_undefined_grad=False)
-    with pytest.raises(GradcheckError, match="Expected all input grads to be undefined or zero"):
-        gradcheck(f, _inputs(fg)[:1])
+    with pytest.raises(GradcheckError, match="backward not multiplied by grad_output"):
+        gradcheck(f, _inputs(fg)[:1], check_undefined_grad=False)
     assert gradcheck(_two(fg, 0.0), _inputs(fg)[:1])
     torch = pytest.importorskip("torch")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with pytest.raises(_torch_gradcheck_error()):
-            torch.autograd.gradcheck(_two(torch, 1e-7), _inputs(torch)[:1])
+        with pytest.raises(_torch_gradcheck_error(), match="backward not multiplied"):
+            torch.autograd.gradcheck(_two(torch, 1e-7), _inputs(torch)[:1],
+                                     check_undefined_grad=False)
         assert torch.autograd.gradcheck(_two(torch, 0.0), _inputs(torch)[:1])
 
 
-def test_undefined_grad_rejects_a_backward_that_cannot_take_none():
-    """With ``set_materialize_grads(False)`` the backward sees None for an output whose
-    gradient is undefined; this one only copes when at most one of three is None."""
+def _three(odd):
+    """Three outputs; with ``set_materialize_grads(False)`` the backward sees None for an
+    output whose gradient is undefined, and ``odd`` decides what it does when exactly one
+    of the three is None (the backward checks never give it that case)."""
     class Three(fg.autograd.Function):
         @staticmethod
         def forward(ctx, a):
@@ -185,14 +186,30 @@ def test_undefined_grad_rejects_a_backward_that_cannot_take_none():
 
         @staticmethod
         def backward(ctx, *gs):
+            total = sum(g * k for g, k in zip(gs, (2, 3, 4)) if g is not None)
             if sum(g is None for g in gs) == 1:
-                raise RuntimeError("one undefined gradient")
-            return sum(g * k for g, k in zip(gs, (2, 3, 4)) if g is not None)
+                return odd(total)
+            return total
+
+    return Three.apply
+
+
+def test_undefined_grad_rejects_a_gradient_from_nothing():
+    f = _three(lambda total: total + 1.0)
+    x = _inputs(fg)[:1]
+    assert gradcheck(f, x, check_undefined_grad=False)
+    with pytest.raises(GradcheckError, match="Expected all input grads to be undefined or zero"):
+        gradcheck(f, x)
+
+
+def test_undefined_grad_rejects_a_backward_that_cannot_take_none():
+    def odd(total):
+        raise RuntimeError("one undefined gradient")
 
     x = _inputs(fg)[:1]
-    assert gradcheck(Three.apply, x, check_undefined_grad=False)
+    assert gradcheck(_three(odd), x, check_undefined_grad=False)
     with pytest.raises(GradcheckError, match=r"(?s)handle undefined output grads.*one undefined"):
-        gradcheck(Three.apply, x)
+        gradcheck(_three(odd), x)
 
 
 def test_flag_combinations_as_pytorch():
