@@ -47,7 +47,8 @@ __all__ = ["NotTraceable", "agrees_with_backward", "batched_jvp", "batched_vjp",
 #: trace's cost), and compiling takes seconds: only a function used in a loop gains.
 COMPILE_AFTER = 20
 _CACHE_SIZE = 64
-_cache: OrderedDict[str, list] = OrderedDict()  # text -> [Function, uses, executable]
+_cache: OrderedDict[str, list] = OrderedDict()  # text -> [Function, uses, executable | None
+#                                                   (not yet) | False (not compilable)]
 _lock = threading.Lock()
 
 
@@ -148,16 +149,24 @@ def _execute(traced_fn, build, args) -> list:
             _cache.move_to_end(key)
             entry[1] += 1
     if entry is None:
-        entry = [build(traced_fn), 1, None]
+        try:
+            fn = build(traced_fn)
+        except Exception as e:  # an op without a batching or forward-mode rule, ...
+            raise NotTraceable(f"{type(e).__name__}: {e}") from e
+        entry = [fn, 1, None]
         with _lock:
             _cache[key] = entry
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)
     fn, uses, exe = entry
-    if config.DISABLE_JIT or (exe is None and uses < COMPILE_AFTER):
+    if config.DISABLE_JIT or exe is False or (exe is None and uses < COMPILE_AFTER):
         return list(run(fn, *args))
     if exe is None:
-        exe = entry[2] = executable(fn, "batched Jacobian products of an eager function")
+        try:
+            exe = entry[2] = executable(fn, "batched Jacobian products of an eager function")
+        except Exception:  # not compilable: the interpreter from now on
+            entry[2] = False
+            return list(run(fn, *args))
     return list(exe(*args))
 
 
