@@ -276,3 +276,23 @@ def test_forward_mode_through_no_grad_is_the_graphs_jacobian():
     _same(got, TF.jacobian(f, tx))
     fwd = TF.jacobian(f, tx, vectorize=True, strategy="forward-mode")
     assert not np.allclose(fwd[0].numpy(), got[0].numpy())
+
+
+def test_a_program_that_cannot_be_batched_takes_the_per_row_path(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise fg.BatchingError("no batching rule for this op")
+
+    monkeypatch.setattr(B, "batch", refuse)
+    monkeypatch.setattr(B, "_cache", type(B._cache)())
+    x = fg.tensor(XN, dtype=fg.float64)
+    f = JACOBIANS["tensor_tensor"][0]
+    with pytest.raises(B.NotTraceable, match="no batching rule"):
+        xs = (x.detach().requires_grad_(True),)
+        B.batched_vjp((f(xs[0]),), xs, [np.eye(3)])
+    for strategy in ("reverse-mode", "forward-mode"):
+        _same(F.jacobian(f, x, vectorize=True, strategy=strategy), F.jacobian(f, x))
+    from fusegrad.autograd import GradcheckError, gradcheck
+
+    x64 = fg.tensor(XN, dtype=fg.float64, requires_grad=True)
+    with pytest.raises(GradcheckError, match="While computing batched gradients, got: Batch"):
+        gradcheck(f, (x64,), check_batched_grad=True)
