@@ -38,6 +38,7 @@ GOOD = {
 @pytest.mark.parametrize("name", sorted(GOOD))
 def test_good_functions_pass_every_check(name):
     assert gradcheck(GOOD[name], _inputs(fg), **ALL)
+    assert gradcheck(GOOD[name], _inputs(fg), fast_mode=True, **ALL)
     assert gradcheck(GOOD[name], _inputs(fg), check_forward_ad=True, check_backward_ad=False,
                      check_batched_forward_grad=True)
     torch = pytest.importorskip("torch")
