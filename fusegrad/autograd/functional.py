@@ -14,11 +14,14 @@ tensor([[2., 0.],
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..eager import tensor_base as TB
 from ..eager.creation import zeros
 from ..eager.engine import grad as autograd_grad
 from ..eager.functions import stack
 from ..eager.grad_mode import enable_grad
+from .batched import NotTraceable, agrees_with_backward, batched_jvp, batched_vjp
 
 __all__ = ["hessian", "hvp", "jacobian", "jvp", "vhp", "vjp"]
 
@@ -140,43 +143,154 @@ def jvp(func, inputs, v=None, create_graph: bool = False, strict: bool = False):
 
 
 def _jacobian_rows(outs, xs, create_graph, strict) -> list[list]:
-    """``jac[i][j]``: d(outs[i])/d(xs[j]), shaped ``outs[i].shape + xs[j].shape``."""
+    """``jac[i][j]``: d(outs[i])/d(xs[j]), shaped ``outs[i].shape + xs[j].shape``: one
+    backward per output element through the one graph (kept with ``retain_graph``)."""
     jac = []
     for o in outs:
         flat = o.reshape(-1)
+        m = flat.numel()
         rows = [[] for _ in xs]
-        for k in range(flat.numel()):
-            seed = flat.detach().new_zeros((flat.numel(),))
-            seed[k] = 1
-            g = _grads((flat,), xs, (seed,), create_graph, strict, "jacobian")
-            for j, gj in enumerate(g):
+        if m and not flat.requires_grad and strict:
+            raise RuntimeError("The output of the user-provided function is independent "
+                               "of input 0. This is not allowed in strict mode.")
+        eye = np.eye(m, dtype=flat.detach().numpy().dtype) if m and flat.requires_grad else None
+        for k in range(m):
+            if eye is None:
+                g = tuple(None for _ in xs)
+            else:
+                g = autograd_grad([flat], list(xs), [TB.make(eye[k])], retain_graph=True,
+                                  create_graph=create_graph, allow_unused=True)
+            for j, (x, gj) in enumerate(zip(xs, g)):
+                if gj is None:
+                    if strict:
+                        raise RuntimeError(f"The output of the user-provided function is "
+                                           f"independent of input {j}. This is not allowed "
+                                           "in strict mode.")
+                    gj = zeros(tuple(x.shape), dtype=x.dtype)
                 rows[j].append(gj)
-        jac.append([stack(r, 0).reshape(tuple(o.shape) + tuple(x.shape)) if r else
-                    zeros(tuple(o.shape) + tuple(x.shape), dtype=x.dtype)
-                    for r, x in zip(rows, xs)])
+        shape = tuple(o.shape)
+        jac.append([_stack_rows(r, shape, x, create_graph) for r, x in zip(rows, xs)])
     return jac
+
+
+def _stack_rows(rows, out_shape, x, create_graph):
+    """The rows as one ``out_shape + x.shape`` Tensor (without history, by NumPy, unless
+    ``create_graph``)."""
+    shape = out_shape + tuple(x.shape)
+    if not rows:
+        return zeros(shape, dtype=x.dtype)
+    if create_graph or not all(TB.is_concrete(r._data) for r in rows):
+        return stack(rows, 0).reshape(shape)
+    return TB.make(np.stack([r._data for r in rows]).reshape(shape))
+
+
+def _float(t) -> bool:
+    return np.issubdtype(t._data.dtype, np.floating)
+
+
+def _jacobian_batched(func, xs, outs, strategy: str) -> list[list] | None:
+    """The Jacobian from one batched program (``autograd.batched``): every row of the
+    identity as cotangents of the traced eager backward (reverse mode), or every column
+    as tangents of the traced function (forward mode). None when it cannot be traced."""
+    if not all(_float(t) and TB.is_concrete(t._data) for t in (*xs, *outs)) or not all(
+            x.numel() for x in xs):
+        return None  # integers, empty inputs, or inside another trace: the per-row path
+    arrays = [x.detach().numpy() for x in xs]
+    name = getattr(func, "__name__", "f")
+    if name == "<lambda>":
+        name = "f"
+    try:
+        if strategy == "reverse-mode":
+            sizes = [o.numel() for o in outs]
+            total = sum(sizes)
+            if not total:
+                return None
+            eye = np.eye(total, dtype=np.result_type(*(o._data.dtype for o in outs)))
+            cts, at = [], 0
+            for o, m in zip(outs, sizes):
+                cts.append(np.ascontiguousarray(eye[:, at:at + m]).astype(o._data.dtype)
+                           .reshape((total, *o.shape)))
+                at += m
+            rows = batched_vjp(outs, xs, cts, name)
+            jac, at = [], 0
+            for o, m in zip(outs, sizes):
+                jac.append([TB.make(np.ascontiguousarray(r[at:at + m]).reshape(
+                    tuple(o.shape) + tuple(x.shape))) for r, x in zip(rows, xs)])
+                at += m
+            return jac
+        sizes = [x.numel() for x in xs]
+        total = sum(sizes)
+        eye = np.eye(total)
+        tans, at = [], 0
+        for a, n in zip(arrays, sizes):
+            tans.append(np.ascontiguousarray(eye[:, at:at + n]).astype(a.dtype)
+                        .reshape((total, *a.shape)))
+            at += n
+        cols = batched_jvp(func, arrays, tans, name)
+        jac = []
+        for o, c in zip(outs, cols):
+            c = np.asarray(c).reshape(total, -1)
+            row, at = [], 0
+            for x, n in zip(xs, sizes):
+                row.append(TB.make(np.ascontiguousarray(c[at:at + n].T).reshape(
+                    tuple(o.shape) + tuple(x.shape))))
+                at += n
+            jac.append(row)
+        if not agrees_with_backward(outs, xs, [[t._data for t in row] for row in jac]):
+            return None  # the eager code cut the graph (detach, no_grad) or is random
+        return jac
+    except NotTraceable:
+        return None
 
 
 def jacobian(func, inputs, create_graph: bool = False, strict: bool = False,
              vectorize: bool = False, strategy: str = "reverse-mode"):
-    """The Jacobian of ``func`` at ``inputs``: one backward per output element.
+    """The Jacobian of ``func`` at ``inputs``.
 
-    ``vectorize`` is accepted (the rows are computed one by one either way);
-    ``strategy="forward-mode"`` requires ``vectorize=True`` as in PyTorch and gives the
-    same values.
+    ``vectorize=False``: one backward per output element through one graph.
+    ``vectorize=True``: the eager backward is traced once (with a cotangent argument)
+    and batched over all the output elements (``strategy="forward-mode"``: the
+    function is traced and forward mode batched over all the input elements), one
+    batched program per call (``autograd.batched``). What cannot be traced (a
+    backward that reads gradient values with ``.item()``, hooks on the graph, for
+    forward mode also Python control flow on tensor values and custom ``Function`` s;
+    a forward-mode Jacobian that disagrees with one eager backward on a random
+    projection, as where the code calls ``detach`` or ``no_grad``)
+    and ``create_graph=True`` (the result must be differentiable in the eager graph)
+    use the per-row backward passes instead, with the same values.
+    ``strategy="forward-mode"`` requires ``vectorize=True``, as in PyTorch;
+    ``strict=True`` is refused with ``vectorize=True`` as there.
     """
     if strategy not in ("forward-mode", "reverse-mode"):
         raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode". '
                          "Hint: If your function is a map, use forward-mode, otherwise "
                          "reverse-mode.")
-    if strategy == "forward-mode" and not vectorize:
-        raise NotImplementedError("torch.autograd.functional.jacobian: `strategy=\"forward-"
-                                  "mode\"` is only implemented for `vectorize=True`.")
+    if strategy == "forward-mode":
+        if strict:
+            raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                               '`strategy="forward-mode"` are not supported together (yet). '
+                               'Please either set `strict=False` or `strategy="reverse-mode"`.')
+        if not vectorize:
+            raise NotImplementedError("torch.autograd.functional.jacobian: `strategy=\"forward-"
+                                      "mode\"` is only implemented for `vectorize=True`.")
+        if create_graph:
+            raise NotImplementedError("torch.autograd.functional.jacobian: `create_graph=True` "
+                                      'and `strategy="forward-mode"` are not supported '
+                                      'together (yet). Please either set `create_graph=False` '
+                                      'or `strategy="reverse-mode"`.')
+    if vectorize and strict:
+        raise RuntimeError("torch.autograd.functional.jacobian: `strict=True` and "
+                           "`vectorized=True` are not supported together. Please either set "
+                           "`strict=False` or `vectorize=False`.")
     is_in_tuple, xs = _tuple(inputs, "inputs", "jacobian")
     with enable_grad():
         xs = _prepare(xs, create_graph)
         is_out_tuple, outs = _outputs(func(*xs), "jacobian")
-        jac = _jacobian_rows(outs, xs, create_graph, strict)
+        jac = None
+        if vectorize and not create_graph:
+            jac = _jacobian_batched(func, xs, outs, strategy)
+        if jac is None:
+            jac = _jacobian_rows(outs, xs, create_graph, strict)
     jac = [_post(row, create_graph) for row in jac]
     rows = [row if is_in_tuple else row[0] for row in jac]
     return tuple(rows) if is_out_tuple else rows[0]

@@ -22,6 +22,7 @@ from ..eager import tensor_base as TB
 from ..eager.creation import tensor
 from ..eager.engine import grad as autograd_grad
 from ..eager.grad_mode import no_grad
+from . import gradcheck_modes as modes
 
 __all__ = ["GradcheckError", "gradcheck", "gradgradcheck"]
 
@@ -107,9 +108,18 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
     Inputs should be float64: others warn, as in PyTorch. ``nondet_tol`` bounds the
     difference between two backward passes (0: they must agree exactly).
     ``fast_mode`` compares the projections ``vᵀ J u`` for random ``u``, ``v`` instead of
-    whole Jacobians. ``check_undefined_grad``, ``check_batched_grad`` and the forward-mode
-    checks are accepted and not performed (fusegrad has no undefined gradients, no
-    batched backward and no eager forward mode).
+    whole Jacobians (of the backward; the forward-mode check always uses whole ones).
+
+    ``check_forward_ad``: the Jacobian by forward mode (the function traced, then
+    differentiated by the forward-mode pass: the eager engine has no dual tensors) must
+    match finite differences; ``check_batched_forward_grad``: that forward-mode program
+    mapped over a batch of tangents must match one JVP per tangent; ``check_batched_grad``:
+    the eager backward, traced and mapped over a batch of cotangents, must match one
+    backward per cotangent; ``check_undefined_grad``: backward with undefined (None)
+    output gradients must run and give undefined or zero input gradients
+    (``autograd.gradcheck_modes``). As in PyTorch, every backward check also runs the
+    backward with zero output gradients, which must give zero input gradients.
+    ``check_backward_ad=False`` skips every check that uses the backward.
     """
     tupled = _as_tuple(inputs)
     diff = [x for x in tupled if isinstance(x, TB.TensorBase) and x.requires_grad]
@@ -122,8 +132,42 @@ def gradcheck(func, inputs, *, eps: float = 1e-6, atol: float = 1e-5, rtol: floa
                           "point or complex. This check will likely fail if all the inputs are "
                           "not of double precision floating point or complex. ", UserWarning,
                           stacklevel=2)
-    if not check_backward_ad:
-        return True
+    if not (check_forward_ad or check_backward_ad):
+        raise AssertionError("Expected at least one of check_forward_ad or check_backward_ad "
+                             "to be True")
+    if check_batched_grad and not check_backward_ad:
+        raise AssertionError("Setting check_batched_grad=True requires check_backward_ad to "
+                             "be True")
+    if check_batched_forward_grad and not check_forward_ad:
+        raise AssertionError("Setting check_batched_forward_grad=True requires "
+                             "check_forward_ad to be True")
+    diff_pos = [i for i, x in enumerate(tupled)
+                if isinstance(x, TB.TensorBase) and x.requires_grad]
+    if check_backward_ad and not _backward(func, tupled, diff, eps, atol, rtol,
+                                           raise_exception, nondet_tol, check_grad_dtypes,
+                                           fast_mode):
+        return False
+    try:
+        if check_forward_ad:
+            numerical = [_numerical(func, tupled, x, eps) for x in diff]
+            modes.check_forward_ad(func, tupled, diff, diff_pos, _float_outputs, numerical,
+                                   atol, rtol, _fmt)
+        if check_batched_forward_grad:
+            modes.check_batched_forward_grad(func, tupled, diff, diff_pos, _float_outputs)
+        if check_backward_ad:
+            if check_batched_grad:
+                modes.check_batched_grad(_float_outputs(func(*tupled)), diff)
+            modes.check_backward_mul_by_grad_output(_float_outputs(func(*tupled)), diff)
+            if check_undefined_grad:
+                modes.check_undefined_grad(func, tupled, diff, _float_outputs)
+    except modes.CheckFailed as e:
+        return _fail(str(e), raise_exception)
+    return True
+
+
+def _backward(func, tupled, diff, eps, atol, rtol, raise_exception, nondet_tol,
+              check_grad_dtypes, fast_mode) -> bool:
+    """The backward Jacobians (or their random projections) against finite differences."""
     outputs = _float_outputs(func(*tupled))
     if fast_mode:
         return _fast(func, tupled, diff, outputs, eps, atol, rtol, raise_exception)
@@ -185,7 +229,9 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
                   masked: bool = False) -> bool:
     """``gradcheck`` of the gradients themselves: the backward of ``func`` (with random
     ``grad_outputs`` when none are given, themselves checked as inputs) is differentiated
-    again and compared with finite differences of the first backward."""
+    again and compared with finite differences of the first backward: in reverse mode
+    (``check_rev_over_rev``) and in forward mode (``check_fwd_over_rev``, the traced
+    first backward differentiated by the forward-mode pass)."""
     tupled = _as_tuple(inputs)
     diff_idx = [i for i, x in enumerate(tupled)
                 if isinstance(x, TB.TensorBase) and x.requires_grad]
@@ -205,8 +251,12 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps: float = 1e-6, atol: f
                               allow_unused=True)
         return tuple(g for g in grads if g is not None)
 
-    if not check_rev_over_rev:
+    if not (check_rev_over_rev or check_fwd_over_rev):
         return True
     return gradcheck(first_backward, (*tupled, *grad_outputs), eps=eps, atol=atol, rtol=rtol,
                      raise_exception=raise_exception, nondet_tol=nondet_tol,
-                     check_grad_dtypes=check_grad_dtypes, fast_mode=fast_mode)
+                     check_undefined_grad=check_undefined_grad,
+                     check_grad_dtypes=check_grad_dtypes,
+                     check_batched_grad=check_batched_grad and check_rev_over_rev,
+                     check_forward_ad=check_fwd_over_rev,
+                     check_backward_ad=check_rev_over_rev, fast_mode=fast_mode)
