@@ -21,10 +21,10 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.bind import aval, handler_for
-from . import anomaly
+from . import anomaly, fast
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
-from .fast import FastNode
+from .fast import FastNode, _fp, _fp_ignore
 from .grad_mode import _mode
 from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
 
@@ -171,16 +171,17 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
     pop, push = heapq.heappop, heapq.heappush
     prev = _mode.grad
     _mode.grad = create_graph
-    errstate = np.errstate(all="ignore")  # inf and nan flow as in PyTorch, without warnings
-    errstate.__enter__()
+    token = _fp.set(_fp_ignore)  # inf and nan flow as in PyTorch, without warnings
     node = None
+    # a node that became ready while no other was: it runs next without the heap
+    nxt = pop(heap)[2] if heap else None
     try:
-        while heap:
-            node = pop(heap)[2]
+        while nxt is not None:
+            node = nxt
             buf = buffers.pop(node, None)
             if buf is None:
                 buf = {}
-            is_acc = isinstance(node, AccumulateGrad)
+            is_acc = type(node) is AccumulateGrad or isinstance(node, AccumulateGrad)
             if (node._tensor_hooks or node._retain) if not is_acc else node.variable._hooks:
                 _pre(node, buf, create_graph, unwrap)
             if capture is not None:
@@ -207,11 +208,12 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 outs = node.apply([buf[0]], create_graph)
             else:
                 outs = _run(node, buf, create_graph, unwrap)
-            if _anomaly.enabled and outs:
+            if outs and _anomaly.enabled:
                 anomaly.check_backward(node, outs)
             if not retain_graph:
                 node.release()
             nouts = len(outs)
+            ready = None
             for i, (m, nr) in enumerate(node._next):
                 if m is None:
                     continue
@@ -225,13 +227,23 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 d = deps[m] - 1
                 deps[m] = d
                 if d == 0:
-                    push(heap, (-m._seq, next(order), m))
+                    if ready is None and not heap:
+                        ready = m
+                    else:
+                        if ready is not None:
+                            push(heap, (-ready._seq, next(order), ready))
+                            ready = None
+                        push(heap, (-m._seq, next(order), m))
+            if ready is not None:
+                nxt = ready
+            else:
+                nxt = pop(heap)[2] if heap else None
     except Exception as e:
         if _anomaly.enabled and node is not None:
             anomaly.annotate(node, e)
         raise
     finally:
-        errstate.__exit__(None, None, None)
+        _fp.reset(token)
         _mode.grad = prev
     return [captured.get(i) for i in range(len(capture or ()))]
 
@@ -291,6 +303,16 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     ``inputs`` restricts accumulation to those tensors (leaves or not).
     ``retain_graph`` defaults to ``create_graph``.
     """
+    if (grad_tensors is None and grad_variables is None and inputs is None and not create_graph
+            and type(tensors) is tuple and len(tensors) == 1):
+        t = tensors[0]
+        if isinstance(t, TB.TensorBase) and t._rg:
+            data = t._cell.value
+            if type(data) is np.ndarray and data.size == 1 and fast.plain():
+                # the implicit gradient of a one-element output (what _root_grads makes)
+                execute([edge_of(t)], [np.ones(data.shape, data.dtype)], create_graph=False,
+                        retain_graph=bool(retain_graph))
+                return
     tensors = _tensors(tensors, "tensors")
     if grad_tensors is None:
         grad_tensors = grad_variables

@@ -21,11 +21,14 @@ from __future__ import annotations
 import numpy as np
 from numpy import ndarray
 
-from ..ir.bind import handler_for
+from ..ir.bind import _AMBIENT, handler_for
 from ..ir.optable import OPS
-from . import anomaly, bigmath
+from ..tracer import core as _tracer_core
+from ..tracer.core import _state as _trace
+from . import anomaly, bigmath, capture, sizes
 from . import dtypes as D
 from .anomaly import MODE as _anomaly
+from .capture import _state as _capture
 from .grad_mode import _mode
 from .names import NAMES
 from .node import _sequence, accumulator, node_class
@@ -33,9 +36,15 @@ from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
 from .record import _state
 from .recorded import Entry, OpNode, rule_needs, scalar_edges
 from .saved import SavedTensor
+from .saved import _hooks as _saved_hooks
 from .tensor_base import _CLASS, TensorBase, _Cell, _Version
 
 _new = object.__new__
+
+#: The ambient handlers ``plain`` knows (the tracer's and the two of ``capture``/``sizes``,
+#: all None outside a trace or tracing capture); with any other, ``handler_for`` decides.
+_N_AMBIENT = (len(_AMBIENT) if set(_AMBIENT) == {_tracer_core._ambient, capture._ambient,
+                                                  sizes._ambient} else -1)
 
 
 # Ops compute with NumPy's floating-point errors ignored (inf and nan flow as in PyTorch).
@@ -47,7 +56,20 @@ try:
     with np.errstate(all="ignore"):
         _fp_ignore = _fp.get()
 except ImportError:  # pragma: no cover - other NumPy versions
-    _fp = None
+    class _ErrstateVar:
+        """``set``/``reset`` of the error mode through ``np.errstate``."""
+
+        @staticmethod
+        def set(_):
+            state = np.errstate(all="ignore")
+            state.__enter__()
+            return state
+
+        @staticmethod
+        def reset(state):
+            state.__exit__(None, None, None)
+
+    _fp, _fp_ignore = _ErrstateVar(), None
 
 
 class quiet_fp:
@@ -57,18 +79,14 @@ class quiet_fp:
     __slots__ = ("token",)
 
     def __enter__(self):
-        self.token = _fp.set(_fp_ignore) if _fp is not None else np.errstate(all="ignore")
-        if _fp is None:
-            self.token.__enter__()
+        self.token = _fp.set(_fp_ignore)
 
     def __exit__(self, *exc):
-        if _fp is None:
-            self.token.__exit__(*exc)
-        else:
-            _fp.reset(self.token)
+        _fp.reset(self.token)
 
 
 _OUT_SLOTS = (0,)
+_NO_EDGE = (None, 0)
 _NO_REPLAY: list = []
 _FLOATS = frozenset("f")
 _PY_SCALARS = (float, int)
@@ -94,24 +112,38 @@ class FastNode(OpNode):
         plan = self._plan
         vjp = plan.vjp
         g = grads[0]
-        if (create_graph or vjp is None or type(g) is not np.ndarray
-                or handler_for(()) is not None):
+        if (create_graph or vjp is None or type(g) is not ndarray or _capture.stack
+                or _trace.stack or (len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None)):
             return OpNode.apply(self, grads, create_graph)
         saved = self._saved
         name = type(self).__name__
         out = saved[0].data(name) if plan.needs_out else None
         # unpacked last operand first, as PyTorch's MulBackward0 unpacks other, then self
-        args = [s if type(s) is not int else (saved[s].data(name) if s in saved else None)
-                for s in reversed(self._slots)]
-        args.reverse()
+        args = list(self._slots)
+        for pos, s in plan.unpack:
+            args[pos] = saved[s].data(name)
+        for pos in plan.unread:
+            args[pos] = None
         cts = vjp(g, out, args, plan.mask, plan.in_types, plan.entry_kw)
         if cts is None:
             return OpNode.apply(self, grads, create_graph)
+        if plan.simple:  # one tensor operand, first
+            ct = cts[0]
+            if ct is None:
+                return [None]
+            shape, dtype = plan.in_types[0]
+            if type(ct) is not ndarray:
+                ct = np.asarray(ct)
+            if ct.shape != shape:
+                ct = numpy_unbroadcast(ct, shape)
+            if ct.dtype != dtype:
+                ct = ct.astype(dtype)
+            return [ct]
         res = [None] * self._nin
         for k, ct, (shape, dtype) in zip(plan.targets, cts, plan.in_types):
             if ct is None or k < 0:
                 continue
-            if type(ct) is not np.ndarray:
+            if type(ct) is not ndarray:
                 ct = np.asarray(ct)
             if ct.shape != shape:
                 ct = numpy_unbroadcast(ct, shape)
@@ -134,7 +166,7 @@ class _Plan:
 
     __slots__ = ("avals", "big", "cls", "const", "dtype", "entry_kw", "fn", "in_types",
                  "input_pos", "mask", "needed", "needs_in", "needs_out", "number_edges", "opdef",
-                 "out_type", "record", "slots", "targets", "vjp")
+                 "out_type", "record", "simple", "slots", "targets", "unpack", "unread", "vjp")
 
 
 _PLANS: dict = {}
@@ -182,6 +214,11 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
     p.needs_in = needs_in
     p.avals = {0: p.out_type, **{s: ty for s, ty in zip(slots, in_types) if s is not None}}
     p.needed = tuple(sorted({s for s, n in zip(slots, needs_in) if n and s is not None}))
+    # backward's reads, last operand first; the tensor operands it does not read
+    p.unpack = tuple((i, s) for i, s in reversed(tuple(enumerate(slots)))
+                     if s is not None and s in p.needed)
+    p.unread = tuple(i for i, s in enumerate(slots) if s is not None and s not in p.needed)
+    p.simple = slots == (-1,)
     p.vjp = NUMPY_VJPS.get(irop)
     return p
 
@@ -192,13 +229,23 @@ def _tt(a):
     return TensorType(a.shape, a.dtype)
 
 
+def plain() -> bool:
+    """``handler_for(()) is None`` (no trace or tracing capture open), in two lookups when
+    the only ambient handlers are the known ones (the tracer's and the captures')."""
+    if _capture.stack or _trace.stack:
+        return False
+    return len(_AMBIENT) == _N_AMBIENT or handler_for(()) is None
+
+
 def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
     """``irop`` on ``operands`` as the operation ``key``, or None for the generic path.
 
     Python scalars go to the ufunc as they are: NumPy converts them to the array's
     dtype (weak scalars), as the generic path's promotion does.
     """
-    if _state.scope is not None:
+    if len(operands) == 2 and kwargs is None:
+        return run2(key, irop, operands[0], operands[1])
+    if _state.scope is not None or _capture.stack or _trace.stack:
         return None
     sig = [key, irop]
     arrays = []
@@ -216,32 +263,128 @@ def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
             arrays.append(x)
         else:
             return None
-    if handler_for(()) is not None:
+    if len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None:
         return None
     record = rg and _mode.grad
     sig.append(record)
-    if len(operands) == 2 and operands[0] is operands[1]:
-        sig.append("same")
     if kwargs:
         sig.append(tuple(kwargs.items()))
     sig = tuple(sig)
     plan = _PLANS.get(sig, _PLANS)
     if plan is _PLANS:
-        plan = _make_plan(key, irop, kwargs or {}, operands, record)
-        if len(_PLANS) >= 4096:
-            _PLANS.clear()
-        _PLANS[sig] = plan
+        plan = _new_plan(sig, key, irop, kwargs or {}, operands, record)
     if plan is None:
         return None
-    if _fp is None:
-        with np.errstate(all="ignore"):
-            out = _compute(plan, arrays, kwargs)
+    return _finish(plan, arrays, kwargs, operands, record)
+
+
+def run1(key: str, irop: str, x, kwargs: dict | None = None):
+    """``run(key, irop, [x], kwargs)`` for a Tensor ``x``, with less dispatch."""
+    if _state.scope is not None or _capture.stack or _trace.stack:
+        return None
+    d = x._cell.value
+    if type(d) is not ndarray or x._base is not None:
+        return None
+    if len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None:
+        return None
+    rg = x._rg
+    record = rg and _mode.grad
+    sig = (key, irop, d.dtype, d.shape, rg, record, tuple(kwargs.items()) if kwargs else None)
+    plan = _PLANS.get(sig, _PLANS)
+    if plan is _PLANS:
+        plan = _new_plan(sig, key, irop, kwargs or {}, [x], record)
+    if plan is None:
+        return None
+    if plan.big:
+        return _finish(plan, [d], kwargs, [x], record)
+    token = _fp.set(_fp_ignore)
+    try:
+        out = plan.fn(d, **kwargs) if kwargs else plan.fn(d)
+    finally:
+        _fp.reset(token)
+    if type(out) is not ndarray or out.dtype != plan.dtype:
+        out = np.asarray(out, dtype=plan.dtype)
+    t = _new(_CLASS[0])
+    t._init(_Cell(out), _Version(), False, None, 0)
+    if record:
+        _record1(plan, x, t)
+    return t
+
+
+def run2(key: str, irop: str, a, b):
+    """``run(key, irop, [a, b])`` with less dispatch (Tensors and Python scalars)."""
+    if _state.scope is not None or _capture.stack or _trace.stack:
+        return None
+    ta = type(a)
+    tb = type(b)
+    if ta in _PY_SCALARS:
+        if not isinstance(b, TensorBase):
+            return None
+        db = b._cell.value
+        if type(db) is not ndarray or b._base is not None:
+            return None
+        rg = b._rg
+        record = rg and _mode.grad
+        sig = (key, irop, ta, db.dtype, db.shape, rg, record)
+        da = a
+    elif not isinstance(a, TensorBase):
+        return None
     else:
-        token = _fp.set(_fp_ignore)
-        try:
-            out = _compute(plan, arrays, kwargs)
-        finally:
-            _fp.reset(token)
+        da = a._cell.value
+        if type(da) is not ndarray or a._base is not None:
+            return None
+        if tb in _PY_SCALARS:
+            rg = a._rg
+            record = rg and _mode.grad
+            sig = (key, irop, da.dtype, da.shape, rg, tb, record)
+            db = b
+        elif isinstance(b, TensorBase):
+            db = b._cell.value
+            if type(db) is not ndarray or b._base is not None:
+                return None
+            rg = a._rg or b._rg
+            record = rg and _mode.grad
+            sig = (key, irop, da.dtype, da.shape, a._rg, db.dtype, db.shape, b._rg, record,
+                   a is b)
+        else:
+            return None
+    if len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None:
+        return None
+    plan = _PLANS.get(sig, _PLANS)
+    if plan is _PLANS:
+        plan = _new_plan(sig, key, irop, {}, [a, b], record)
+    if plan is None:
+        return None
+    if plan.big:
+        return _finish(plan, [da, db], None, [a, b], record)
+    token = _fp.set(_fp_ignore)
+    try:
+        out = plan.fn(da, db)
+    finally:
+        _fp.reset(token)
+    if type(out) is not ndarray or out.dtype != plan.dtype:
+        out = np.asarray(out, dtype=plan.dtype)
+    t = _new(_CLASS[0])
+    t._init(_Cell(out), _Version(), False, None, 0)
+    if record:
+        _record(plan, (a, b), t)
+    return t
+
+
+def _new_plan(sig, key, irop, kwargs, operands, record):
+    plan = _make_plan(key, irop, kwargs, operands, record)
+    if len(_PLANS) >= 4096:
+        _PLANS.clear()
+    _PLANS[sig] = plan
+    return plan
+
+
+def _finish(plan, arrays, kwargs, operands, record):
+    token = _fp.set(_fp_ignore)
+    try:
+        out = _compute(plan, arrays, kwargs)
+    finally:
+        _fp.reset(token)
     dt = plan.dtype
     if type(out) is not ndarray or out.dtype != dt:
         out = np.asarray(out, dtype=dt)
@@ -260,7 +403,15 @@ def _compute(plan: _Plan, arrays: list, kwargs):
     return plan.fn(*arrays)
 
 
-def _record(plan: _Plan, operands: list, t) -> None:
+def _edge(x) -> tuple:
+    """``node.edge_of(x)`` for a tensor that requires grad."""
+    fn = x._grad_fn
+    if fn is not None:
+        return (fn, x._out_nr)
+    return (accumulator(x), 0)
+
+
+def _record(plan: _Plan, operands, t) -> None:
     """Give ``t`` the node the generic path would have made for this call."""
     node = _new(plan.cls)
     slots = plan.slots
@@ -268,28 +419,66 @@ def _record(plan: _Plan, operands: list, t) -> None:
         dt = plan.dtype
         slots = tuple(np.asarray(x, dt) if s is None else s for x, s in zip(operands, slots))
     inputs = [operands[i] for i in plan.input_pos]
-    next_edges = []
-    for x in inputs:
-        if not x._rg:
-            next_edges.append((None, 0))
-        elif x._grad_fn is not None:
-            next_edges.append((x._grad_fn, x._out_nr))
-        else:
-            next_edges.append((accumulator(x), 0))
-    node._next = (*next_edges, *plan.number_edges)
+    node._next = (*[_edge(x) if x._rg else _NO_EDGE for x in inputs], *plan.number_edges)
+    _fill(node, plan, slots, len(inputs))
+    _save(node, plan, inputs, t)
+
+
+def _record1(plan: _Plan, x, t) -> None:
+    """``_record`` for one Tensor operand that requires grad."""
+    node = _new(plan.cls)
+    fn = x._grad_fn
+    node._next = ((fn, x._out_nr),) if fn is not None else ((accumulator(x), 0),)
+    _fill(node, plan, plan.slots, 1)
+    _save(node, plan, (x,), t)
+
+
+def _fill(node, plan: _Plan, slots, nin: int) -> None:
     node._seq = next(_sequence)
     node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
-    node._nin = len(inputs)
+    node._nin = nin
     node._out_slots = _OUT_SLOTS
     node._avals = plan.avals
     node._replay = _NO_REPLAY
     node._plan = plan
     node._slots = slots
-    saved = {}
-    for s in plan.needed:
-        saved[s] = SavedTensor.of_input(inputs[-1 - s])
-    if plan.needs_out:
-        saved[0] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
+
+
+def _save(node, plan: _Plan, inputs, t) -> None:
+    if _saved_hooks.stack:
+        saved = {s: SavedTensor.of_input(inputs[-1 - s]) for s in plan.needed}
+        if plan.needs_out:
+            saved[0] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
+    else:  # what SavedTensor's constructor makes, without its checks for hooks
+        saved = {}
+        for s in plan.needed:
+            x = inputs[-1 - s]
+            if x._inference:
+                saved[s] = SavedTensor.of_input(x)  # raises PyTorch's error
+            vc = x._vc
+            st = _new(SavedTensor)
+            st.kind = "input"
+            st._data = x._cell.value
+            st._tensor = x
+            st._vc = vc
+            st._version = vc.n
+            st._grad_fn = x._grad_fn
+            st._out_nr = x._out_nr
+            st._rg = x._rg
+            st._packed = st._unpack = None
+            st._freed = False
+            saved[s] = st
+        if plan.needs_out:
+            vc = t._vc
+            st = _new(SavedTensor)
+            st.kind = "output"
+            st._data = t._cell.value
+            st._tensor = st._grad_fn = st._packed = st._unpack = None
+            st._vc = vc
+            st._version = vc.n
+            st._out_nr = 0
+            st._rg = st._freed = False
+            saved[0] = st
     node._saved = saved
     t._grad_fn = node
     t._rg = True

@@ -83,7 +83,7 @@ def to_float(x):
 
 
 def binary(key: str, irop: str, a, b):
-    out = fast.run(key, irop, [a, b])
+    out = fast.run2(key, irop, a, b)
     if out is not None:
         return out
     a, b = arg(a), arg(b)
@@ -101,7 +101,7 @@ def binary(key: str, irop: str, a, b):
 
 def unary(key: str, irop: str, x):
     """The float math operation ``key``: IR op ``irop`` on ``x`` (integers become floats)."""
-    out = fast.run(key, irop, [x])
+    out = fast.run1(key, irop, x)
     if out is not None:
         return out
     return op(key, lambda: getattr(ops, irop)(to_float(x)))
@@ -224,7 +224,7 @@ class TensorMath:
             raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                                "If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
-        out = fast.run("neg", "neg", [self])
+        out = fast.run1("neg", "neg", self)
         return out if out is not None else op("neg", ops.neg, self)
 
     neg = negative = __neg__

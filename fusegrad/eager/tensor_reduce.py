@@ -39,7 +39,7 @@ class TensorReduce:
     def sum(self, dim=None, keepdim=False, *, dtype=None):
         dims = _dims(dim)
         if dims is None and dtype is None and not keepdim and self.ndim:
-            out = fast.run("sum", "reduce_sum", [self], {"axes": tuple(range(self.ndim))})
+            out = fast.run1("sum", "reduce_sum", self, {"axes": tuple(range(self.ndim))})
             if out is not None:
                 return out
         return op("sum" if dims is None else "sum_dim",

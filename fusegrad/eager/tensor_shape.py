@@ -297,7 +297,7 @@ class TensorShape:
         key = {(1, 1): "dot", (2, 1): "mv", (2, 2): "mm", (1, 2): "vecmat"}.get(
             (self.ndim, other.ndim), "unsafe_view")
         if key == "mm":
-            out = fast.run("mm", "matmul", [self, other])
+            out = fast.run2("mm", "matmul", self, other)
             if out is not None:
                 return out
         return op(key, A.matmul, self, other)
