@@ -57,6 +57,10 @@ def _ones(t):
     return ops.broadcast_to(one, shape=ty.shape)
 
 
+#: One-element arrays of ones by (shape, dtype): the implicit root gradient is a copy.
+_ONES: dict = {}
+
+
 def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
     """One gradient per output: implicit ones for one-element outputs, else the given ones."""
     if grad_outputs is None:
@@ -248,6 +252,98 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
     return [captured.get(i) for i in range(len(capture or ()))]
 
 
+def _data_of(t):
+    return t._data
+
+
+def _execute_one(edge, g, retain_graph: bool) -> None:
+    """``execute([edge], [g], create_graph=False, retain_graph=retain_graph)``: the same
+    walk in the same order, for one root and no captured edges, with less bookkeeping."""
+    node, nr = edge
+    deps, _ = _discover((node,), False)
+    buffers: dict = {}
+    heap: list = []
+    order = itertools.count()
+    pop, push = heapq.heappop, heapq.heappush
+    buf = {nr: g}
+    prev = _mode.grad
+    _mode.grad = False
+    token = _fp.set(_fp_ignore)
+    try:
+        while True:
+            if type(node) is AccumulateGrad or isinstance(node, AccumulateGrad):
+                if node.variable._hooks:
+                    _pre(node, buf, False, _data_of)
+                g = buf.get(0)
+                if g is not None or any(v is not None for v in buf.values()):
+                    if node._pre_hooks or node._post_hooks:
+                        outs = _run(node, buf, False, _data_of)
+                        if outs and _anomaly.enabled:
+                            anomaly.check_backward(node, outs)
+                    elif g is not None:
+                        accumulate_grad(node.variable, g, False)
+                nxt_edges = node._next
+                outs = ()
+            else:
+                if node._tensor_hooks or node._retain:
+                    _pre(node, buf, False, _data_of)
+                if len(buf) == 1 and 0 in buf and not (node._pre_hooks or node._post_hooks):
+                    g = buf[0]
+                    if g is None:
+                        outs = ()
+                    elif _SINGLE[type(node)]:
+                        outs = node.apply([g], False)
+                    else:
+                        outs = _run(node, buf, False, _data_of)
+                elif any(v is not None for v in buf.values()):
+                    outs = _run(node, buf, False, _data_of)
+                else:
+                    outs = ()
+                if outs and _anomaly.enabled:
+                    anomaly.check_backward(node, outs)
+                if not retain_graph:
+                    node.release()
+                nxt_edges = node._next
+            nouts = len(outs)
+            ready = None
+            for i, (m, mnr) in enumerate(nxt_edges):
+                if m is None:
+                    continue
+                g = outs[i] if i < nouts else None
+                if g is not None:
+                    b = buffers.get(m)
+                    if b is None:
+                        buffers[m] = {mnr: g}
+                    else:
+                        _add(b, mnr, g)
+                d = deps[m] - 1
+                deps[m] = d
+                if d == 0:
+                    if ready is None and not heap:
+                        ready = m
+                    else:
+                        if ready is not None:
+                            push(heap, (-ready._seq, next(order), ready))
+                            ready = None
+                        push(heap, (-m._seq, next(order), m))
+            if ready is not None:
+                node = ready
+            elif heap:
+                node = pop(heap)[2]
+            else:
+                break
+            buf = buffers.pop(node, None)
+            if buf is None:
+                buf = {}
+    except Exception as e:
+        if _anomaly.enabled and node is not None:
+            anomaly.annotate(node, e)
+        raise
+    finally:
+        _fp.reset(token)
+        _mode.grad = prev
+
+
 def _pre(node, buf: dict, create_graph: bool, unwrap) -> None:
     """Tensor hooks and retain_grad, on the gradients flowing into ``node``'s outputs."""
     if isinstance(node, AccumulateGrad):
@@ -310,8 +406,10 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             data = t._cell.value
             if type(data) is np.ndarray and data.size == 1 and fast.plain():
                 # the implicit gradient of a one-element output (what _root_grads makes)
-                execute([edge_of(t)], [np.ones(data.shape, data.dtype)], create_graph=False,
-                        retain_graph=bool(retain_graph))
+                one = _ONES.get((data.shape, data.dtype))
+                if one is None:
+                    one = _ONES[data.shape, data.dtype] = np.ones(data.shape, data.dtype)
+                _execute_one(edge_of(t), one.copy(), bool(retain_graph))
                 return
     tensors = _tensors(tensors, "tensors")
     if grad_tensors is None:

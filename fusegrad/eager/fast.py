@@ -104,7 +104,12 @@ class FastNode(OpNode):
     def _entries(self) -> list:
         """The node's one entry (made when the generic backward needs it)."""
         p = self._plan
-        e = Entry(p.opdef, p.entry_kw, self._slots, _OUT_SLOTS)
+        slots = self._slots
+        if p.const:
+            dt = p.dtype
+            slots = tuple(np.asarray(x, dt) if s is None else x
+                          for x, s in zip(slots, p.slots))
+        e = Entry(p.opdef, p.entry_kw, slots, _OUT_SLOTS)
         e.mask, e.needs_out, e.needs_in = p.mask, (p.needs_out,), p.needs_in
         return [e]
 
@@ -124,6 +129,8 @@ class FastNode(OpNode):
             args[pos] = saved[s].data(name)
         for pos in plan.unread:
             args[pos] = None
+        for pos in plan.const_read:
+            args[pos] = np.asarray(args[pos], plan.dtype)
         cts = vjp(g, out, args, plan.mask, plan.in_types, plan.entry_kw)
         if cts is None:
             return OpNode.apply(self, grads, create_graph)
@@ -164,9 +171,10 @@ _IMPLS = {"reduce_sum": _sum_impl}
 class _Plan:
     """What the generic path decides for one kind of call (see the module docstring)."""
 
-    __slots__ = ("avals", "big", "cls", "const", "dtype", "entry_kw", "fn", "in_types",
-                 "input_pos", "mask", "needed", "needs_in", "needs_out", "number_edges", "opdef",
-                 "out_type", "record", "simple", "slots", "targets", "unpack", "unread", "vjp")
+    __slots__ = ("avals", "big", "cls", "const", "const_read", "dtype", "entry_kw", "fn",
+                 "in_types", "input_pos", "mask", "needed", "needs_in", "needs_out",
+                 "number_edges", "opdef", "out_type", "record", "simple", "slots", "targets",
+                 "unpack", "unread", "vjp")
 
 
 _PLANS: dict = {}
@@ -192,6 +200,8 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
             slots.append(None)  # a constant: filled per call
     p.slots = tuple(slots)
     p.const = None in p.slots
+    if p.const and len(slots) != 2:
+        return None  # (every fast op with a number operand is binary)
     p.input_pos = tuple(i for i, x in enumerate(operands) if isinstance(x, TensorBase))
     p.number_edges = scalar_edges(key, operands)
     p.big = irop in bigmath.FUNCTIONS
@@ -219,6 +229,7 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
                      if s is not None and s in p.needed)
     p.unread = tuple(i for i, s in enumerate(slots) if s is not None and s not in p.needed)
     p.simple = slots == (-1,)
+    p.const_read = tuple(i for i, (s, n) in enumerate(zip(slots, needs_in)) if s is None and n)
     p.vjp = NUMPY_VJPS.get(irop)
     return p
 
@@ -415,9 +426,8 @@ def _record(plan: _Plan, operands, t) -> None:
     """Give ``t`` the node the generic path would have made for this call."""
     node = _new(plan.cls)
     slots = plan.slots
-    if plan.const:
-        dt = plan.dtype
-        slots = tuple(np.asarray(x, dt) if s is None else s for x, s in zip(operands, slots))
+    if plan.const:  # the number itself (made an array of the op's dtype when read)
+        slots = (operands[0], slots[1]) if slots[0] is None else (slots[0], operands[1])
     inputs = [operands[i] for i in plan.input_pos]
     node._next = (*[_edge(x) if x._rg else _NO_EDGE for x in inputs], *plan.number_edges)
     _fill(node, plan, slots, len(inputs))

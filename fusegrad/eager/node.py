@@ -163,6 +163,15 @@ def accumulate_grad(t, g, create_graph: bool) -> None:
 
     Gradients flow as JAX-convention cotangents; a complex leaf stores their conjugate,
     PyTorch's ``.grad`` (the conjugate Wirtinger derivative, docs/complex.md)."""
+    if type(g) is np.ndarray and g.dtype.kind != "c":  # the common case, as below
+        with GRAD_LOCK:
+            old = t._grad
+            if old is None:
+                t._grad = TB.make(g.copy())
+            elif not _add_into(old, g):
+                with no_grad():
+                    old.add_(TB.make(g))
+        return
     if np.dtype(g.dtype).kind == "c":
         g = g.conj() if isinstance(g, TB.TensorBase) else np.conj(g)
     with GRAD_LOCK:
