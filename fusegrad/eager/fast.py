@@ -147,8 +147,9 @@ class FastNode(OpNode):
                 ct = ct.astype(dtype)
             return [ct]
         res = [None] * self._nin
-        for k, ct, (shape, dtype) in zip(plan.targets, cts, plan.in_types):
-            if ct is None or k < 0:
+        for i, k, shape, dtype in plan.post:
+            ct = cts[i]
+            if ct is None:
                 continue
             if type(ct) is not ndarray:
                 ct = np.asarray(ct)
@@ -173,8 +174,8 @@ class _Plan:
 
     __slots__ = ("avals", "big", "cls", "const", "const_read", "dtype", "entry_kw", "fn",
                  "in_types", "input_pos", "mask", "needed", "needs_in", "needs_out",
-                 "number_edges", "opdef", "out_type", "record", "simple", "slots", "targets",
-                 "unpack", "unread", "vjp")
+                 "number_edges", "opdef", "out_type", "post", "record", "simple", "slots",
+                 "targets", "unpack", "unread", "vjp")
 
 
 _PLANS: dict = {}
@@ -229,6 +230,8 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
                      if s is not None and s in p.needed)
     p.unread = tuple(i for i, s in enumerate(slots) if s is not None and s not in p.needed)
     p.simple = slots == (-1,)
+    # operand index, input index, type: where each tensor operand's cotangent goes
+    p.post = tuple((i, k, *ty) for i, (k, ty) in enumerate(zip(p.targets, in_types)) if k >= 0)
     p.const_read = tuple(i for i, (s, n) in enumerate(zip(slots, needs_in)) if s is None and n)
     p.vjp = NUMPY_VJPS.get(irop)
     return p
@@ -378,7 +381,10 @@ def run2(key: str, irop: str, a, b):
     t = _new(_CLASS[0])
     t._init(_Cell(out), _Version(), False, None, 0)
     if record:
-        _record(plan, (a, b), t)
+        if plan.const:
+            _record_number(plan, a, b, t)
+        else:
+            _record2(plan, a, b, t)
     return t
 
 
@@ -432,6 +438,38 @@ def _record(plan: _Plan, operands, t) -> None:
     node._next = (*[_edge(x) if x._rg else _NO_EDGE for x in inputs], *plan.number_edges)
     _fill(node, plan, slots, len(inputs))
     _save(node, plan, inputs, t)
+
+
+def _record2(plan: _Plan, a, b, t) -> None:
+    """``_record`` for two Tensor operands."""
+    node = _new(plan.cls)
+    if a._rg:
+        fn = a._grad_fn
+        ea = (fn, a._out_nr) if fn is not None else (accumulator(a), 0)
+    else:
+        ea = _NO_EDGE
+    if b._rg:
+        fn = b._grad_fn
+        eb = (fn, b._out_nr) if fn is not None else (accumulator(b), 0)
+    else:
+        eb = _NO_EDGE
+    node._next = (ea, eb)
+    _fill(node, plan, plan.slots, 2)
+    _save(node, plan, (a, b), t)
+
+
+def _record_number(plan: _Plan, a, b, t) -> None:
+    """``_record`` for a Tensor operand that requires grad and a Python number."""
+    node = _new(plan.cls)
+    if plan.slots[0] is None:
+        x, slots = b, (a, plan.slots[1])
+    else:
+        x, slots = a, (plan.slots[0], b)
+    fn = x._grad_fn
+    edge = (fn, x._out_nr) if fn is not None else (accumulator(x), 0)
+    node._next = (edge, *plan.number_edges)
+    _fill(node, plan, slots, 1)
+    _save(node, plan, (x,), t)
 
 
 def _record1(plan: _Plan, x, t) -> None:
