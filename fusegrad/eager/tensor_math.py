@@ -86,6 +86,11 @@ def binary(key: str, irop: str, a, b):
     out = fast.run2(key, irop, a, b)
     if out is not None:
         return out
+    return _binary(key, irop, a, b)
+
+
+def _binary(key: str, irop: str, a, b):
+    """``binary`` on the generic path (promotion, ``operation``)."""
     a, b = arg(a), arg(b)
     dt = D.result_type(a, b)
     if irop == "div" and not (dt.is_floating_point or dt.is_complex):
@@ -171,25 +176,32 @@ class TensorMath:
     divide = true_divide = div
 
     def __add__(self, other):
-        return binary("add", "add", self, other)
+        out = fast.run2("add", "add", self, other)
+        return out if out is not None else _binary("add", "add", self, other)
 
     def __radd__(self, other):
-        return binary("add", "add", other, self)
+        out = fast.run2("add", "add", other, self)
+        return out if out is not None else _binary("add", "add", other, self)
 
     def __sub__(self, other):
-        return binary("sub", "sub", self, other)
+        out = fast.run2("sub", "sub", self, other)
+        return out if out is not None else _binary("sub", "sub", self, other)
 
     def __rsub__(self, other):
-        return binary("rsub", "sub", other, self)
+        out = fast.run2("rsub", "sub", other, self)
+        return out if out is not None else _binary("rsub", "sub", other, self)
 
     def __mul__(self, other):
-        return binary("mul", "mul", self, other)
+        out = fast.run2("mul", "mul", self, other)
+        return out if out is not None else _binary("mul", "mul", self, other)
 
     def __rmul__(self, other):
-        return binary("mul", "mul", other, self)
+        out = fast.run2("mul", "mul", other, self)
+        return out if out is not None else _binary("mul", "mul", other, self)
 
     def __truediv__(self, other):
-        return binary("div", "div", self, other)
+        out = fast.run2("div", "div", self, other)
+        return out if out is not None else _binary("div", "div", self, other)
 
     def __rtruediv__(self, other):
         return self.reciprocal() * other  # as PyTorch: ReciprocalBackward0, then MulBackward0
