@@ -318,8 +318,7 @@ def run1(key: str, irop: str, x, kwargs: dict | None = None):
         _fp.reset(token)
     if type(out) is not ndarray or out.dtype != plan.dtype:
         out = np.asarray(out, dtype=plan.dtype)
-    t = _new(_CLASS[0])
-    t._init(_Cell(out), _Version(), False, None, 0)
+    t = _result(out)
     if record:
         _record1(plan, x, t)
     return t
@@ -378,13 +377,29 @@ def run2(key: str, irop: str, a, b):
         _fp.reset(token)
     if type(out) is not ndarray or out.dtype != plan.dtype:
         out = np.asarray(out, dtype=plan.dtype)
-    t = _new(_CLASS[0])
-    t._init(_Cell(out), _Version(), False, None, 0)
+    t = _result(out)
     if record:
         if plan.const:
             _record_number(plan, a, b, t)
         else:
             _record2(plan, a, b, t)
+    return t
+
+
+def _result(out):
+    """A new Tensor over ``out``: ``TensorBase._init`` without the calls (no capture is
+    open on the fast path)."""
+    t = _new(_CLASS[0])
+    cell = _new(_Cell)
+    cell.value = out
+    vc = _new(_Version)
+    vc.n = 0
+    t._cell = cell
+    t._vc = vc
+    t._rg = t._retains = False
+    t._grad_fn = t._grad = t._hooks = t._base = t._acc = None
+    t._out_nr = t._base_version = 0
+    t._inference = _mode.inference
     return t
 
 
@@ -405,8 +420,7 @@ def _finish(plan, arrays, kwargs, operands, record):
     dt = plan.dtype
     if type(out) is not ndarray or out.dtype != dt:
         out = np.asarray(out, dtype=dt)
-    t = _new(_CLASS[0])
-    t._init(_Cell(out), _Version(), False, None, 0)
+    t = _result(out)
     if record:
         _record(plan, operands, t)
     return t
