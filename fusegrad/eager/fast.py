@@ -292,8 +292,9 @@ def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
     return _finish(plan, arrays, kwargs, operands, record)
 
 
-def run1(key: str, irop: str, x, kwargs: dict | None = None):
-    """``run(key, irop, [x], kwargs)`` for a Tensor ``x``, with less dispatch."""
+def run1(key: str, irop: str, x, kwargs: dict | None = None, kw_key: tuple | None = None):
+    """``run(key, irop, [x], kwargs)`` for a Tensor ``x``, with less dispatch (``kw_key``:
+    ``tuple(kwargs.items())`` if the caller has it)."""
     if _state.scope is not None or _capture.stack or _trace.stack:
         return None
     d = x._cell.value
@@ -303,7 +304,9 @@ def run1(key: str, irop: str, x, kwargs: dict | None = None):
         return None
     rg = x._rg
     record = rg and _mode.grad
-    sig = (key, irop, d.dtype, d.shape, rg, record, tuple(kwargs.items()) if kwargs else None)
+    if kwargs and kw_key is None:
+        kw_key = tuple(kwargs.items())
+    sig = (key, irop, d.dtype, d.shape, rg, record, kw_key)
     plan = _PLANS.get(sig, _PLANS)
     if plan is _PLANS:
         plan = _new_plan(sig, key, irop, kwargs or {}, [x], record)

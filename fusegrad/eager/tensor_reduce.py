@@ -33,6 +33,7 @@ min_result = collections.namedtuple("min", ["values", "indices"])
 
 #: ``{"axes": (0, ..., ndim - 1)}`` by ``ndim``: the attributes of a full ``sum()``.
 _SUM_ALL: dict = {}
+_SUM_KEYS = tuple(tuple({"axes": tuple(range(n))}.items()) for n in range(65))
 
 
 class TensorReduce:
@@ -47,7 +48,7 @@ class TensorReduce:
                 kw = _SUM_ALL.get(ndim)
                 if kw is None:
                     kw = _SUM_ALL[ndim] = {"axes": tuple(range(ndim))}
-                out = fast.run1("sum", "reduce_sum", self, kw)
+                out = fast.run1("sum", "reduce_sum", self, kw, _SUM_KEYS[ndim])
                 if out is not None:
                     return out
         dims = _dims(dim)
