@@ -260,7 +260,19 @@ def _execute_one(edge, g, retain_graph: bool) -> None:
     """``execute([edge], [g], create_graph=False, retain_graph=retain_graph)``: the same
     walk in the same order, for one root and no captured edges, with less bookkeeping."""
     node, nr = edge
-    deps, _ = _discover((node,), False)
+    # incoming-edge counts (_discover; one root is never reached again, so a node is
+    # new exactly when it has no count yet)
+    deps: dict = {}
+    stack = [node]
+    while stack:
+        for m, _ in stack.pop()._next:
+            if m is None:
+                continue
+            if m in deps:
+                deps[m] += 1
+            else:
+                deps[m] = 1
+                stack.append(m)
     buffers: dict = {}
     heap: list = []
     order = itertools.count()
