@@ -453,8 +453,7 @@ def _record(plan: _Plan, operands, t) -> None:
         slots = (operands[0], slots[1]) if slots[0] is None else (slots[0], operands[1])
     inputs = [operands[i] for i in plan.input_pos]
     node._next = (*[_edge(x) if x._rg else _NO_EDGE for x in inputs], *plan.number_edges)
-    _fill(node, plan, slots, len(inputs))
-    _save(node, plan, inputs, t)
+    _attach(node, plan, slots, len(inputs), inputs, t)
 
 
 def _record2(plan: _Plan, a, b, t) -> None:
@@ -471,8 +470,7 @@ def _record2(plan: _Plan, a, b, t) -> None:
     else:
         eb = _NO_EDGE
     node._next = (ea, eb)
-    _fill(node, plan, plan.slots, 2)
-    _save(node, plan, (a, b), t)
+    _attach(node, plan, plan.slots, 2, (a, b), t)
 
 
 def _record_number(plan: _Plan, a, b, t) -> None:
@@ -485,8 +483,7 @@ def _record_number(plan: _Plan, a, b, t) -> None:
     fn = x._grad_fn
     edge = (fn, x._out_nr) if fn is not None else (accumulator(x), 0)
     node._next = (edge, *plan.number_edges)
-    _fill(node, plan, slots, 1)
-    _save(node, plan, (x,), t)
+    _attach(node, plan, slots, 1, (x,), t)
 
 
 def _record1(plan: _Plan, x, t) -> None:
@@ -494,11 +491,12 @@ def _record1(plan: _Plan, x, t) -> None:
     node = _new(plan.cls)
     fn = x._grad_fn
     node._next = ((fn, x._out_nr),) if fn is not None else ((accumulator(x), 0),)
-    _fill(node, plan, plan.slots, 1)
-    _save(node, plan, (x,), t)
+    _attach(node, plan, plan.slots, 1, (x,), t)
 
 
-def _fill(node, plan: _Plan, slots, nin: int) -> None:
+def _attach(node, plan: _Plan, slots, nin: int, inputs, t) -> None:
+    """Fill in ``node`` (its edges are set), save what its backward reads, make it
+    ``t``'s ``grad_fn``."""
     node._seq = next(_sequence)
     node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
     node._nin = nin
@@ -507,10 +505,9 @@ def _fill(node, plan: _Plan, slots, nin: int) -> None:
     node._replay = _NO_REPLAY
     node._plan = plan
     node._slots = slots
-
-
-def _save(node, plan: _Plan, inputs, t) -> None:
-    if _saved_hooks.stack:
+    if not plan.needed and not plan.needs_out:
+        saved = {}
+    elif _saved_hooks.stack:
         saved = {s: SavedTensor.of_input(inputs[-1 - s]) for s in plan.needed}
         if plan.needs_out:
             saved[0] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
