@@ -25,19 +25,17 @@ from ..ir.bind import _AMBIENT, handler_for
 from ..ir.optable import OPS
 from ..tracer import core as _tracer_core
 from ..tracer.core import _state as _trace
-from . import anomaly, bigmath, capture, sizes
+from . import bigmath, capture, sizes
 from . import dtypes as D
-from .anomaly import MODE as _anomaly
 from .capture import _state as _capture
+from .fast_record import _OUT_SLOTS, _record, _record1, _record2, _record_number, _result
 from .grad_mode import _mode
 from .names import NAMES
-from .node import _sequence, accumulator, node_class
+from .node import node_class
 from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
 from .record import _state
 from .recorded import Entry, OpNode, rule_needs, scalar_edges
-from .saved import SavedTensor
-from .saved import _hooks as _saved_hooks
-from .tensor_base import _CLASS, TensorBase, _Cell, _Version
+from .tensor_base import TensorBase
 
 _new = object.__new__
 
@@ -85,9 +83,6 @@ class quiet_fp:
         _fp.reset(self.token)
 
 
-_OUT_SLOTS = (0,)
-_NO_EDGE = (None, 0)
-_NO_REPLAY: list = []
 _FLOATS = frozenset("f")
 _PY_SCALARS = (float, int)
 
@@ -389,23 +384,6 @@ def run2(key: str, irop: str, a, b):
     return t
 
 
-def _result(out):
-    """A new Tensor over ``out``: ``TensorBase._init`` without the calls (no capture is
-    open on the fast path)."""
-    t = _new(_CLASS[0])
-    cell = _new(_Cell)
-    cell.value = out
-    vc = _new(_Version)
-    vc.n = 0
-    t._cell = cell
-    t._vc = vc
-    t._rg = t._retains = False
-    t._grad_fn = t._grad = t._hooks = t._base = t._acc = None
-    t._out_nr = t._base_version = 0
-    t._inference = _mode.inference
-    return t
-
-
 def _new_plan(sig, key, irop, kwargs, operands, record):
     plan = _make_plan(key, irop, kwargs, operands, record)
     if len(_PLANS) >= 4096:
@@ -435,114 +413,3 @@ def _compute(plan: _Plan, arrays: list, kwargs):
     if kwargs:
         return plan.fn(*arrays, **kwargs)
     return plan.fn(*arrays)
-
-
-def _edge(x) -> tuple:
-    """``node.edge_of(x)`` for a tensor that requires grad."""
-    fn = x._grad_fn
-    if fn is not None:
-        return (fn, x._out_nr)
-    return (accumulator(x), 0)
-
-
-def _record(plan: _Plan, operands, t) -> None:
-    """Give ``t`` the node the generic path would have made for this call."""
-    node = _new(plan.cls)
-    slots = plan.slots
-    if plan.const:  # the number itself (made an array of the op's dtype when read)
-        slots = (operands[0], slots[1]) if slots[0] is None else (slots[0], operands[1])
-    inputs = [operands[i] for i in plan.input_pos]
-    node._next = (*[_edge(x) if x._rg else _NO_EDGE for x in inputs], *plan.number_edges)
-    _attach(node, plan, slots, len(inputs), inputs, t)
-
-
-def _record2(plan: _Plan, a, b, t) -> None:
-    """``_record`` for two Tensor operands."""
-    node = _new(plan.cls)
-    if a._rg:
-        fn = a._grad_fn
-        ea = (fn, a._out_nr) if fn is not None else (accumulator(a), 0)
-    else:
-        ea = _NO_EDGE
-    if b._rg:
-        fn = b._grad_fn
-        eb = (fn, b._out_nr) if fn is not None else (accumulator(b), 0)
-    else:
-        eb = _NO_EDGE
-    node._next = (ea, eb)
-    _attach(node, plan, plan.slots, 2, (a, b), t)
-
-
-def _record_number(plan: _Plan, a, b, t) -> None:
-    """``_record`` for a Tensor operand that requires grad and a Python number."""
-    node = _new(plan.cls)
-    if plan.slots[0] is None:
-        x, slots = b, (a, plan.slots[1])
-    else:
-        x, slots = a, (plan.slots[0], b)
-    fn = x._grad_fn
-    edge = (fn, x._out_nr) if fn is not None else (accumulator(x), 0)
-    node._next = (edge, *plan.number_edges)
-    _attach(node, plan, slots, 1, (x,), t)
-
-
-def _record1(plan: _Plan, x, t) -> None:
-    """``_record`` for one Tensor operand that requires grad."""
-    node = _new(plan.cls)
-    fn = x._grad_fn
-    node._next = ((fn, x._out_nr),) if fn is not None else ((accumulator(x), 0),)
-    _attach(node, plan, plan.slots, 1, (x,), t)
-
-
-def _attach(node, plan: _Plan, slots, nin: int, inputs, t) -> None:
-    """Fill in ``node`` (its edges are set), save what its backward reads, make it
-    ``t``'s ``grad_fn``."""
-    node._seq = next(_sequence)
-    node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
-    node._nin = nin
-    node._out_slots = _OUT_SLOTS
-    node._avals = plan.avals
-    node._replay = _NO_REPLAY
-    node._plan = plan
-    node._slots = slots
-    if not plan.needed and not plan.needs_out:
-        saved = {}
-    elif _saved_hooks.stack:
-        saved = {s: SavedTensor.of_input(inputs[-1 - s]) for s in plan.needed}
-        if plan.needs_out:
-            saved[0] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
-    else:  # what SavedTensor's constructor makes, without its checks for hooks
-        saved = {}
-        for s in plan.needed:
-            x = inputs[-1 - s]
-            if x._inference:
-                saved[s] = SavedTensor.of_input(x)  # raises PyTorch's error
-            vc = x._vc
-            st = _new(SavedTensor)
-            st.kind = "input"
-            st._data = x._cell.value
-            st._tensor = x
-            st._vc = vc
-            st._version = vc.n
-            st._grad_fn = x._grad_fn
-            st._out_nr = x._out_nr
-            st._rg = x._rg
-            st._packed = st._unpack = None
-            st._freed = False
-            saved[s] = st
-        if plan.needs_out:
-            vc = t._vc
-            st = _new(SavedTensor)
-            st.kind = "output"
-            st._data = t._cell.value
-            st._tensor = st._grad_fn = st._packed = st._unpack = None
-            st._vc = vc
-            st._version = vc.n
-            st._out_nr = 0
-            st._rg = st._freed = False
-            saved[0] = st
-    node._saved = saved
-    t._grad_fn = node
-    t._rg = True
-    if _anomaly.enabled:
-        anomaly.record(node, (t,))
