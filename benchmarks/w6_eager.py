@@ -8,8 +8,12 @@ Two measurements, interleaved rounds, medians, one thread:
 * eager W1: the gradient of ``sum(sin(x)*exp(-0.5*x*x) + tanh(x)*x)`` written
   with Tensor ops, float64, n = 1e4 and 1e6.
 
-Run ``taskset -c 1 python benchmarks/w6_eager.py [--quick]``; importable as
-``run(quick) -> list[dict]``.
+``--ops`` adds single operations on small float64 tensors that require grad
+(forward only: add, mul, a 4x4 matmul, tanh, sum) and forward plus backward of
+a 10-op chain, each in us per call.
+
+Run ``taskset -c 1 python benchmarks/w6_eager.py [--quick] [--ops]``; importable as
+``run(quick, ops=False) -> list[dict]``.
 """
 
 from __future__ import annotations
@@ -97,8 +101,46 @@ def _check(cases, ref, rtol):
         np.testing.assert_allclose(g, ref, rtol=rtol, atol=1e-12, err_msg=k)
 
 
-def run(quick: bool = False) -> list[dict]:
+def _op_cases(lib, rng):
+    a, b = rng.standard_normal(16), rng.standard_normal(16)
+    m = rng.standard_normal((4, 4))
+    x, y = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+    mat = lib.tensor(m, requires_grad=True)
+
+    def chain(_):
+        x.grad = None
+        h = x
+        for k in range(5):
+            h = (h * 0.9).tanh() if k % 2 else h * 1.1 + 0.1
+        h.sum().backward()
+
+    return {
+        "add (n=16)": lambda _: x + y,
+        "mul (n=16)": lambda _: x * y,
+        "matmul (4x4)": lambda _: mat @ mat,
+        "tanh (n=16)": lambda _: x.tanh(),
+        "sum (n=16)": lambda _: x.sum(),
+        "10-op chain fwd+bwd (n=16)": chain,
+    }
+
+
+def ops_rows(quick: bool = False) -> list[dict]:
+    """The single-operation rows (``--ops``)."""
+    libs = {"fusegrad": fg} if torch is None else {"fusegrad": fg, "pytorch": torch}
+    made = {k: _op_cases(lib, np.random.default_rng(1)) for k, lib in libs.items()}
     rows = []
+    for name in made["fusegrad"]:
+        cases = {k: (made[k][name], None) for k in libs}
+        # short blocks, many rounds: a block that another process preempts (~10 ms on a
+        # shared core) is an outlier the median drops
+        med = _bench(cases, 11 if quick else 41, 200)
+        rows += [{"workload": name, "impl": k, "unit": "us", "value": t * 1e6}
+                 for k, t in med.items()]
+    return rows
+
+
+def run(quick: bool = False, ops: bool = False) -> list[dict]:
+    rows = ops_rows(quick) if ops else []
     rng = np.random.default_rng(0)
     rounds = 3 if quick else 7
 
@@ -136,4 +178,4 @@ def table(rows: list[dict]) -> str:
 
 
 if __name__ == "__main__":
-    print(table(run(quick="--quick" in sys.argv)))
+    print(table(run(quick="--quick" in sys.argv, ops="--ops" in sys.argv)))

@@ -21,10 +21,10 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.bind import aval, handler_for
-from . import anomaly
+from . import anomaly, fast
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
-from .fast import FastNode
+from .fast import FastNode, _fp, _fp_ignore
 from .grad_mode import _mode
 from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
 
@@ -55,6 +55,10 @@ def _ones(t):
         # what the op computes, without the dispatch
         return one if not ty.shape else np.broadcast_to(one, ty.shape)
     return ops.broadcast_to(one, shape=ty.shape)
+
+
+#: One-element arrays of ones by (shape, dtype): the implicit root gradient is a copy.
+_ONES: dict = {}
 
 
 def _root_grads(outputs, grad_outputs, create_graph: bool) -> list:
@@ -171,16 +175,17 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
     pop, push = heapq.heappop, heapq.heappush
     prev = _mode.grad
     _mode.grad = create_graph
-    errstate = np.errstate(all="ignore")  # inf and nan flow as in PyTorch, without warnings
-    errstate.__enter__()
+    token = _fp.set(_fp_ignore)  # inf and nan flow as in PyTorch, without warnings
     node = None
+    # a node that became ready while no other was: it runs next without the heap
+    nxt = pop(heap)[2] if heap else None
     try:
-        while heap:
-            node = pop(heap)[2]
+        while nxt is not None:
+            node = nxt
             buf = buffers.pop(node, None)
             if buf is None:
                 buf = {}
-            is_acc = isinstance(node, AccumulateGrad)
+            is_acc = type(node) is AccumulateGrad or isinstance(node, AccumulateGrad)
             if (node._tensor_hooks or node._retain) if not is_acc else node.variable._hooks:
                 _pre(node, buf, create_graph, unwrap)
             if capture is not None:
@@ -207,11 +212,12 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 outs = node.apply([buf[0]], create_graph)
             else:
                 outs = _run(node, buf, create_graph, unwrap)
-            if _anomaly.enabled and outs:
+            if outs and _anomaly.enabled:
                 anomaly.check_backward(node, outs)
             if not retain_graph:
                 node.release()
             nouts = len(outs)
+            ready = None
             for i, (m, nr) in enumerate(node._next):
                 if m is None:
                     continue
@@ -225,15 +231,129 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 d = deps[m] - 1
                 deps[m] = d
                 if d == 0:
-                    push(heap, (-m._seq, next(order), m))
+                    if ready is None and not heap:
+                        ready = m
+                    else:
+                        if ready is not None:
+                            push(heap, (-ready._seq, next(order), ready))
+                            ready = None
+                        push(heap, (-m._seq, next(order), m))
+            if ready is not None:
+                nxt = ready
+            else:
+                nxt = pop(heap)[2] if heap else None
     except Exception as e:
         if _anomaly.enabled and node is not None:
             anomaly.annotate(node, e)
         raise
     finally:
-        errstate.__exit__(None, None, None)
+        _fp.reset(token)
         _mode.grad = prev
     return [captured.get(i) for i in range(len(capture or ()))]
+
+
+def _data_of(t):
+    return t._data
+
+
+def _execute_one(edge, g, retain_graph: bool) -> None:
+    """``execute([edge], [g], create_graph=False, retain_graph=retain_graph)``: the same
+    walk in the same order, for one root and no captured edges, with less bookkeeping."""
+    node, nr = edge
+    # incoming-edge counts (_discover; one root is never reached again, so a node is
+    # new exactly when it has no count yet)
+    deps: dict = {}
+    stack = [node]
+    while stack:
+        for m, _ in stack.pop()._next:
+            if m is None:
+                continue
+            if m in deps:
+                deps[m] += 1
+            else:
+                deps[m] = 1
+                stack.append(m)
+    buffers: dict = {}
+    heap: list = []
+    order = itertools.count()
+    pop, push = heapq.heappop, heapq.heappush
+    buf = {nr: g}
+    prev = _mode.grad
+    _mode.grad = False
+    token = _fp.set(_fp_ignore)
+    try:
+        while True:
+            if type(node) is AccumulateGrad or isinstance(node, AccumulateGrad):
+                if node.variable._hooks:
+                    _pre(node, buf, False, _data_of)
+                g = buf.get(0)
+                if g is not None or any(v is not None for v in buf.values()):
+                    if node._pre_hooks or node._post_hooks:
+                        outs = _run(node, buf, False, _data_of)
+                        if outs and _anomaly.enabled:
+                            anomaly.check_backward(node, outs)
+                    elif g is not None:
+                        accumulate_grad(node.variable, g, False)
+                nxt_edges = node._next
+                outs = ()
+            else:
+                if node._tensor_hooks or node._retain:
+                    _pre(node, buf, False, _data_of)
+                if len(buf) == 1 and 0 in buf and not (node._pre_hooks or node._post_hooks):
+                    g = buf[0]
+                    if g is None:
+                        outs = ()
+                    elif _SINGLE[type(node)]:
+                        outs = node.apply([g], False)
+                    else:
+                        outs = _run(node, buf, False, _data_of)
+                elif any(v is not None for v in buf.values()):
+                    outs = _run(node, buf, False, _data_of)
+                else:
+                    outs = ()
+                if outs and _anomaly.enabled:
+                    anomaly.check_backward(node, outs)
+                if not retain_graph:
+                    node.release()
+                nxt_edges = node._next
+            nouts = len(outs)
+            ready = None
+            for i, (m, mnr) in enumerate(nxt_edges):
+                if m is None:
+                    continue
+                g = outs[i] if i < nouts else None
+                if g is not None:
+                    b = buffers.get(m)
+                    if b is None:
+                        buffers[m] = {mnr: g}
+                    else:
+                        _add(b, mnr, g)
+                d = deps[m] - 1
+                deps[m] = d
+                if d == 0:
+                    if ready is None and not heap:
+                        ready = m
+                    else:
+                        if ready is not None:
+                            push(heap, (-ready._seq, next(order), ready))
+                            ready = None
+                        push(heap, (-m._seq, next(order), m))
+            if ready is not None:
+                node = ready
+            elif heap:
+                node = pop(heap)[2]
+            else:
+                break
+            buf = buffers.pop(node, None)
+            if buf is None:
+                buf = {}
+    except Exception as e:
+        if _anomaly.enabled and node is not None:
+            anomaly.annotate(node, e)
+        raise
+    finally:
+        _fp.reset(token)
+        _mode.grad = prev
 
 
 def _pre(node, buf: dict, create_graph: bool, unwrap) -> None:
@@ -291,6 +411,18 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     ``inputs`` restricts accumulation to those tensors (leaves or not).
     ``retain_graph`` defaults to ``create_graph``.
     """
+    if (grad_tensors is None and grad_variables is None and inputs is None and not create_graph
+            and type(tensors) is tuple and len(tensors) == 1):
+        t = tensors[0]
+        if isinstance(t, TB.TensorBase) and t._rg:
+            data = t._cell.value
+            if type(data) is np.ndarray and data.size == 1 and fast.plain():
+                # the implicit gradient of a one-element output (what _root_grads makes)
+                one = _ONES.get((data.shape, data.dtype))
+                if one is None:
+                    one = _ONES[data.shape, data.dtype] = np.ones(data.shape, data.dtype)
+                _execute_one(edge_of(t), one.copy(), bool(retain_graph))
+                return
     tensors = _tensors(tensors, "tensors")
     if grad_tensors is None:
         grad_tensors = grad_variables

@@ -21,21 +21,28 @@ from __future__ import annotations
 import numpy as np
 from numpy import ndarray
 
-from ..ir.bind import handler_for
+from ..ir.bind import _AMBIENT, handler_for
 from ..ir.optable import OPS
-from . import anomaly, bigmath
+from ..tracer import core as _tracer_core
+from ..tracer.core import _state as _trace
+from . import bigmath, capture, sizes
 from . import dtypes as D
-from .anomaly import MODE as _anomaly
+from .capture import _state as _capture
+from .fast_record import _OUT_SLOTS, _record, _record1, _record2, _record_number, _result
 from .grad_mode import _mode
 from .names import NAMES
-from .node import _sequence, accumulator, node_class
+from .node import node_class
 from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
 from .record import _state
 from .recorded import Entry, OpNode, rule_needs, scalar_edges
-from .saved import SavedTensor
-from .tensor_base import _CLASS, TensorBase, _Cell, _Version
+from .tensor_base import TensorBase
 
 _new = object.__new__
+
+#: The ambient handlers ``plain`` knows (the tracer's and the two of ``capture``/``sizes``,
+#: all None outside a trace or tracing capture); with any other, ``handler_for`` decides.
+_N_AMBIENT = (len(_AMBIENT) if set(_AMBIENT) == {_tracer_core._ambient, capture._ambient,
+                                                  sizes._ambient} else -1)
 
 
 # Ops compute with NumPy's floating-point errors ignored (inf and nan flow as in PyTorch).
@@ -47,7 +54,20 @@ try:
     with np.errstate(all="ignore"):
         _fp_ignore = _fp.get()
 except ImportError:  # pragma: no cover - other NumPy versions
-    _fp = None
+    class _ErrstateVar:
+        """``set``/``reset`` of the error mode through ``np.errstate``."""
+
+        @staticmethod
+        def set(_):
+            state = np.errstate(all="ignore")
+            state.__enter__()
+            return state
+
+        @staticmethod
+        def reset(state):
+            state.__exit__(None, None, None)
+
+    _fp, _fp_ignore = _ErrstateVar(), None
 
 
 class quiet_fp:
@@ -57,19 +77,12 @@ class quiet_fp:
     __slots__ = ("token",)
 
     def __enter__(self):
-        self.token = _fp.set(_fp_ignore) if _fp is not None else np.errstate(all="ignore")
-        if _fp is None:
-            self.token.__enter__()
+        self.token = _fp.set(_fp_ignore)
 
     def __exit__(self, *exc):
-        if _fp is None:
-            self.token.__exit__(*exc)
-        else:
-            _fp.reset(self.token)
+        _fp.reset(self.token)
 
 
-_OUT_SLOTS = (0,)
-_NO_REPLAY: list = []
 _FLOATS = frozenset("f")
 _PY_SCALARS = (float, int)
 
@@ -86,7 +99,12 @@ class FastNode(OpNode):
     def _entries(self) -> list:
         """The node's one entry (made when the generic backward needs it)."""
         p = self._plan
-        e = Entry(p.opdef, p.entry_kw, self._slots, _OUT_SLOTS)
+        slots = self._slots
+        if p.const:
+            dt = p.dtype
+            slots = tuple(np.asarray(x, dt) if s is None else x
+                          for x, s in zip(slots, p.slots))
+        e = Entry(p.opdef, p.entry_kw, slots, _OUT_SLOTS)
         e.mask, e.needs_out, e.needs_in = p.mask, (p.needs_out,), p.needs_in
         return [e]
 
@@ -94,24 +112,41 @@ class FastNode(OpNode):
         plan = self._plan
         vjp = plan.vjp
         g = grads[0]
-        if (create_graph or vjp is None or type(g) is not np.ndarray
-                or handler_for(()) is not None):
+        if (create_graph or vjp is None or type(g) is not ndarray or _capture.stack
+                or _trace.stack or (len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None)):
             return OpNode.apply(self, grads, create_graph)
         saved = self._saved
         name = type(self).__name__
         out = saved[0].data(name) if plan.needs_out else None
         # unpacked last operand first, as PyTorch's MulBackward0 unpacks other, then self
-        args = [s if type(s) is not int else (saved[s].data(name) if s in saved else None)
-                for s in reversed(self._slots)]
-        args.reverse()
+        args = list(self._slots)
+        for pos, s in plan.unpack:
+            args[pos] = saved[s].data(name)
+        for pos in plan.unread:
+            args[pos] = None
+        for pos in plan.const_read:
+            args[pos] = np.asarray(args[pos], plan.dtype)
         cts = vjp(g, out, args, plan.mask, plan.in_types, plan.entry_kw)
         if cts is None:
             return OpNode.apply(self, grads, create_graph)
+        if plan.simple:  # one tensor operand, first
+            ct = cts[0]
+            if ct is None:
+                return [None]
+            shape, dtype = plan.in_types[0]
+            if type(ct) is not ndarray:
+                ct = np.asarray(ct)
+            if ct.shape != shape:
+                ct = numpy_unbroadcast(ct, shape)
+            if ct.dtype != dtype:
+                ct = ct.astype(dtype)
+            return [ct]
         res = [None] * self._nin
-        for k, ct, (shape, dtype) in zip(plan.targets, cts, plan.in_types):
-            if ct is None or k < 0:
+        for i, k, shape, dtype in plan.post:
+            ct = cts[i]
+            if ct is None:
                 continue
-            if type(ct) is not np.ndarray:
+            if type(ct) is not ndarray:
                 ct = np.asarray(ct)
             if ct.shape != shape:
                 ct = numpy_unbroadcast(ct, shape)
@@ -132,9 +167,10 @@ _IMPLS = {"reduce_sum": _sum_impl}
 class _Plan:
     """What the generic path decides for one kind of call (see the module docstring)."""
 
-    __slots__ = ("avals", "big", "cls", "const", "dtype", "entry_kw", "fn", "in_types",
-                 "input_pos", "mask", "needed", "needs_in", "needs_out", "number_edges", "opdef",
-                 "out_type", "record", "slots", "targets", "vjp")
+    __slots__ = ("avals", "big", "cls", "const", "const_read", "dtype", "entry_kw", "fn",
+                 "in_types", "input_pos", "mask", "needed", "needs_in", "needs_out",
+                 "number_edges", "opdef", "out_type", "post", "record", "simple", "slots",
+                 "targets", "unpack", "unread", "vjp")
 
 
 _PLANS: dict = {}
@@ -160,6 +196,8 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
             slots.append(None)  # a constant: filled per call
     p.slots = tuple(slots)
     p.const = None in p.slots
+    if p.const and len(slots) != 2:
+        return None  # (every fast op with a number operand is binary)
     p.input_pos = tuple(i for i, x in enumerate(operands) if isinstance(x, TensorBase))
     p.number_edges = scalar_edges(key, operands)
     p.big = irop in bigmath.FUNCTIONS
@@ -182,6 +220,14 @@ def _make_plan(key: str, irop: str, kwargs: dict, operands: list, record: bool):
     p.needs_in = needs_in
     p.avals = {0: p.out_type, **{s: ty for s, ty in zip(slots, in_types) if s is not None}}
     p.needed = tuple(sorted({s for s, n in zip(slots, needs_in) if n and s is not None}))
+    # backward's reads, last operand first; the tensor operands it does not read
+    p.unpack = tuple((i, s) for i, s in reversed(tuple(enumerate(slots)))
+                     if s is not None and s in p.needed)
+    p.unread = tuple(i for i, s in enumerate(slots) if s is not None and s not in p.needed)
+    p.simple = slots == (-1,)
+    # operand index, input index, type: where each tensor operand's cotangent goes
+    p.post = tuple((i, k, *ty) for i, (k, ty) in enumerate(zip(p.targets, in_types)) if k >= 0)
+    p.const_read = tuple(i for i, (s, n) in enumerate(zip(slots, needs_in)) if s is None and n)
     p.vjp = NUMPY_VJPS.get(irop)
     return p
 
@@ -192,13 +238,23 @@ def _tt(a):
     return TensorType(a.shape, a.dtype)
 
 
+def plain() -> bool:
+    """``handler_for(()) is None`` (no trace or tracing capture open), in two lookups when
+    the only ambient handlers are the known ones (the tracer's and the captures')."""
+    if _capture.stack or _trace.stack:
+        return False
+    return len(_AMBIENT) == _N_AMBIENT or handler_for(()) is None
+
+
 def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
     """``irop`` on ``operands`` as the operation ``key``, or None for the generic path.
 
     Python scalars go to the ufunc as they are: NumPy converts them to the array's
     dtype (weak scalars), as the generic path's promotion does.
     """
-    if _state.scope is not None:
+    if len(operands) == 2 and kwargs is None:
+        return run2(key, irop, operands[0], operands[1])
+    if _state.scope is not None or _capture.stack or _trace.stack:
         return None
     sig = [key, irop]
     arrays = []
@@ -216,37 +272,136 @@ def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
             arrays.append(x)
         else:
             return None
-    if handler_for(()) is not None:
+    if len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None:
         return None
     record = rg and _mode.grad
     sig.append(record)
-    if len(operands) == 2 and operands[0] is operands[1]:
-        sig.append("same")
     if kwargs:
         sig.append(tuple(kwargs.items()))
     sig = tuple(sig)
     plan = _PLANS.get(sig, _PLANS)
     if plan is _PLANS:
-        plan = _make_plan(key, irop, kwargs or {}, operands, record)
-        if len(_PLANS) >= 4096:
-            _PLANS.clear()
-        _PLANS[sig] = plan
+        plan = _new_plan(sig, key, irop, kwargs or {}, operands, record)
     if plan is None:
         return None
-    if _fp is None:
-        with np.errstate(all="ignore"):
-            out = _compute(plan, arrays, kwargs)
+    return _finish(plan, arrays, kwargs, operands, record)
+
+
+def run1(key: str, irop: str, x, kwargs: dict | None = None, kw_key: tuple | None = None):
+    """``run(key, irop, [x], kwargs)`` for a Tensor ``x``, with less dispatch (``kw_key``:
+    ``tuple(kwargs.items())`` if the caller has it)."""
+    if _state.scope is not None or _capture.stack or _trace.stack:
+        return None
+    d = x._cell.value
+    if type(d) is not ndarray or x._base is not None:
+        return None
+    if len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None:
+        return None
+    rg = x._rg
+    record = rg and _mode.grad
+    if kwargs and kw_key is None:
+        kw_key = tuple(kwargs.items())
+    sig = (key, irop, d.dtype, d.shape, rg, record, kw_key)
+    plan = _PLANS.get(sig, _PLANS)
+    if plan is _PLANS:
+        plan = _new_plan(sig, key, irop, kwargs or {}, [x], record)
+    if plan is None:
+        return None
+    if plan.big:
+        return _finish(plan, [d], kwargs, [x], record)
+    token = _fp.set(_fp_ignore)
+    try:
+        out = plan.fn(d, **kwargs) if kwargs else plan.fn(d)
+    finally:
+        _fp.reset(token)
+    if type(out) is not ndarray or out.dtype != plan.dtype:
+        out = np.asarray(out, dtype=plan.dtype)
+    t = _result(out)
+    if record:
+        _record1(plan, x, t)
+    return t
+
+
+def run2(key: str, irop: str, a, b):
+    """``run(key, irop, [a, b])`` with less dispatch (Tensors and Python scalars)."""
+    if _state.scope is not None or _capture.stack or _trace.stack:
+        return None
+    ta = type(a)
+    tb = type(b)
+    if ta in _PY_SCALARS:
+        if not isinstance(b, TensorBase):
+            return None
+        db = b._cell.value
+        if type(db) is not ndarray or b._base is not None:
+            return None
+        rg = b._rg
+        record = rg and _mode.grad
+        sig = (key, irop, ta, db.dtype, db.shape, rg, record)
+        da = a
+    elif not isinstance(a, TensorBase):
+        return None
     else:
-        token = _fp.set(_fp_ignore)
-        try:
-            out = _compute(plan, arrays, kwargs)
-        finally:
-            _fp.reset(token)
+        da = a._cell.value
+        if type(da) is not ndarray or a._base is not None:
+            return None
+        if tb in _PY_SCALARS:
+            rg = a._rg
+            record = rg and _mode.grad
+            sig = (key, irop, da.dtype, da.shape, rg, tb, record)
+            db = b
+        elif isinstance(b, TensorBase):
+            db = b._cell.value
+            if type(db) is not ndarray or b._base is not None:
+                return None
+            rg = a._rg or b._rg
+            record = rg and _mode.grad
+            sig = (key, irop, da.dtype, da.shape, a._rg, db.dtype, db.shape, b._rg, record,
+                   a is b)
+        else:
+            return None
+    if len(_AMBIENT) != _N_AMBIENT and handler_for(()) is not None:
+        return None
+    plan = _PLANS.get(sig, _PLANS)
+    if plan is _PLANS:
+        plan = _new_plan(sig, key, irop, {}, [a, b], record)
+    if plan is None:
+        return None
+    if plan.big:
+        return _finish(plan, [da, db], None, [a, b], record)
+    token = _fp.set(_fp_ignore)
+    try:
+        out = plan.fn(da, db)
+    finally:
+        _fp.reset(token)
+    if type(out) is not ndarray or out.dtype != plan.dtype:
+        out = np.asarray(out, dtype=plan.dtype)
+    t = _result(out)
+    if record:
+        if plan.const:
+            _record_number(plan, a, b, t)
+        else:
+            _record2(plan, a, b, t)
+    return t
+
+
+def _new_plan(sig, key, irop, kwargs, operands, record):
+    plan = _make_plan(key, irop, kwargs, operands, record)
+    if len(_PLANS) >= 4096:
+        _PLANS.clear()
+    _PLANS[sig] = plan
+    return plan
+
+
+def _finish(plan, arrays, kwargs, operands, record):
+    token = _fp.set(_fp_ignore)
+    try:
+        out = _compute(plan, arrays, kwargs)
+    finally:
+        _fp.reset(token)
     dt = plan.dtype
     if type(out) is not ndarray or out.dtype != dt:
         out = np.asarray(out, dtype=dt)
-    t = _new(_CLASS[0])
-    t._init(_Cell(out), _Version(), False, None, 0)
+    t = _result(out)
     if record:
         _record(plan, operands, t)
     return t
@@ -258,40 +413,3 @@ def _compute(plan: _Plan, arrays: list, kwargs):
     if kwargs:
         return plan.fn(*arrays, **kwargs)
     return plan.fn(*arrays)
-
-
-def _record(plan: _Plan, operands: list, t) -> None:
-    """Give ``t`` the node the generic path would have made for this call."""
-    node = _new(plan.cls)
-    slots = plan.slots
-    if plan.const:
-        dt = plan.dtype
-        slots = tuple(np.asarray(x, dt) if s is None else s for x, s in zip(operands, slots))
-    inputs = [operands[i] for i in plan.input_pos]
-    next_edges = []
-    for x in inputs:
-        if not x._rg:
-            next_edges.append((None, 0))
-        elif x._grad_fn is not None:
-            next_edges.append((x._grad_fn, x._out_nr))
-        else:
-            next_edges.append((accumulator(x), 0))
-    node._next = (*next_edges, *plan.number_edges)
-    node._seq = next(_sequence)
-    node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
-    node._nin = len(inputs)
-    node._out_slots = _OUT_SLOTS
-    node._avals = plan.avals
-    node._replay = _NO_REPLAY
-    node._plan = plan
-    node._slots = slots
-    saved = {}
-    for s in plan.needed:
-        saved[s] = SavedTensor.of_input(inputs[-1 - s])
-    if plan.needs_out:
-        saved[0] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
-    node._saved = saved
-    t._grad_fn = node
-    t._rg = True
-    if _anomaly.enabled:
-        anomaly.record(node, (t,))

@@ -24,6 +24,8 @@ _sequence = itertools.count()
 #: AccumulateGrad nodes run as soon as they are ready (PyTorch gives them UINT64_MAX).
 ACCUMULATE_PRIORITY = float("inf")
 
+_new = object.__new__
+
 #: Guards every ``.grad`` accumulation, so threads sharing a leaf add up exactly.
 GRAD_LOCK = _forksafe.lock()
 
@@ -137,9 +139,15 @@ class AccumulateGrad(Node):
 
 def accumulator(t) -> AccumulateGrad:
     """The (cached) ``AccumulateGrad`` node of leaf ``t``."""
-    acc = t._acc() if t._acc is not None else None
+    ref = t._acc
+    acc = ref() if ref is not None else None
     if acc is None:
-        acc = AccumulateGrad(t)
+        # AccumulateGrad(t), without the constructor calls (one is made per leaf and graph)
+        acc = _new(AccumulateGrad)
+        acc._next = ()
+        acc._seq = ACCUMULATE_PRIORITY
+        acc._pre_hooks = acc._post_hooks = acc._tensor_hooks = acc._retain = None
+        acc.variable = t
         t._acc = weakref.ref(acc)
     return acc
 
@@ -163,6 +171,15 @@ def accumulate_grad(t, g, create_graph: bool) -> None:
 
     Gradients flow as JAX-convention cotangents; a complex leaf stores their conjugate,
     PyTorch's ``.grad`` (the conjugate Wirtinger derivative, docs/complex.md)."""
+    if type(g) is np.ndarray and g.dtype.kind != "c":  # the common case, as below
+        with GRAD_LOCK:
+            old = t._grad
+            if old is None:
+                t._grad = TB.make(g.copy())
+            elif not _add_into(old, g):
+                with no_grad():
+                    old.add_(TB.make(g))
+        return
     if np.dtype(g.dtype).kind == "c":
         g = g.conj() if isinstance(g, TB.TensorBase) else np.conj(g)
     with GRAD_LOCK:

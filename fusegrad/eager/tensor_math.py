@@ -83,9 +83,14 @@ def to_float(x):
 
 
 def binary(key: str, irop: str, a, b):
-    out = fast.run(key, irop, [a, b])
+    out = fast.run2(key, irop, a, b)
     if out is not None:
         return out
+    return _binary(key, irop, a, b)
+
+
+def _binary(key: str, irop: str, a, b):
+    """``binary`` on the generic path (promotion, ``operation``)."""
     a, b = arg(a), arg(b)
     dt = D.result_type(a, b)
     if irop == "div" and not (dt.is_floating_point or dt.is_complex):
@@ -101,7 +106,7 @@ def binary(key: str, irop: str, a, b):
 
 def unary(key: str, irop: str, x):
     """The float math operation ``key``: IR op ``irop`` on ``x`` (integers become floats)."""
-    out = fast.run(key, irop, [x])
+    out = fast.run1(key, irop, x)
     if out is not None:
         return out
     return op(key, lambda: getattr(ops, irop)(to_float(x)))
@@ -171,25 +176,32 @@ class TensorMath:
     divide = true_divide = div
 
     def __add__(self, other):
-        return binary("add", "add", self, other)
+        out = fast.run2("add", "add", self, other)
+        return out if out is not None else _binary("add", "add", self, other)
 
     def __radd__(self, other):
-        return binary("add", "add", other, self)
+        out = fast.run2("add", "add", other, self)
+        return out if out is not None else _binary("add", "add", other, self)
 
     def __sub__(self, other):
-        return binary("sub", "sub", self, other)
+        out = fast.run2("sub", "sub", self, other)
+        return out if out is not None else _binary("sub", "sub", self, other)
 
     def __rsub__(self, other):
-        return binary("rsub", "sub", other, self)
+        out = fast.run2("rsub", "sub", other, self)
+        return out if out is not None else _binary("rsub", "sub", other, self)
 
     def __mul__(self, other):
-        return binary("mul", "mul", self, other)
+        out = fast.run2("mul", "mul", self, other)
+        return out if out is not None else _binary("mul", "mul", self, other)
 
     def __rmul__(self, other):
-        return binary("mul", "mul", other, self)
+        out = fast.run2("mul", "mul", other, self)
+        return out if out is not None else _binary("mul", "mul", other, self)
 
     def __truediv__(self, other):
-        return binary("div", "div", self, other)
+        out = fast.run2("div", "div", self, other)
+        return out if out is not None else _binary("div", "div", self, other)
 
     def __rtruediv__(self, other):
         return self.reciprocal() * other  # as PyTorch: ReciprocalBackward0, then MulBackward0
@@ -224,7 +236,7 @@ class TensorMath:
             raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. "
                                "If you are trying to invert a mask, use the `~` or "
                                "`logical_not()` operator instead.")
-        out = fast.run("neg", "neg", [self])
+        out = fast.run1("neg", "neg", self)
         return out if out is not None else op("neg", ops.neg, self)
 
     neg = negative = __neg__

@@ -31,17 +31,27 @@ max_result = collections.namedtuple("max", ["values", "indices"])
 min_result = collections.namedtuple("min", ["values", "indices"])
 
 
+#: ``{"axes": (0, ..., ndim - 1)}`` by ``ndim``: the attributes of a full ``sum()``.
+_SUM_ALL: dict = {}
+_SUM_KEYS = tuple(tuple({"axes": tuple(range(n))}.items()) for n in range(65))
+
+
 class TensorReduce:
     """Mixin of ``fusegrad.Tensor``: reductions (PyTorch semantics)."""
 
     __slots__ = ()
 
     def sum(self, dim=None, keepdim=False, *, dtype=None):
+        if dim is None and dtype is None and not keepdim:
+            ndim = len(self._cell.value.shape)
+            if ndim:
+                kw = _SUM_ALL.get(ndim)
+                if kw is None:
+                    kw = _SUM_ALL[ndim] = {"axes": tuple(range(ndim))}
+                out = fast.run1("sum", "reduce_sum", self, kw, _SUM_KEYS[ndim])
+                if out is not None:
+                    return out
         dims = _dims(dim)
-        if dims is None and dtype is None and not keepdim and self.ndim:
-            out = fast.run("sum", "reduce_sum", [self], {"axes": tuple(range(self.ndim))})
-            if out is not None:
-                return out
         return op("sum" if dims is None else "sum_dim",
                   lambda: A.sum(self, dims, _np_dtype(dtype), keepdim))
 
