@@ -159,24 +159,64 @@ def _views(x, tap_ranges, strides):
     return out_ix, in_ix
 
 
+def _windows(x, geo):
+    """Every window of ``x`` as a copy of shape (*lead, *Q, prod(kernel)) (padding: -inf)."""
+    nd = len(geo["kernel"])
+    lead, sp = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
+    lo, hi = geo["pad_lo"], geo["pad_hi"]
+    outs = pool_out_shape(sp, **geo)
+    xp = np.ascontiguousarray(x)
+    if any(lo) or any(hi):
+        xp = np.full(lead + tuple(a + n + b for a, n, b in zip(lo, sp, hi)), -np.inf, x.dtype)
+        xp[(Ellipsis, *(slice(a, a + n) for a, n in zip(lo, sp)))] = x
+    st = xp.strides[x.ndim - nd:]
+    win = np.lib.stride_tricks.as_strided(
+        xp, lead + outs + tuple(geo["kernel"]),
+        xp.strides[:x.ndim - nd] + tuple(t * s for t, s in zip(st, geo["strides"]))
+        + tuple(t * d for t, d in zip(st, geo["dilation"])), writeable=False)
+    return win.reshape(lead + outs + (math.prod(geo["kernel"]),)), outs
+
+
+def _tap_coords(outs, geo, nd):
+    """Per pooled axis, the input coordinate of tap ``j`` at output ``q``: arrays
+    broadcasting over (*Q, taps)."""
+    taps = np.unravel_index(np.arange(math.prod(geo["kernel"])), tuple(geo["kernel"]))
+    coords = []
+    for i in range(nd):
+        q = np.arange(outs[i]).reshape((-1,) + (1,) * (nd - i))
+        coords.append(q * geo["strides"][i] + taps[i] * geo["dilation"][i] - geo["pad_lo"][i])
+    return coords
+
+
 def _select(x, geo):
     """The maxima and the selected tap's flat index (-1: none) of every window."""
     nd = len(geo["kernel"])
-    lead = x.shape[:x.ndim - nd]
     sp = x.shape[x.ndim - nd:]
-    outs = pool_out_shape(sp, **geo)
-    best = np.full(lead + outs, -np.inf, x.dtype)
-    idx = np.full(lead + outs, -1, np.int64)
-    flat = np.arange(math.prod(sp), dtype=np.int64).reshape(sp)
-    flat = np.broadcast_to(flat, x.shape)
-    for _, ranges, _ in _taps(sp, **geo):
-        oix, iix = _views(x, ranges, geo["strides"])
-        v = x[iix]
-        m = best[oix]
-        take = (idx[oix] < 0) | (v > m) | np.isnan(v)
-        best[oix] = np.where(take, v, m)
-        idx[oix] = np.where(take, flat[iix], idx[oix])
-    return best, idx
+    win, outs = _windows(x, geo)
+    if win.size == 0:
+        shape = win.shape[:-1]
+        return np.full(shape, -np.inf, x.dtype), np.full(shape, -1, np.int64)
+    j = np.argmax(win, axis=-1)  # the first maximum; NaN counts as the maximum
+    nan = np.isnan(win)
+    if nan.any():  # PyTorch's rule selects the last NaN
+        last = win.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+        j = np.where(nan.any(axis=-1), last, j)
+    coords = _tap_coords(outs, geo, nd)
+    inside = np.ones(outs + (win.shape[-1],), bool)
+    flat = np.zeros(outs + (win.shape[-1],), np.int64)
+    for c, n in zip(coords, sp):
+        inside &= (c >= 0) & (c < n)
+        flat = flat * n + c
+    # a padding tap is selected only when every tap is -inf: the first inside one is
+    first = np.where(inside.any(axis=-1), np.argmax(inside, axis=-1), -1)
+    jj = j.reshape(-1, math.prod(outs)) if outs else j.reshape(-1, 1)
+    pos = np.arange(jj.shape[1])
+    ins = inside.reshape(len(pos), -1)[pos, jj]
+    jj = np.where(ins, jj, first.reshape(-1))
+    fl = flat.reshape(len(pos), -1)
+    idx = np.where(jj >= 0, fl[pos, np.maximum(jj, 0)], -1).reshape(j.shape)
+    best = np.take_along_axis(win, j[..., None], axis=-1)[..., 0]
+    return np.where(idx >= 0, best, -np.inf).astype(x.dtype, copy=False), idx
 
 
 def _planes(a, nd):
@@ -195,11 +235,16 @@ def max_pool_argmax_impl(x, **geo):
 def max_pool_grad_impl(x, g, **geo):
     nd = len(geo["kernel"])
     idx = _planes(_select(x, geo)[1], nd)
-    gp = _planes(np.asarray(g), nd)
-    out = np.zeros(_planes(x, nd).shape, x.dtype)
-    for p in range(idx.shape[0]):  # in output order: the adds happen as PyTorch's
-        ok = idx[p] >= 0
-        np.add.at(out[p], idx[p][ok], gp[p][ok])
+    planes, size = _planes(x, nd).shape
+    gix = (idx + np.arange(planes).reshape(-1, 1) * size).ravel()
+    gv = _planes(np.asarray(g, x.dtype), nd).ravel()
+    ok = idx.ravel() >= 0
+    out = np.zeros(planes * size, x.dtype)
+    if all(s >= 1 + d * (k - 1) for s, d, k in zip(geo["strides"], geo["dilation"],
+                                                    geo["kernel"])):
+        out[gix[ok]] = gv[ok]  # disjoint windows: each element selected at most once
+    else:  # in output order, so the additions happen as PyTorch's
+        np.add.at(out, gix[ok], gv[ok])
     return out.reshape(x.shape)
 
 
