@@ -159,69 +159,38 @@ def _views(x, tap_ranges, strides):
     return out_ix, in_ix
 
 
-def _windows(x, geo):
-    """Every window of ``x`` as a copy of shape (*lead, *Q, prod(kernel)) (padding: -inf)."""
-    nd = len(geo["kernel"])
-    lead, sp = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
-    lo, hi = geo["pad_lo"], geo["pad_hi"]
-    outs = pool_out_shape(sp, **geo)
-    xp = np.ascontiguousarray(x)
-    if any(lo) or any(hi):
-        xp = np.full(lead + tuple(a + n + b for a, n, b in zip(lo, sp, hi)), -np.inf, x.dtype)
-        xp[(Ellipsis, *(slice(a, a + n) for a, n in zip(lo, sp)))] = x
-    st = xp.strides[x.ndim - nd:]
-    win = np.lib.stride_tricks.as_strided(
-        xp, lead + outs + tuple(geo["kernel"]),
-        xp.strides[:x.ndim - nd] + tuple(t * s for t, s in zip(st, geo["strides"]))
-        + tuple(t * d for t, d in zip(st, geo["dilation"])), writeable=False)
-    return win.reshape(lead + outs + (math.prod(geo["kernel"]),)), outs
-
-
-def _tap_coords(outs, geo, nd):
-    """Per pooled axis, the input coordinate of tap ``j`` at output ``q``: arrays
-    broadcasting over (*Q, taps)."""
-    taps = np.unravel_index(np.arange(math.prod(geo["kernel"])), tuple(geo["kernel"]))
-    coords = []
-    for i in range(nd):
-        q = np.arange(outs[i]).reshape((-1,) + (1,) * (nd - i))
-        coords.append(q * geo["strides"][i] + taps[i] * geo["dilation"][i] - geo["pad_lo"][i])
-    return coords
+def _tap_flat(ranges, strides, sp):
+    """The flat in-plane input index one tap reads at each output of its range."""
+    flat = np.zeros((), np.int64)
+    for (a, b, f), st, n in zip(ranges, strides, sp):
+        flat = flat[..., None] * n + (f + np.arange(b - a, dtype=np.int64) * st)
+    return flat
 
 
 def _select(x, geo):
-    """The maxima and the selected tap's flat index (-1: none) of every window."""
+    """The maxima, the selected tap's number (-1: none) of every window, and per tap
+    (number, output view, input view, ranges), by whole-array passes per tap."""
     nd = len(geo["kernel"])
-    sp = x.shape[x.ndim - nd:]
-    win, outs = _windows(x, geo)
-    if win.size == 0:
-        shape = win.shape[:-1]
-        return np.full(shape, -np.inf, x.dtype), np.full(shape, -1, np.int64)
-    j = np.argmax(win, axis=-1)  # the first maximum; NaN counts as the maximum
-    nan = np.isnan(win)
+    lead, sp = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
+    outs = pool_out_shape(sp, **geo)
+    best = np.full(lead + outs, -np.inf, x.dtype)
+    taps = []
+    for t, (_, ranges, _) in enumerate(_taps(sp, **geo)):
+        if all(b > a for a, b, _ in ranges):
+            oix, iix = _views(x, ranges, geo["strides"])
+            taps.append((t, oix, iix, ranges))
+            np.maximum(best[oix], x[iix], out=best[oix])  # NaN propagates
+    sel = np.full(best.shape, -1, np.int64)
+    for t, oix, iix, _ in reversed(taps):  # the first tap equal to the maximum stays
+        np.copyto(sel[oix], t, where=x[iix] == best[oix])
+    nan = np.isnan(best)
     if nan.any():  # PyTorch's rule selects the last NaN
-        last = win.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
-        j = np.where(nan.any(axis=-1), last, j)
-    coords = _tap_coords(outs, geo, nd)
-    inside = np.ones(outs + (win.shape[-1],), bool)
-    flat = np.zeros(outs + (win.shape[-1],), np.int64)
-    for c, n in zip(coords, sp):
-        inside &= (c >= 0) & (c < n)
-        flat = flat * n + c
-    # a padding tap is selected only when every tap is -inf: the first inside one is
-    first = np.where(inside.any(axis=-1), np.argmax(inside, axis=-1), -1)
-    jj = j.reshape(-1, math.prod(outs)) if outs else j.reshape(-1, 1)
-    pos = np.arange(jj.shape[1])
-    ins = inside.reshape(len(pos), -1)[pos, jj]
-    jj = np.where(ins, jj, first.reshape(-1))
-    fl = flat.reshape(len(pos), -1)
-    idx = np.where(jj >= 0, fl[pos, np.maximum(jj, 0)], -1).reshape(j.shape)
-    best = np.take_along_axis(win, j[..., None], axis=-1)[..., 0]
-    return np.where(idx >= 0, best, -np.inf).astype(x.dtype, copy=False), idx
-
-
-def _planes(a, nd):
-    """``a`` as (planes, flattened pooled axes)."""
-    return a.reshape((math.prod(a.shape[:a.ndim - nd]), -1))
+        for t, oix, iix, _ in taps:
+            np.copyto(sel[oix], t, where=np.isnan(x[iix]) & nan[oix])
+    if (best == 0).any():  # a window of -0.0 and 0.0: the selected one's sign
+        for t, oix, iix, _ in taps:
+            np.copyto(best[oix], x[iix], where=sel[oix] == t)
+    return best, sel, taps
 
 
 def max_pool_impl(x, **geo):
@@ -229,32 +198,44 @@ def max_pool_impl(x, **geo):
 
 
 def max_pool_argmax_impl(x, **geo):
-    return _select(x, geo)[1]
+    nd = len(geo["kernel"])
+    _, sel, taps = _select(x, geo)
+    idx = np.full(sel.shape, -1, np.int64)
+    for t, oix, _, ranges in taps:
+        np.copyto(idx[oix], _tap_flat(ranges, geo["strides"], x.shape[x.ndim - nd:]),
+                  where=sel[oix] == t)
+    return idx
+
+
+def _disjoint(geo):
+    return all(s >= 1 + d * (k - 1) for s, d, k in zip(geo["strides"], geo["dilation"],
+                                                       geo["kernel"]))
 
 
 def max_pool_grad_impl(x, g, **geo):
+    g = np.asarray(g, x.dtype)
+    out = np.zeros(x.shape, x.dtype)
+    if _disjoint(geo):  # each input element is read by one (window, tap) at most
+        _, sel, taps = _select(x, geo)
+        for t, oix, iix, _ in taps:
+            out[iix] = np.where(sel[oix] == t, g[oix], 0)
+        return out
     nd = len(geo["kernel"])
-    idx = _planes(_select(x, geo)[1], nd)
-    planes, size = _planes(x, nd).shape
+    idx = max_pool_argmax_impl(x, **geo).reshape(-1, math.prod(g.shape[g.ndim - nd:]))
+    planes, size = len(idx), math.prod(x.shape[x.ndim - nd:])
     gix = (idx + np.arange(planes).reshape(-1, 1) * size).ravel()
-    gv = _planes(np.asarray(g, x.dtype), nd).ravel()
     ok = idx.ravel() >= 0
-    out = np.zeros(planes * size, x.dtype)
-    if all(s >= 1 + d * (k - 1) for s, d, k in zip(geo["strides"], geo["dilation"],
-                                                    geo["kernel"])):
-        out[gix[ok]] = gv[ok]  # disjoint windows: each element selected at most once
-    else:  # in output order, so the additions happen as PyTorch's
-        np.add.at(out, gix[ok], gv[ok])
-    return out.reshape(x.shape)
+    np.add.at(out.reshape(-1), gix[ok], g.reshape(-1)[ok])  # in output order, as PyTorch
+    return out
 
 
 def max_pool_take_impl(x, c, **geo):
-    nd = len(geo["kernel"])
-    best, idx = _select(x, geo)
-    ip = _planes(idx, nd)
-    cp = _planes(np.asarray(c), nd)
-    out = np.take_along_axis(cp, np.maximum(ip, 0), axis=1)
-    return np.where(ip >= 0, out, 0).astype(x.dtype, copy=False).reshape(best.shape)
+    best, sel, taps = _select(x, geo)
+    c = np.asarray(c, x.dtype)
+    out = np.zeros(best.shape, x.dtype)
+    for t, oix, iix, _ in taps:
+        np.copyto(out[oix], c[iix], where=sel[oix] == t)
+    return out
 
 
 def sum_pool_impl(x, **geo):
