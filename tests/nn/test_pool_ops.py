@@ -320,3 +320,40 @@ def test_windows_of_only_minus_infinity_route_to_the_first_input_as_torch():
                  fg.jit(fg.grad(lambda a: fnp.sum(F.max_pool2d(a, 3, 2, padding=1))))(x)):
         assert np.array_equal(grad, tx.grad.numpy())
     assert tx.grad.numpy()[0, 0, 0, 0] > 0  # the only sanity: torch does route it there
+
+
+# --- the op-table cases of every pooling op, compiled (the shared tests compile one) ---
+
+
+POOL_OPS = {"max_pool", "max_pool_grad", "max_pool_take", "max_pool_argmax", "sum_pool",
+            "sum_pool_transpose"}
+
+
+@pytest.mark.compiled
+def test_compiled_vjp_and_jvp_of_every_pool_case_equal_interpreter():
+    from fusegrad.passes.autodiff import vjp
+    from fusegrad.passes.simplify import simplify
+    from tests.codegen.test_compiled import _run_chunks
+    from tests.passes.test_jvp_rules import JVP_CASES
+    from tests.passes.test_vjp_rules import GRAD_CASES, INTERPRETER_ONLY
+    from tests.transforms.test_forward import _compiled_vs_interpreted
+
+    rng = _rng(12)
+    fns, args, ids = [], [], []
+    for c in [*GRAD_CASES, *INTERPRETER_ONLY]:
+        if c.op not in POOL_OPS:
+            continue
+        a = c.inputs()
+        fn = c.function(a)
+        wrt = [i for i, p in enumerate(fn.params) if p.type.is_inexact]
+        if c.op == "max_pool_argmax":
+            fns.append(fn), args.append(a), ids.append(c.id)
+            continue
+        cts = [rng.normal(size=r.type.shape).astype(r.type.dtype) for r in fn.results]
+        fns.append(simplify(vjp(fn, wrt))), args.append([*a, *cts]), ids.append(c.id)
+    assert {i.split("-")[0] for i in ids} == POOL_OPS
+    for cid, (compiled, interpreted) in zip(ids, _run_chunks(fns, args, "poolvjps")):
+        for got, want in zip(compiled, interpreted):
+            assert np.asarray(got).dtype == np.asarray(want).dtype, cid
+            assert_close(np.nan_to_num(got), np.nan_to_num(want), "exact64", cid)
+    _compiled_vs_interpreted([c for c in JVP_CASES if c.op in POOL_OPS])
