@@ -221,8 +221,8 @@ def max_pool_grad_impl(x, g, **geo):
             out[iix] = np.where(sel[oix] == t, g[oix], 0)
         return out
     nd = len(geo["kernel"])
-    idx = max_pool_argmax_impl(x, **geo).reshape(-1, math.prod(g.shape[g.ndim - nd:]))
-    planes, size = len(idx), math.prod(x.shape[x.ndim - nd:])
+    planes, size = math.prod(x.shape[:x.ndim - nd]), math.prod(x.shape[x.ndim - nd:])
+    idx = max_pool_argmax_impl(x, **geo).reshape(planes, math.prod(g.shape[g.ndim - nd:]))
     gix = (idx + np.arange(planes).reshape(-1, 1) * size).ravel()
     ok = idx.ravel() >= 0
     np.add.at(out.reshape(-1), gix[ok], g.reshape(-1)[ok])  # in output order, as PyTorch

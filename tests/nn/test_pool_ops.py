@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
@@ -73,7 +75,7 @@ def _data(shape, rng, dtype, kind):
     x = rng.integers(-2, 3, shape).astype(dtype)  # many ties
     if kind == "special":
         flat = x.reshape(-1)
-        k = rng.choice(flat.size, size=max(2, flat.size // 6), replace=False)
+        k = rng.choice(flat.size, size=min(flat.size, max(2, flat.size // 6)), replace=False)
         flat[k[::2]] = np.nan
         flat[k[1::2]] = -np.inf
     return x
@@ -357,3 +359,71 @@ def test_compiled_vjp_and_jvp_of_every_pool_case_equal_interpreter():
             assert np.asarray(got).dtype == np.asarray(want).dtype, cid
             assert_close(np.nan_to_num(got), np.nan_to_num(want), "exact64", cid)
     _compiled_vs_interpreted([c for c in JVP_CASES if c.op in POOL_OPS])
+
+
+# --- random geometries: the NumPy references and the Numba kernels against loops ---------
+
+
+@st.composite
+def _geometries(draw):
+    nd = draw(st.integers(1, 3))
+    sp = tuple(draw(st.integers(1, 6)) for _ in range(nd))
+    g = geo(tuple(draw(st.integers(1, 3)) for _ in range(nd)),
+            tuple(draw(st.integers(1, 3)) for _ in range(nd)),
+            tuple(draw(st.integers(1, 2)) for _ in range(nd)),
+            tuple(draw(st.integers(0, 2)) for _ in range(nd)),
+            tuple(draw(st.integers(0, 2)) for _ in range(nd)))
+    lead = tuple(draw(st.integers(1, 2)) for _ in range(draw(st.integers(0, 2))))
+    return lead + sp, g, draw(st.sampled_from(["normal", "ties", "special"])), draw(
+        st.integers(0, 2**16))
+
+
+def _kernel_args(x, g):
+    nd = len(g["kernel"])
+    planes = math.prod(x.shape[:x.ndim - nd])
+    x4 = x.reshape((planes,) + (1,) * (3 - nd) + x.shape[x.ndim - nd:])
+
+    def arr(name, unit):
+        return np.array((unit,) * (3 - nd) + tuple(g[name]), np.int64)
+
+    return x4, (arr("kernel", 1), arr("strides", 1), arr("dilation", 1), arr("pad_lo", 0),
+                arr("pad_hi", 0))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_geometries())
+def test_random_geometries_match_loops(drawn):
+    from fusegrad.codegen import rt_pool
+
+    shape, g, kind, seed = drawn
+    rng = _rng(seed)
+    x = _data(shape, rng, np.float64, kind)
+    best, idx, sums = naive(x, g)
+    nd = len(g["kernel"])
+    gy = rng.standard_normal(best.shape)
+    c = rng.standard_normal(shape)
+    want_grad = naive_grad(x, gy, idx, nd)
+    cf = c.reshape(-1, math.prod(shape[len(shape) - nd:]))
+    want_take = np.array([[cf[p, i] if i >= 0 else 0.0 for i in row]
+                          for p, row in enumerate(idx.reshape(len(cf), -1))]).reshape(best.shape)
+    x4, ga = _kernel_args(x, g)
+    c4 = c.reshape(x4.shape)
+    g4 = gy.reshape((len(x4),) + (1,) * (3 - nd) + best.shape[len(best.shape) - nd:])
+    size = np.array((1,) * (3 - nd) + shape[len(shape) - nd:], np.int64)
+    for impl, got in [
+        ("numpy", (bind("max_pool", x, **g), bind("max_pool_argmax", x, **g),
+                   bind("max_pool_grad", x, gy, **g), bind("max_pool_take", x, c, **g),
+                   bind("sum_pool", x, **g),
+                   bind("sum_pool_transpose", gy, size=shape[len(shape) - nd:], **g))),
+        ("numba", (rt_pool.max_pool(x4, *ga), rt_pool.max_pool_argmax(x4, *ga),
+                   rt_pool.max_pool_grad(x4, g4, *ga), rt_pool.max_pool_take(x4, c4, *ga),
+                   rt_pool.sum_pool(x4, *ga), rt_pool.sum_pool_transpose(g4, size, *ga))),
+    ]:
+        v, i, gr, tk, sm, tr = (np.asarray(a) for a in got)
+        assert np.array_equal(v.reshape(best.shape), best, equal_nan=True), impl
+        assert np.array_equal(i.reshape(idx.shape), idx), impl
+        assert np.array_equal(gr.reshape(shape), want_grad), impl
+        assert np.array_equal(tk.reshape(best.shape), want_take), impl
+        if kind == "normal":
+            assert_close(sm.reshape(best.shape), sums, "exact64", impl)
+            assert_close(np.vdot(sums, gy), np.vdot(x, tr.reshape(shape)), "exact64", impl)
