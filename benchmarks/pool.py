@@ -4,10 +4,11 @@ For each pooling (max / avg, kernel 2 stride 2 and kernel 3 stride 2) three
 implementations compute the input gradient of ``sum(pool(x) * g)``: fusegrad's eager
 Tensor (``F.max_pool2d(x).backward(g)``), ``fg.jit(fg.grad(...))``, and PyTorch's eager
 autograd. Each result is checked against PyTorch's first, then the three are timed in
-interleaved rounds (the order rotates) and the medians printed with their ratios::
+interleaved rounds of one call each (the order rotates); the medians (and minima, the
+least disturbed by other load) are printed with the ratio of the medians to PyTorch::
 
-    taskset -c 1 python -m benchmarks.pool              # 15 rounds
-    taskset -c 1 python -m benchmarks.pool --rounds 5
+    taskset -c 1 python -m benchmarks.pool              # 41 rounds
+    taskset -c 1 python -m benchmarks.pool --rounds 11
 """
 
 from __future__ import annotations
@@ -55,21 +56,15 @@ def _impls(kind, k, s, x, g):
             "torch eager": torch_eager}
 
 
-def _time(fn, min_time=0.05):
-    n, t = 1, 0.0
-    while True:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t = time.perf_counter() - t0
-        if t >= min_time:
-            return t / n
-        n *= 2
+def _once(fn):
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--rounds", type=int, default=41)
     args = p.parse_args(argv)
     rng = np.random.default_rng(0)
     x = rng.standard_normal(SHAPE).astype(np.float32)
@@ -82,13 +77,13 @@ def main(argv=None):
             np.testing.assert_allclose(fn(), ref, rtol=1e-5, atol=1e-6, err_msg=name)
         names = list(impls)
         times = {n: [] for n in names}
-        for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
-            for n in order:
-                times[n].append(_time(impls[n]))
+        for r in range(args.rounds):  # one call each per round, the order rotating
+            for n in names[r % len(names):] + names[:r % len(names)]:
+                times[n].append(_once(impls[n]))
         med = {n: statistics.median(v) for n, v in times.items()}
-        line = ", ".join(f"{n} {med[n] * 1e3:.2f} ms ({med[n] / med['torch eager']:.2f}x torch)"
-                         for n in names)
+        low = {n: min(v) for n, v in times.items()}
+        line = ", ".join(f"{n} {med[n] * 1e3:.2f} ms (min {low[n] * 1e3:.2f}; "
+                         f"{med[n] / med['torch eager']:.2f}x torch)" for n in names)
         print(f"{kind}_pool2d k={k} s={s}: {line}", flush=True)
 
 

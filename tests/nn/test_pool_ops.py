@@ -427,3 +427,21 @@ def test_random_geometries_match_loops(drawn):
         if kind == "normal":
             assert_close(sm.reshape(best.shape), sums, "exact64", impl)
             assert_close(np.vdot(sums, gy), np.vdot(x, tr.reshape(shape)), "exact64", impl)
+
+
+def test_3d_pooling_modules_match_torch():
+    torch = pytest.importorskip("torch")
+    x = _data((2, 3, 5, 6, 7), _rng(13), np.float64, "normal")
+    for ours, theirs in [
+        (fg.nn.MaxPool3d(3, 2, padding=1, ceil_mode=True),
+         torch.nn.MaxPool3d(3, 2, padding=1, ceil_mode=True)),
+        (fg.nn.AvgPool3d((2, 3, 2), 2, padding=1, count_include_pad=False),
+         torch.nn.AvgPool3d((2, 3, 2), 2, padding=1, count_include_pad=False)),
+    ]:
+        fx, tx = fg.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        out, ref = ours(fx), theirs(tx)
+        assert_close(out.detach().numpy(), ref.detach().numpy(), "exact64")
+        gy = _rng(14).standard_normal(tuple(ref.shape))
+        out.backward(fg.tensor(gy))
+        ref.backward(torch.tensor(gy))
+        assert_close(fx.grad.numpy(), tx.grad.numpy(), "exact64")
