@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Op
+from ..ir.pool_ops import lowest
 from .emit import LoweringError
 
 POOL_OPS = frozenset({"max_pool", "max_pool_grad", "max_pool_take", "max_pool_argmax",
@@ -51,6 +52,9 @@ def pool_expr(w, op: Op, args) -> str:
         extra = view(args[1], gshape, gshape[lead:]) + ", "
     elif op.name == "max_pool_take":
         extra = view(args[1], xshape, xshape[lead:]) + ", "
+    elif op.name == "max_pool":
+        low = lowest(op.operands[0].type.dtype)
+        extra = f"np.int64({low}), " if isinstance(low, int) else "-np.inf, "
     else:
         extra = ""
     return f"rt_pool.{op.name}({x}, {extra}{tail}).reshape({oshape})"

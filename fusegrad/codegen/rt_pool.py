@@ -77,11 +77,13 @@ def _selected(x, k, st, dl, lo, hi):
 
 
 @_jit
-def max_pool(x, k, st, dl, lo, hi):
+def max_pool(x, low, k, st, dl, lo, hi):
+    """Each window's maximum; ``low`` (-inf, or an integer type's minimum) where a
+    window holds no input element."""
     xf, t0, t1, t2, q0, q1, q2 = _selected(x, k, st, dl, lo, hi)
     out = np.empty((x.shape[0], q0, q1, q2), x.dtype)
     if xf.shape[1] == 0:
-        out[:] = -np.inf
+        out[:] = low
         return out
     for p in range(x.shape[0]):
         xb = xf[p]
@@ -89,7 +91,10 @@ def max_pool(x, k, st, dl, lo, hi):
             for i1 in range(q1):
                 for i2 in range(q2):
                     f = _best(xb, t0, t1, t2, i0, i1, i2)
-                    out[p, i0, i1, i2] = xb[f] if f >= 0 else -np.inf
+                    if f >= 0:
+                        out[p, i0, i1, i2] = xb[f]
+                    else:
+                        out[p, i0, i1, i2] = low
     return out
 
 

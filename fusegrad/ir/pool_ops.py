@@ -14,7 +14,8 @@ geometry attributes, one entry per pooled axis:
 Output extents: ``Q = (pad_lo + S + pad_hi - dilated(K)) // stride + 1`` (0 when the
 padded extent is smaller than the dilated window).
 
-- ``max_pool(x)``: each window's maximum. The window's *selected* tap is its first
+- ``max_pool(x)`` (floating or integer ``x``): each window's maximum. The window's
+  *selected* tap is its first
   in-bounds tap, replaced by each later tap that is greater than the running
   maximum or NaN (PyTorch's rule: a NaN is a maximum, the last NaN is selected;
   among equal maxima the first in row-major order). A window with no in-bounds
@@ -58,10 +59,19 @@ def pool_out_shape(sizes, *, kernel, strides, dilation, pad_lo, pad_hi):
     return tuple(out)
 
 
+def lowest(dtype):
+    """The value of a window without an input element: -inf, or an integer type's minimum."""
+    dtype = np.dtype(dtype)
+    return -np.inf if is_float(dtype) else int(np.iinfo(dtype).min)
+
+
 def _check(name, x, kernel, strides, dilation, pad_lo, pad_hi):
     nd = len(kernel)
-    if not is_float(x.dtype) or x.dtype.kind == "c":
-        raise ShapeError(f"{name}: the pooled operand must be real floating, got {x}")
+    ints = name in ("max_pool", "max_pool_argmax") and x.dtype.kind in "iu"
+    if not ints and (not is_float(x.dtype) or x.dtype.kind == "c"):
+        raise ShapeError(f"{name}: the pooled operand must be real floating"
+                         f"{' or integer' if name in ('max_pool', 'max_pool_argmax') else ''}, "
+                         f"got {x}")
     if nd < 1 or x.ndim < nd:
         raise ShapeError(f"{name}: {nd} pooled axes need an operand of rank >= {max(nd, 1)}, "
                          f"got {x}")
@@ -173,7 +183,7 @@ def _select(x, geo):
     nd = len(geo["kernel"])
     lead, sp = x.shape[:x.ndim - nd], x.shape[x.ndim - nd:]
     outs = pool_out_shape(sp, **geo)
-    best = np.full(lead + outs, -np.inf, x.dtype)
+    best = np.full(lead + outs, lowest(x.dtype), x.dtype)
     taps = []
     for t, (_, ranges, _) in enumerate(_taps(sp, **geo)):
         if all(b > a for a, b, _ in ranges):
@@ -183,7 +193,7 @@ def _select(x, geo):
     sel = np.full(best.shape, -1, np.int64)
     for t, oix, iix, _ in reversed(taps):  # the first tap equal to the maximum stays
         np.copyto(sel[oix], t, where=x[iix] == best[oix])
-    nan = np.isnan(best)
+    nan = np.isnan(best) if is_float(x.dtype) else np.zeros((), bool)
     if nan.any():  # PyTorch's rule selects the last NaN
         for t, oix, iix, _ in taps:
             np.copyto(sel[oix], t, where=np.isnan(x[iix]) & nan[oix])

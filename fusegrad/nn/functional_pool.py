@@ -6,7 +6,8 @@ Each binds one pooling op of ``ir.pool_ops`` over the trailing 1, 2 or 3 axes:
 PyTorch's rules (``ceil_mode``: the last window must start inside the input or the
 low padding), which fix the high padding the op is given. ``return_indices=True``
 adds ``max_pool_argmax``: PyTorch's flat index of each window's maximum within its
-(N, C) plane. Inputs are batched (N, C, *spatial) or unbatched (C, *spatial).
+(N, C) plane. Max pooling keeps an integer dtype; integers average to float64.
+Inputs are batched (N, C, *spatial) or unbatched (C, *spatial).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
 from ..ir.pool_ops import pool_out_shape
-from ..ir.types import dtype_name
+from ..ir.types import dtype_name, is_float
 from ._node import named as _named
 
 __all__ = ["avg_pool1d", "avg_pool2d", "avg_pool3d", "max_pool1d", "max_pool2d",
@@ -143,6 +144,8 @@ def _avg_pool(fn, nd, input, kernel_size, stride, padding, ceil_mode, count_incl
     xs = tuple(A.shape(input))[-nd:]
 
     def f(x):
+        if not is_float(A.dtype(x)):  # integers average to float64
+            x = ops.convert(x, dtype="f64")
         return ops.sum_pool(x, **attrs) * _avg_divisor(
             xs, attrs["kernel"], attrs["strides"], attrs["pad_lo"], outs, count_include_pad,
             divisor_override, np.dtype(A.dtype(x)))

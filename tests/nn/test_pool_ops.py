@@ -415,7 +415,7 @@ def test_random_geometries_match_loops(drawn):
                    bind("max_pool_grad", x, gy, **g), bind("max_pool_take", x, c, **g),
                    bind("sum_pool", x, **g),
                    bind("sum_pool_transpose", gy, size=shape[len(shape) - nd:], **g))),
-        ("numba", (rt_pool.max_pool(x4, *ga), rt_pool.max_pool_argmax(x4, *ga),
+        ("numba", (rt_pool.max_pool(x4, -np.inf, *ga), rt_pool.max_pool_argmax(x4, *ga),
                    rt_pool.max_pool_grad(x4, g4, *ga), rt_pool.max_pool_take(x4, c4, *ga),
                    rt_pool.sum_pool(x4, *ga), rt_pool.sum_pool_transpose(g4, size, *ga))),
     ]:
@@ -445,3 +445,26 @@ def test_3d_pooling_modules_match_torch():
         out.backward(fg.tensor(gy))
         ref.backward(torch.tensor(gy))
         assert_close(fx.grad.numpy(), tx.grad.numpy(), "exact64")
+
+
+@pytest.mark.compiled
+def test_integer_max_pooling_keeps_its_dtype_as_torch():
+    torch = pytest.importorskip("torch")
+    x = _rng(15).integers(-50, 50, (2, 3, 7, 8)).astype(np.int32)
+    kw = {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True}
+    tv, ti = torch.nn.functional.max_pool2d(torch.tensor(x), **kw, return_indices=True)
+    for v, i in (F.max_pool2d(fg.tensor(x), **kw, return_indices=True),
+                 fg.jit(lambda a: F.max_pool2d(a, **kw, return_indices=True))(x)):
+        assert np.asarray(v).dtype == np.int32
+        assert np.array_equal(np.asarray(v), tv.numpy())
+        assert np.array_equal(np.asarray(i), ti.numpy())
+    y = np.iinfo(np.int64).min + np.zeros((1, 3, 4), np.int64)  # windows of the minimum only
+    assert np.array_equal(fg.jit(lambda a: F.max_pool2d(a, 2, 2, padding=1))(y),
+                          torch.nn.functional.max_pool2d(torch.tensor(y), 2, 2, 1).numpy())
+
+
+def test_integer_average_pooling_is_float64():
+    x = np.arange(16).reshape(1, 1, 4, 4)
+    out = F.avg_pool2d(fg.tensor(x), 2)
+    assert out.dtype == fg.float64
+    assert np.array_equal(out.numpy(), [[[[2.5, 4.5], [10.5, 12.5]]]])

@@ -72,6 +72,8 @@ def pool_interpreter_cases(Case, inputs, const):
              geo((2, 3), (1, 1), (1, 1)), "2d-f64"),
         Case("max_pool", inputs(const(np.array([[2.5, -1.0, 2.5, 7.0]], np.float32))),
              geo((2,), (1,), None, (1,), (1,)), "f32"),
+        *(Case(op, inputs(const(np.array([[4, -7, 4, 9, 9], [0, 0, -1, 3, 2]]))),
+               geo((3,), (2,), None, (1,), (1,)), "i64") for op in ("max_pool_argmax", "max_pool")),
     ]
 
 
