@@ -9,17 +9,17 @@ geometry attributes, one entry per pooled axis:
 - ``kernel``: window extents; ``strides``: how far a window moves; ``dilation``:
   the distance between a window's taps;
 - ``pad_lo`` / ``pad_hi``: positions added before / after the input along the axis.
-  Padding is virtual: a tap on it is skipped (``-inf`` for maxima, ``0`` for sums).
+  Padding is virtual: a tap on it is skipped (no padded copy is made).
 
 Output extents: ``Q = (pad_lo + S + pad_hi - dilated(K)) // stride + 1`` (0 when the
 padded extent is smaller than the dilated window).
 
 - ``max_pool(x)`` (floating or integer ``x``): each window's maximum. The window's
-  *selected* tap is its first
-  in-bounds tap, replaced by each later tap that is greater than the running
-  maximum or NaN (PyTorch's rule: a NaN is a maximum, the last NaN is selected;
-  among equal maxima the first in row-major order). A window with no in-bounds
-  tap is ``-inf`` and selects nothing.
+  *selected* tap is its first in-bounds tap, replaced by each later tap that is
+  greater than the running maximum or NaN (PyTorch's rule: a NaN is a maximum, the
+  last NaN is selected; among equal maxima the first in row-major order). A window
+  with no in-bounds tap is ``-inf`` (an integer type's minimum) and selects nothing.
+  The other max-pool ops take floating ``x`` only.
 - ``max_pool_grad(x, g)``: input-shaped; ``g`` (output-shaped) added at each
   window's selected tap. Linear in ``g``; piecewise constant in ``x``.
 - ``max_pool_take(x, c)``: output-shaped; ``c`` (input-shaped) read at each window's
