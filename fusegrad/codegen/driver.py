@@ -16,6 +16,7 @@ from .emit import LoweringError, _scalar_expr, _Writer, count_expr, literal, np_
 from .fft_lower import fft_lines
 from .linalg_lower import LOWERED as LINALG_LOWERED
 from .linalg_lower import linalg_lines
+from .pool_lower import POOL_OPS, pool_expr
 from .templates import SCALAR
 
 
@@ -109,6 +110,8 @@ def _array_expr(w: _Writer, op: Op, args: list[str]) -> str:
         return _matmul(w, op, args)
     if op.name == "conv":
         return _conv(op, args)
+    if op.name in POOL_OPS:
+        return pool_expr(w, op, args)
     raise LoweringError(f"no lowering for op {op.name!r}")
 
 

@@ -24,6 +24,7 @@ import numpy as np
 from fusegrad.codegen import mathlib as ml  # noqa: F401
 from fusegrad.codegen import rt  # noqa: F401
 from fusegrad.codegen import rt_conv  # noqa: F401
+from fusegrad.codegen import rt_pool  # noqa: F401
 from fusegrad.codegen import rt_linalg as rtl  # noqa: F401
 
 '''

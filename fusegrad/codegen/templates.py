@@ -65,6 +65,8 @@ ARRAY_OPS = frozenset({
     "convert", "reduce_sum", "reduce_max", "reduce_min", "count",
     "argsort",
     "conv",  # codegen.rt_conv
+    "max_pool", "max_pool_grad", "max_pool_take", "max_pool_argmax", "sum_pool",  # rt_pool
+    "sum_pool_transpose",  # codegen.rt_pool
     "fft",  # codegen.fft_lower
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
     "cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr",  # linalg_lower

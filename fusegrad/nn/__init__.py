@@ -43,6 +43,7 @@ from .layers_misc import (
     Softmax,
     Unflatten,
 )
+from .layers_pool import AvgPool3d, MaxPool3d
 from .loss import CrossEntropyLoss, MSELoss
 from .loss_extra import (
     BCELoss,
@@ -61,6 +62,7 @@ __all__ = [
     "GELU",
     "AvgPool1d",
     "AvgPool2d",
+    "AvgPool3d",
     "BCELoss",
     "BCEWithLogitsLoss",
     "BatchNorm1d",
@@ -82,6 +84,7 @@ __all__ = [
     "MSELoss",
     "MaxPool1d",
     "MaxPool2d",
+    "MaxPool3d",
     "Module",
     "ModuleDict",
     "ModuleList",

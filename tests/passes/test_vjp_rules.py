@@ -28,6 +28,7 @@ from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_case
 from tests.passes.conv_cases import conv_cases
 from tests.passes.count_cases import count_cases, count_nondiff
 from tests.passes.linalg_cases import linalg_cases
+from tests.passes.pool_cases import pool_cases, pool_interpreter_cases, pool_nondiff
 from tests.passes.sort_cases import sort_cases, sort_nondiff
 from tests.passes.special_cases import SPECIAL_ATTRS, SPECIAL_BINARY, SPECIAL_UNARY
 
@@ -322,6 +323,7 @@ GRAD_CASES.append(
 )
 GRAD_CASES += control_cases(Case, inputs, normal, const)
 GRAD_CASES += conv_cases(Case, inputs, normal)
+GRAD_CASES += pool_cases(Case, inputs, normal)
 GRAD_CASES += linalg_cases(Case, inputs)
 GRAD_CASES[:0] = complex_cases(Case, inputs)  # first: the float cases stay last per op
 
@@ -455,6 +457,8 @@ INTERPRETER_ONLY = [
 INTERPRETER_ONLY += count_cases(Case, inputs)
 INTERPRETER_ONLY += sort_cases(Case, inputs, normal, const)
 NONDIFF.update(sort_nondiff(NonDiffCase, inputs, normal))
+INTERPRETER_ONLY += pool_interpreter_cases(Case, inputs, const)
+NONDIFF.update(pool_nondiff(NonDiffCase, inputs, normal))
 
 
 def _case_id(case: Case) -> str:

@@ -35,6 +35,7 @@ NON_DIFFERENTIABLE = frozenset({
     "sign", "floor_divide", "constant", "iota", "stop_gradient", "threefry2x32",
     "count",
     "argsort",
+    "max_pool_argmax",
 })  # fmt: skip
 
 VJP_RULES: dict = {}
