@@ -467,6 +467,7 @@ def any_true(flags):
     return flags.any()
 
 
+from .incgamma_rt import betainc, betaincc, gammainc, gammainc_da, gammaincc  # noqa: E402,F401
 from .rt_fft import call as fft_call  # noqa: E402,F401  (the fft op's call-out, from objmode)
 from .special_rt import (  # noqa: E402,F401  (scipy.special functions for generated code)
     betaln,
