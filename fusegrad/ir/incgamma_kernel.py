@@ -139,10 +139,7 @@ def _series_div(p, d):
 
 @_jit
 def _converged(change, total):
-    for j in range(change.size):
-        if abs(change[j]) > _EPS * abs(total[j]):
-            return False
-    return True
+    return np.all(np.abs(change) <= _EPS * np.abs(total))
 
 
 @_jit

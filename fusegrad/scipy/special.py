@@ -6,8 +6,9 @@ float64 wherever SciPy is accurate (float32 inputs are computed in float64 and
 rounded). The primitive ops (``fusegrad.ir.special_ops``) are ``gammaln``,
 ``digamma``, ``polygamma``, ``gamma``, ``erfc``, ``erfcx``, ``erfinv``,
 ``erfcinv``, ``i0e``, ``i1e``, ``logit``, ``betaln`` and the incomplete gamma and beta
-functions (``fusegrad.ir.incgamma_ops``); the rest are exact composites of them. The ufuncs among these are also reached through NumPy's
-protocol: ``scipy.special.gammaln(x)`` on a traced ``x`` records ``lgamma``.
+functions (``fusegrad.ir.incgamma_ops``); the rest are exact composites of them.
+The ufuncs among these are also reached through NumPy's protocol:
+``scipy.special.gammaln(x)`` on a traced ``x`` records ``lgamma``.
 ``logsumexp``, ``softmax`` and ``log_softmax`` are Python functions in SciPy, which
 NumPy's protocol cannot intercept: call them from here.
 

@@ -8,7 +8,8 @@ from fractions import Fraction
 from ...ir import array as A
 from ...ir import ops
 from .. import special
-from ._common import as_float, log_scale, nan_unless, not_implemented, standardize
+from ._common import as_float, log_scale, nan_unless, standardize
+from ._tails import log_cdf, log_sf
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -55,9 +56,49 @@ def pdf(x, df, loc=0.0, scale=1.0):
     return ops.exp(logpdf(x, df, loc, scale))
 
 
+def _lower(z, df):
+    """P(T <= -|z|): the lower tail, by the incomplete beta function in the form that is
+    accurate on each side of z**2 = df (as Boost and SciPy's ``stdtr``):
+    ``I_{df/(df+z**2)}(df/2, 1/2) / 2`` for z**2 >= df, else
+    ``(1 - I_{z**2/(df+z**2)}(1/2, df/2)) / 2`` (``betaincc``). At z = 0 (where its
+    partial is 0 * inf) it is ``1/2 - pdf(0) |z|``, exact to second order."""
+    zero = z == 0
+    zs = ops.select(zero, 1.0, z)
+    z2 = zs * zs
+    far = z2 >= df
+    # each branch reads its own side's values only, so no NaN partial leaks across
+    z2_far = ops.select(far, z2, df)
+    z2_near = ops.select(far, df, z2)
+    tail_far = 0.5 * special.betainc(0.5 * df, 0.5, df / (df + z2_far))
+    tail_near = 0.5 * special.betaincc(0.5, 0.5 * df, z2_near / (df + z2_near))
+    pdf0 = ops.exp(_half_ratio(0.5 * df) - _LOG_SQRT_2PI)
+    return ops.select(zero, 0.5 - pdf0 * ops.abs(z), ops.select(far, tail_far, tail_near))
+
+
+def _cdf(z, df, upper):
+    low = _lower(z, df)
+    lower_side = z > 0 if upper else z < 0
+    return ops.select(lower_side, low, 1 - low)
+
+
 def cdf(x, df, loc=0.0, scale=1.0):
-    not_implemented("t.cdf", "the regularised incomplete beta function (betainc)")
+    """P(T <= x) (SciPy's ``stdtr``). Differentiable in x, loc and scale; a derivative in
+    df raises NotImplementedError (it needs betainc's shape derivative)."""
+    z, scale = standardize(x, loc, scale)
+    df = A.asarray(as_float(df))
+    return nan_unless(ops.logical_and(scale > 0, df > 0), _cdf(z, df, upper=False))
+
+
+def sf(x, df, loc=0.0, scale=1.0):
+    """P(T > x) = cdf(-x): accurate in the upper tail."""
+    z, scale = standardize(x, loc, scale)
+    df = A.asarray(as_float(df))
+    return nan_unless(ops.logical_and(scale > 0, df > 0), _cdf(z, df, upper=True))
 
 
 def logcdf(x, df, loc=0.0, scale=1.0):
-    not_implemented("t.logcdf", "the regularised incomplete beta function (betainc)")
+    return log_cdf(cdf(x, df, loc, scale), sf(x, df, loc, scale))
+
+
+def logsf(x, df, loc=0.0, scale=1.0):
+    return log_sf(cdf(x, df, loc, scale), sf(x, df, loc, scale))
