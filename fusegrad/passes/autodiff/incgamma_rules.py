@@ -31,7 +31,8 @@ def shape_gradient_error(op: str, arg: str) -> ShapeGradientError:
     return ShapeGradientError(
         f"{op}: the derivative with respect to the shape parameter {arg!r} is not "
         f"implemented (JAX does not provide it either); the gradient with respect to x "
-        f"is available: wrap {arg} in fg.stop_gradient(...) if it should be held constant")
+        f"is available: wrap {arg} in fg.stop_gradient(...) if it should be held constant "
+        f"(scipy.stats.t's df and beta's a and b are betainc's shapes)")
 
 
 def _safe_log(x, exponent, at):
