@@ -231,3 +231,14 @@ def test_betainc_shape_gradient_error_on_eager_tensors():
         [0.3, 0.6]) ** 1.5 * np.array([0.7, 0.4]) ** 0.5, rtol=1e-13)
     with pytest.raises(NotImplementedError, match="'a'"):
         special.betainc(a, 1.5, x).sum().backward()
+
+
+def test_eager_tensors_differentiate_gammainc_in_both_arguments():
+    av, xv = np.array([0.5, 2.0, 7.0]), np.array([0.3, 2.5, 3.0])
+    a = fg.tensor(av, dtype=fg.float64, requires_grad=True)
+    x = fg.tensor(xv, dtype=fg.float64, requires_grad=True)
+    (special.gammainc(a, x) * special.gammaincc(a, 2 * x)).sum().backward()
+    f = lambda a, x: fg.numpy.sum(special.gammainc(a, x) * special.gammaincc(a, 2 * x))  # noqa: E731
+    ga, gx = fg.grad(f, (0, 1))(av, xv)
+    assert_close(np.asarray(a.grad), ga, "exact64")
+    assert_close(np.asarray(x.grad), gx, "exact64")
