@@ -114,32 +114,39 @@ def _series_exp(u):
 
 
 @_jit
-def _series_mul(p, q):
-    m = p.size
-    out = np.zeros(m)
-    for k in range(m):
+def _mul_into(out, p, q):
+    """out = p q, truncated; ``out`` may be ``p`` or ``q`` (filled from the top down)."""
+    for k in range(p.size - 1, -1, -1):
         acc = 0.0
         for j in range(k + 1):
             acc += p[j] * q[k - j]
         out[k] = acc
-    return out
 
 
 @_jit
-def _series_div(p, d):
-    m = p.size
-    out = np.zeros(m)
-    for k in range(m):
+def _div_into(out, p, d):
+    """out = p / d, truncated; ``out`` may be ``p`` but not ``d``."""
+    for k in range(p.size):
         acc = p[k]
         for j in range(1, k + 1):
             acc -= d[j] * out[k - j]
         out[k] = acc / d[0]
-    return out
 
 
 @_jit
-def _converged(change, total):
-    return np.all(np.abs(change) <= _EPS * np.abs(total))
+def _converged(new, old):
+    """Every coefficient changed by at most a rounding error of its new value."""
+    done = True
+    for j in range(new.size):
+        done = done and abs(new[j] - old[j]) <= _EPS * abs(new[j])
+    return done
+
+
+@_jit
+def _times_exp(log_prefactor, series):
+    out = _series_exp(log_prefactor)
+    _mul_into(out, out, series)
+    return out
 
 
 @_jit
@@ -149,17 +156,19 @@ def _lower_series(a, x, m):
     total[0] = 1.0
     term = total.copy()
     factor = np.zeros(m)
+    old = np.zeros(m)
     for k in range(1, _MAX_TERMS):
         inv = 1.0 / (a + k)
         scale = x * inv  # x / (a + k + h) = x/(a+k) sum_j (-h/(a+k))^j
         for j in range(m):
             factor[j] = scale
             scale *= -inv
-        term = _series_mul(term, factor)
+        _mul_into(term, term, factor)
+        old[:] = total
         total += term
-        if _converged(term, total):
+        if _converged(total, old):
             break
-    return _series_mul(_series_exp(_log_prefactor(a, x, a + 1.0, m)), total)
+    return _times_exp(_log_prefactor(a, x, a + 1.0, m), total)
 
 
 @_jit
@@ -171,23 +180,34 @@ def _upper_fraction(a, x, m):
         b[1] = -1.0
     one = np.zeros(m)
     one[0] = 1.0
-    d = _series_div(one, b)
+    d = np.zeros(m)
+    _div_into(d, one, b)
     f = d.copy()
-    c = b.copy()
+    c = np.zeros(m)
     an = np.zeros(m)
+    tmp = np.zeros(m)
+    delta = np.zeros(m)
     for i in range(1, _MAX_TERMS):
         an[0] = -i * (i - a)
         if m > 1:
             an[1] = float(i)
         b[0] += 2.0
-        d = _series_div(one, _series_mul(an, d) + b)
-        c = b + (_series_div(an, c) if i > 1 else np.zeros(m))
-        new = _series_mul(f, _series_mul(c, d))
-        done = _converged(new - f, new)
-        f = new
+        _mul_into(d, d, an)  # d = 1 / (b + an d)
+        d += b
+        _div_into(tmp, one, d)
+        d[:] = tmp
+        if i == 1:  # c = b + an / c with c = "infinity" before the first step
+            c[:] = b
+        else:
+            _div_into(tmp, an, c)
+            c[:] = b + tmp
+        _mul_into(delta, c, d)
+        _mul_into(tmp, f, delta)
+        done = _converged(tmp, f)
+        f[:] = tmp
         if done:
             break
-    return _series_mul(_series_exp(_log_prefactor(a, x, a, m)), f)
+    return _times_exp(_log_prefactor(a, x, a, m), f)
 
 
 @_jit
