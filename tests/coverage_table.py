@@ -94,10 +94,11 @@ def unsupported() -> dict[str, list[str]]:
     return out
 
 
-#: notes on SciPy functions differentiable in some of their arguments only
+#: notes on SciPy functions differentiable to a limited order in some arguments
 SCIPY_NOTES = {
-    "betainc": "gradient in x; not in a, b (NotImplementedError)", "betaincc": "as betainc",
-    **{f"{d}.{m}": f"no gradient in {shapes} (NotImplementedError)"
+    "betainc": "first derivatives in a, b; second ones raise NotImplementedError",
+    "betaincc": "as betainc",
+    **{f"{d}.{m}": f"first derivatives in {shapes}; second ones raise NotImplementedError"
        for d, shapes in (("t", "df"), ("beta", "a, b")) for m in ("cdf", "logcdf", "sf", "logsf")},
 }
 

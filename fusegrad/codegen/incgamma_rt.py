@@ -1,14 +1,16 @@
 """The incomplete gamma and beta functions for generated code (``fusegrad.ir.incgamma_ops``).
 
 The values call SciPy's C implementations through ``cython_special`` (as
-``special_rt`` does); ``gammainc_da`` calls the Numba kernel of
-``fusegrad.ir.incgamma_kernel``. All compute in float64 and round to the operand's type.
+``special_rt`` does); ``gammainc_da`` and ``betainc_grad`` call the Numba kernels of
+``fusegrad.ir.incgamma_kernel`` and ``fusegrad.ir.betainc_kernel``. All compute in
+float64 and round to the operand's type.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..ir.betainc_kernel import betainc_grad as _betainc_grad64
 from ..ir.incgamma_kernel import gammainc_da as _gammainc_da64
 from .inline import inline_njit
 from .special_rt import _extern
@@ -42,3 +44,8 @@ def betaincc(a, b, x):
 @inline_njit
 def gammainc_da(a, x, n):
     return type(a)(_gammainc_da64(np.float64(a), np.float64(x), n))
+
+
+@inline_njit
+def betainc_grad(a, b, x, wrt):
+    return type(a)(_betainc_grad64(np.float64(a), np.float64(b), np.float64(x), wrt))

@@ -53,6 +53,7 @@ SCALAR: dict[str, str] = {
     "gammainc_da": "rt.gammainc_da({0}, {1}, {n})",
     "betainc": "rt.betainc({0}, {1}, {2})",
     "betaincc": "rt.betaincc({0}, {1}, {2})",
+    "betainc_grad": "rt.betainc_grad({0}, {1}, {2}, {wrt})",
     "threefry2x32": "rt.threefry2x32({0}, {1}, {2}, {3}, {word})",
     "stop_gradient": "{0}",
     "broadcast_to": "{0}",

@@ -8,6 +8,8 @@ tail. The references are SciPy's ufuncs (float64, rounded to the operand's type)
 ``gammainc_da(a, x, n)`` is the n-th derivative of P in ``a`` (``incgamma_kernel``);
 it is what the gradients in ``a`` are made of, and its own derivative in ``a`` is
 ``gammainc_da(n + 1)``, so P is differentiable in ``a`` to any order.
+``betainc_grad(a, b, x, wrt)`` is the first derivative of I_x(a, b) in ``a`` or ``b``
+(``betainc_kernel``); it has no derivative in the shapes itself.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ def _real_elementwise(name: str):
         return base(types, **attrs)
 
     return rule
+
+
+def _betainc_grad(a, b, x, *, wrt):
+    from .betainc_kernel import betainc_grad_reference
+
+    return betainc_grad_reference(a, b, x, wrt=wrt)
 
 
 def _gammainc_da(a, x, *, n):
@@ -55,3 +63,6 @@ for _name, (_arity, _f, _doc) in INCOMPLETE.items():
 _def("gammainc_da", 2, _real_elementwise("gammainc_da"), _gammainc_da, "elementwise",
      attrs=("n",), promote="float",
      doc="gammainc_da(a, x, n): d^n/da^n gammainc(a, x) (n >= 1, a Python int)")
+_def("betainc_grad", 3, _real_elementwise("betainc_grad"), _betainc_grad, "elementwise",
+     attrs=("wrt",), promote="float",
+     doc="betainc_grad(a, b, x, wrt): d/da (wrt=0) or d/db (wrt=1) of betainc(a, b, x)")

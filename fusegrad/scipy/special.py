@@ -94,8 +94,9 @@ def gammaincc(a, x):
 
 
 def betainc(a, b, x):
-    """The regularised incomplete beta function I_x(a, b). Differentiable in ``x`` to
-    any order; a derivative in ``a`` or ``b`` raises ``NotImplementedError`` (as in JAX)."""
+    """The regularised incomplete beta function I_x(a, b). Differentiable in ``x`` to any
+    order and once in ``a`` and ``b`` (``fusegrad.ir.betainc_kernel``; JAX has no shape
+    derivatives); a second derivative in the shapes raises ``NotImplementedError``."""
     return ops.betainc(_f(a), _f(b), _f(x))
 
 

@@ -346,7 +346,7 @@ SECOND_ORDER_CASES = _xfail_if(
     NO_VJP_OF | FIRST_ORDER_ONLY, "a third reverse-mode derivative through a loop with a "
     "traced trip count is not supported")
 FIRST_ORDER_CASES = xfail_shape_grads(FIRST_ORDER_CASES)
-SECOND_ORDER_CASES = xfail_shape_grads(SECOND_ORDER_CASES)
+SECOND_ORDER_CASES = xfail_shape_grads(SECOND_ORDER_CASES, second_order=True)
 
 
 # --- non-differentiable ops: sum(float(w(*xs)) * xs[0]) has gradient (w, 0, ...) -----

@@ -1,7 +1,8 @@
 """The incomplete gamma and beta functions against SciPy, mpmath and JAX: values over
 wide ranges and in the tails, float32, broadcasting, gradients (finite differences
 to second order, the derivative in ``a`` to third order), compiled == interpreter,
-NumPy's ufunc protocol, vmap, and the error for betainc's shape derivatives."""
+NumPy's ufunc protocol, vmap, betainc's derivatives in its shapes (mpmath) and the
+error for its second ones."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import scipy.special as sp
 
 import fusegrad as fg
+from fusegrad.ir.betainc_kernel import betainc_grad
 from fusegrad.ir.incgamma_kernel import gammainc_da as kernel_da
 from fusegrad.scipy import special
 from tests.helpers import assert_close, check_grads
@@ -207,14 +209,59 @@ def test_scipy_ufuncs_on_tracers_record_the_incomplete_functions():
 # --- betainc's shapes ---------------------------------------------------------------
 
 
+def _mp_beta_derivative(mpmath, a, b, x, wrt):
+    """d/da or d/db of I_x(a, b) (through the upper integral above x = 1/2)."""
+    lo, hi, sign = (0, x, 1) if x < 0.5 else (x, 1, -1)
+
+    def f(t):
+        return mpmath.betainc(t if wrt == 0 else a, b if wrt == 0 else t, lo, hi,
+                              regularized=True)
+
+    return sign * float(mpmath.diff(f, (a, b)[wrt]))
+
+
+@pytest.mark.parametrize("wrt", [0, 1])
+def test_shape_derivatives_of_betainc_match_high_precision(wrt):
+    mpmath = pytest.importorskip("mpmath")
+    worst = 0.0
+    with mpmath.workdps(120):
+        for a in (0.05, 0.5, 1.0, 3.0, 20.0, 300.0):
+            for b in (0.1, 1.0, 2.5, 40.0, 500.0):
+                for x in (1e-6, 0.01, 0.2, 0.5, 0.8, 0.99, 1 - 1e-6):
+                    want = _mp_beta_derivative(mpmath, a, b, x, wrt)
+                    if abs(want) < 1e-100:  # mpmath's numerical derivative is not reliable
+                        continue
+                    got = betainc_grad(a, b, x, wrt)
+                    worst = max(worst, abs(got - want) / abs(want))
+    assert worst < 1e-11, worst
+
+
+def test_betainc_first_derivatives_in_every_argument_match_finite_differences():
+    for f in (special.betainc, special.betaincc):
+        check_grads(f, [RNG.uniform(0.5, 4, (3, 1)), RNG.uniform(0.5, 4, 4),
+                        RNG.uniform(0.05, 0.95, (3, 4))], order=1)
+    # mixed second derivatives: shape, then x (the x-partial of betainc_grad) ...
+    check_grads(lambda a, b, x: fg.grad(lambda x: fg.numpy.sum(special.betainc(a, b, x)))(x),
+                [RNG.uniform(0.5, 4, 4), RNG.uniform(0.5, 4, 4), RNG.uniform(0.1, 0.9, 4)])
+    # ... and x, then the shapes (betainc_grad itself)
+    check_grads(lambda a, b, x: fg.grad(lambda a, b: fg.numpy.sum(special.betainc(a, b, x)),
+                                        (0, 1))(a, b),
+                [RNG.uniform(0.5, 4, 4), RNG.uniform(0.5, 4, 4), RNG.uniform(0.1, 0.9, 4)],
+                wrt=(2,), order=2)
+
+
 @pytest.mark.parametrize("argnum, arg", [(0, "a"), (1, "b")])
-def test_betainc_shape_gradient_is_a_clear_error(argnum, arg):
+def test_second_shape_derivatives_of_betainc_are_a_clear_error(argnum, arg):
     f = lambda a, b, x: special.betainc(a, b, x)  # noqa: E731
-    for transform in (lambda: fg.grad(f, argnum)(2.0, 3.0, 0.4),
-                      lambda: fg.jvp(lambda t: f(*[t if i == argnum else v for i, v in
-                                                   enumerate((2.0, 3.0, 0.4))]),
-                                     (2.0,), (1.0,))):
-        with pytest.raises(NotImplementedError, match=f"shape parameter '{arg}'.*respect to x"):
+    d1 = fg.grad(f, argnum)
+    args = (2.0, 3.0, 0.4)
+
+    def along(g):
+        return lambda t: g(*[t if i == argnum else v for i, v in enumerate(args)])
+
+    for transform in (lambda: fg.grad(d1, argnum)(*args),
+                      lambda: fg.jvp(along(d1), (args[argnum],), (1.0,))):
+        with pytest.raises(NotImplementedError, match=f"second derivative.*'{arg}'"):
             transform()
 
 
@@ -223,14 +270,25 @@ def test_betainc_gradient_in_x_works_with_traced_shapes():
     np.testing.assert_allclose(g, -0.4 * 0.6**2 / sp.beta(2.0, 3.0), rtol=1e-14)
 
 
-def test_betainc_shape_gradient_error_on_eager_tensors():
-    a = fg.tensor([2.0, 3.0], dtype=fg.float64, requires_grad=True)
-    x = fg.tensor([0.3, 0.6], dtype=fg.float64, requires_grad=True)
-    special.betainc(2.5, 1.5, x).sum().backward()  # shapes constant: fine
-    np.testing.assert_allclose(np.asarray(x.grad), sp.beta(2.5, 1.5) ** -1 * np.array(
-        [0.3, 0.6]) ** 1.5 * np.array([0.7, 0.4]) ** 0.5, rtol=1e-13)
-    with pytest.raises(NotImplementedError, match="'a'"):
-        special.betainc(a, 1.5, x).sum().backward()
+@pytest.mark.compiled
+def test_compiled_shape_derivatives_equal_interpreter_and_are_exact_for_a_1():
+    a, b, x = np.array([1.0, 1.0, 2.5]), np.array([3.0, 40.0, 0.7]), np.array([0.2, 0.99, 0.6])
+    g = fg.grad(lambda a, b: fg.numpy.sum(special.betainc(a, b, x)), (0, 1))
+    for u, v in zip(fg.jit(g)(a, b), g(a, b)):
+        assert_close(u, v, "exact64")
+    # I_x(1, b) = 1 - (1 - x)**b: d/db = -(1 - x)**b log(1 - x)
+    db = g(a, b)[1][:2]
+    np.testing.assert_allclose(db, -(1 - x[:2]) ** b[:2] * np.log1p(-x[:2]), rtol=1e-13)
+
+
+def test_eager_tensors_differentiate_betainc_in_every_argument():
+    av, xv = np.array([2.0, 3.0]), np.array([0.3, 0.6])
+    a = fg.tensor(av, dtype=fg.float64, requires_grad=True)
+    x = fg.tensor(xv, dtype=fg.float64, requires_grad=True)
+    special.betainc(a, 1.5, x).sum().backward()
+    ga, gx = fg.grad(lambda a, x: fg.numpy.sum(special.betainc(a, 1.5, x)), (0, 1))(av, xv)
+    assert_close(np.asarray(a.grad), ga, "exact64")
+    assert_close(np.asarray(x.grad), gx, "exact64")
 
 
 def test_eager_tensors_differentiate_gammainc_in_both_arguments():

@@ -6,11 +6,13 @@ differentiate again. In ``a``, P's partial is ``gammainc_da(a, x, n=1)``, whose 
 partials are ``gammainc_da(n + 1)`` in ``a`` and the n-th ``a``-derivative of the
 density in ``x``: gammainc and gammaincc are differentiable to any order in both.
 
-The incomplete beta function has no derivative in its shapes ``a`` and ``b`` here
-(as in JAX). Its VJP returns, for those operands, a ``ShapeGradientError``
-instead of a cotangent: the reverse pass raises it only if the operand is being
-differentiated, so gradients in ``x`` with traced shapes still work. The JVP
-rule raises when a tangent reaches ``a`` or ``b``.
+The incomplete beta function's partials in its shapes are ``betainc_grad(a, b, x,
+wrt)`` (a dual-number continued fraction, ``fusegrad.ir.betainc_kernel``; JAX has
+none). That op's own partials in ``a`` and ``b`` (second shape derivatives) are not
+implemented: its VJP returns, for those operands, a ``ShapeGradientError`` instead
+of a cotangent, which the reverse pass raises only if the operand is being
+differentiated, so its partial in ``x`` (and every mixed x-shape derivative) still
+works; its JVP rule raises when a tangent reaches ``a`` or ``b``.
 """
 
 from __future__ import annotations
@@ -24,15 +26,16 @@ from .vjp_rules import VJP_RULES, _masked
 
 
 class ShapeGradientError(NotDifferentiableError, NotImplementedError):
-    """A derivative of the incomplete beta function in a shape parameter was requested."""
+    """A second derivative of the incomplete beta function in its shapes was requested."""
 
 
-def shape_gradient_error(op: str, arg: str) -> ShapeGradientError:
+def shape_gradient_error(arg: str) -> ShapeGradientError:
     return ShapeGradientError(
-        f"{op}: the derivative with respect to the shape parameter {arg!r} is not "
-        f"implemented (JAX does not provide it either); the gradient with respect to x "
-        f"is available: wrap {arg} in fg.stop_gradient(...) if it should be held constant "
-        f"(scipy.stats.t's df and beta's a and b are betainc's shapes)")
+        f"betainc: the second derivative with respect to the shape parameter {arg!r} is not "
+        f"implemented (the first derivatives in a and b are, and every derivative in x); "
+        f"wrap the shapes in fg.stop_gradient(...) in the inner derivative if they should "
+        f"be held constant there (scipy.stats.t's df and beta's a and b are betainc's "
+        f"shapes)")
 
 
 def _safe_log(x, exponent, at):
@@ -96,27 +99,51 @@ def gammainc_da_jvp(tangents, out, a, x, *, n):
                 _times(tx, gamma_density_da(a, x, n)))
 
 
-def _betainc_vjp(sign: float, name: str):
+def _betainc_vjp(sign: float):
     def rule(g, out, a, b, x):
-        return (shape_gradient_error(name, "a"), shape_gradient_error(name, "b"),
+        return (_masked(g, sign * g * ops.betainc_grad(a, b, x, wrt=0)),
+                _masked(g, sign * g * ops.betainc_grad(a, b, x, wrt=1)),
                 _masked(g, sign * g * beta_density(a, b, x)))
 
     return rule
 
 
-def _betainc_jvp(sign: float, name: str):
+def _betainc_jvp(sign: float):
     def rule(tangents, out, a, b, x):
         ta, tb, tx = tangents
-        for arg, t in (("a", ta), ("b", tb)):
-            if t is not None:
-                raise shape_gradient_error(name, arg)
-        return _times(tx, sign * beta_density(a, b, x))
+        total = _sum(_times(ta, ops.betainc_grad(a, b, x, wrt=0)),
+                     _times(tb, ops.betainc_grad(a, b, x, wrt=1)),
+                     _times(tx, beta_density(a, b, x)))
+        return None if total is None else sign * total
 
     return rule
+
+
+def beta_density_dshape(a, b, x, wrt):
+    """d/da (wrt=0) or d/db (wrt=1) of ``beta_density``: the partial of betainc_grad in x."""
+    zero_one = ops.logical_or(x == 0, x == 1)
+    safe = ops.select(zero_one, 0.5, x)
+    log_part = ops.log(safe) if wrt == 0 else ops.log1p(-safe)
+    dlog = log_part - ops.digamma(a if wrt == 0 else b) + ops.digamma(a + b)
+    return ops.select(zero_one, 0, beta_density(a, b, safe) * dlog)
+
+
+def betainc_grad_vjp(g, out, a, b, x, *, wrt):
+    return (shape_gradient_error("a"), shape_gradient_error("b"),
+            _masked(g, g * beta_density_dshape(a, b, x, wrt)))
+
+
+def betainc_grad_jvp(tangents, out, a, b, x, *, wrt):
+    ta, tb, tx = tangents
+    for arg, t in (("a", ta), ("b", tb)):
+        if t is not None:
+            raise shape_gradient_error(arg)
+    return _times(tx, beta_density_dshape(a, b, x, wrt))
 
 
 VJP_RULES["gammainc"], JVP_RULES["gammainc"] = gammainc_vjp, gammainc_jvp
 VJP_RULES["gammaincc"], JVP_RULES["gammaincc"] = gammaincc_vjp, gammaincc_jvp
 VJP_RULES["gammainc_da"], JVP_RULES["gammainc_da"] = gammainc_da_vjp, gammainc_da_jvp
 for _name, _sign in (("betainc", 1.0), ("betaincc", -1.0)):
-    VJP_RULES[_name], JVP_RULES[_name] = _betainc_vjp(_sign, _name), _betainc_jvp(_sign, _name)
+    VJP_RULES[_name], JVP_RULES[_name] = _betainc_vjp(_sign), _betainc_jvp(_sign)
+VJP_RULES["betainc_grad"], JVP_RULES["betainc_grad"] = betainc_grad_vjp, betainc_grad_jvp

@@ -11,9 +11,9 @@ respect to every continuous argument::
 ``chi2`` (pdf, logpdf, cdf, logcdf, sf, logsf), ``poisson`` (pmf, logpmf, cdf, logcdf),
 ``multivariate_normal`` and ``dirichlet`` (pdf, logpdf). Invalid parameters
 (``scale <= 0``, ...) give NaN, as in SciPy. The CDFs of ``gamma`` and ``chi2`` are
-differentiable in every argument; those of ``t`` and ``beta`` are built on the
-incomplete beta function, which has no derivative in its shapes: a gradient with
-respect to ``df`` or ``a``/``b`` raises ``NotImplementedError``.
+differentiable in every argument to any order; those of ``t`` and ``beta`` are built
+on the incomplete beta function, differentiable once in its shapes: a second
+derivative in ``df`` or ``a``/``b`` raises ``NotImplementedError``.
 """
 
 from . import beta, chi2, dirichlet, gamma, multivariate_normal, norm, poisson, t

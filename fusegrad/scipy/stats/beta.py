@@ -38,7 +38,8 @@ def _tail(x, a, b, loc, scale, fn, below, above):
 
 def cdf(x, a, b, loc=0.0, scale=1.0):
     """I_z(a, b) = betainc(a, b, z) on 0 <= z <= 1 (0 below, 1 above). Differentiable
-    in x, loc and scale; a derivative in a or b raises NotImplementedError."""
+    in x, loc and scale to any order and once in a and b (a second derivative in a or
+    b raises NotImplementedError)."""
     return _tail(x, a, b, loc, scale, special.betainc, 0.0, 1.0)
 
 

@@ -88,8 +88,8 @@ def _cdf(z, df, upper):
 
 
 def cdf(x, df, loc=0.0, scale=1.0):
-    """P(T <= x) (SciPy's ``stdtr``). Differentiable in x, loc and scale; a derivative in
-    df raises NotImplementedError (it needs betainc's shape derivative)."""
+    """P(T <= x) (SciPy's ``stdtr``). Differentiable in x, loc and scale to any order, and
+    once in df (a second derivative in df raises NotImplementedError)."""
     z, scale = standardize(x, loc, scale)
     df = A.asarray(as_float(df))
     return nan_unless(ops.logical_and(scale > 0, df > 0), _cdf(z, df, upper=False))
