@@ -94,8 +94,17 @@ def unsupported() -> dict[str, list[str]]:
     return out
 
 
+#: notes on SciPy functions differentiable to a limited order in some arguments
+SCIPY_NOTES = {
+    "betainc": "first derivatives in a, b; second ones raise NotImplementedError",
+    "betaincc": "as betainc",
+    **{f"{d}.{m}": f"first derivatives in {shapes}; second ones raise NotImplementedError"
+       for d, shapes in (("t", "df"), ("beta", "a, b")) for m in ("cdf", "logcdf", "sf", "logsf")},
+}
+
+
 def scipy_rows() -> list[tuple[str, str, str]]:
-    rows = [(f"scipy.special.{n}", "yes", "") for n in fspecial.__all__]
+    rows = [(f"scipy.special.{n}", "yes", SCIPY_NOTES.get(n, "")) for n in fspecial.__all__]
     for family in fstats.__all__:
         mod = getattr(fstats, family)
         for m in STATS_METHODS:
@@ -108,7 +117,8 @@ def scipy_rows() -> list[tuple[str, str, str]]:
                 src = ""
             missing = "not_implemented(" in src or "raise NotImplementedError" in src
             rows.append((f"scipy.stats.{family}.{m}", "no" if missing else "yes",
-                         "raises NotImplementedError naming it" if missing else ""))
+                         "raises NotImplementedError naming it" if missing
+                         else SCIPY_NOTES.get(f"{family}.{m}", "")))
     rows += [(f"scipy.linalg.{n}", "yes", "") for n in flinalg.__all__]
     rows += [(f"scipy.integrate.{n}", "yes", "adjoint method") for n in fintegrate.__all__]
     rows.append(("scipy.optimize.minimize", "-", "fg.scipy.minimize: compiled jac (and hessp)"

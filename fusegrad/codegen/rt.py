@@ -467,6 +467,14 @@ def any_true(flags):
     return flags.any()
 
 
+from .incgamma_rt import (  # noqa: E402,F401  (the incomplete gamma and beta functions)
+    betainc,
+    betainc_grad,
+    betaincc,
+    gammainc,
+    gammainc_da,
+    gammaincc,
+)
 from .rt_fft import call as fft_call  # noqa: E402,F401  (the fft op's call-out, from objmode)
 from .special_rt import (  # noqa: E402,F401  (scipy.special functions for generated code)
     betaln,

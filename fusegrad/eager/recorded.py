@@ -63,6 +63,9 @@ def rule_needs(name: str, kw_key: tuple, in_types: tuple, out_types: tuple, mask
         single = len(out_types) == 1
         cts = rule(gs[0] if single else tuple(gs), outs[0] if single else tuple(outs), *ins,
                    **kwargs)
+        for c, m in zip(cts, mask):
+            if m and isinstance(c, BaseException):  # no derivative for a needed operand
+                raise c
         results = [t.to_value(c) for c, m in zip(cts, mask) if m and c is not None]
         fn = dce(t.builder.build(results))
     used = set(fn.results)
@@ -138,6 +141,8 @@ class OpNode(Node):
                 continue
             in_cts = self._run_rule(e, cts, env, create_graph)
             for s, m, ct in zip(e.slots, e.mask, in_cts):
+                if m and isinstance(ct, BaseException):  # no derivative for this operand
+                    raise ct
                 if m and ct is not None:
                     self._add(cts, s, ct)
         return [cts.get(-1 - k) for k in range(self._nin)]

@@ -311,6 +311,7 @@ from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, w
 from . import conv_ops as _conv_ops  # noqa: E402,F401  (registers conv)
 from . import count_op as _count_op  # noqa: E402,F401  (registers count)
 from . import fft_ops as _fft_ops  # noqa: E402,F401  (registers fft)
+from . import incgamma_ops as _incgamma_ops  # noqa: E402,F401  (gammainc, betainc, ...)
 from . import linalg_ops as _linalg_ops  # noqa: E402,F401  (registers cholesky, solve, eigh, ...)
 from . import pool_ops as _pool_ops  # noqa: E402,F401  (registers max_pool, sum_pool, ...)
 from . import sort_ops as _sort_ops  # noqa: E402,F401  (registers argsort)

@@ -5,9 +5,10 @@ Each function takes arrays, Python scalars, tracers or eager Tensors, as
 float64 wherever SciPy is accurate (float32 inputs are computed in float64 and
 rounded). The primitive ops (``fusegrad.ir.special_ops``) are ``gammaln``,
 ``digamma``, ``polygamma``, ``gamma``, ``erfc``, ``erfcx``, ``erfinv``,
-``erfcinv``, ``i0e``, ``i1e``, ``logit`` and ``betaln``; the rest are exact
-composites of them. The ufuncs among these are also reached through NumPy's
-protocol: ``scipy.special.gammaln(x)`` on a traced ``x`` records ``lgamma``.
+``erfcinv``, ``i0e``, ``i1e``, ``logit``, ``betaln`` and the incomplete gamma and beta
+functions (``fusegrad.ir.incgamma_ops``); the rest are exact composites of them.
+The ufuncs among these are also reached through NumPy's protocol:
+``scipy.special.gammaln(x)`` on a traced ``x`` records ``lgamma``.
 ``logsumexp``, ``softmax`` and ``log_softmax`` are Python functions in SciPy, which
 NumPy's protocol cannot intercept: call them from here.
 
@@ -28,10 +29,10 @@ from ..ir import array as A
 from ..ir import ops
 
 __all__ = [
-    "betaln", "digamma", "erf", "erfc", "erfcinv", "erfcx", "erfinv", "expit", "gamma",
-    "gammaln", "i0", "i0e", "i1", "i1e", "log_expit", "log_ndtr", "log_softmax", "logit",
-    "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "softmax", "xlog1py",
-    "xlogy",
+    "betainc", "betaincc", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfcx", "erfinv",
+    "expit", "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e",
+    "log_expit", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
+    "ndtri", "polygamma", "psi", "softmax", "xlog1py", "xlogy",
 ]  # fmt: skip
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -76,6 +77,32 @@ def gamma(x):
 def betaln(a, b):
     """log|B(a, b)| (accurate where gammaln(a) + gammaln(b) - gammaln(a + b) cancels)."""
     return ops.betaln(_f(a), _f(b))
+
+
+def gammainc(a, x):
+    """The regularised lower incomplete gamma function P(a, x).
+
+    Differentiable in ``x`` (the gamma density) and in ``a`` (a series /
+    continued-fraction derivative, ``fusegrad.ir.incgamma_kernel``), to any order."""
+    return ops.gammainc(_f(a), _f(x))
+
+
+def gammaincc(a, x):
+    """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x), accurate
+    where P is close to 1."""
+    return ops.gammaincc(_f(a), _f(x))
+
+
+def betainc(a, b, x):
+    """The regularised incomplete beta function I_x(a, b). Differentiable in ``x`` to any
+    order and once in ``a`` and ``b`` (``fusegrad.ir.betainc_kernel``; JAX has no shape
+    derivatives); a second derivative in the shapes raises ``NotImplementedError``."""
+    return ops.betainc(_f(a), _f(b), _f(x))
+
+
+def betaincc(a, b, x):
+    """1 - I_x(a, b), accurate where I_x(a, b) is close to 1."""
+    return ops.betaincc(_f(a), _f(b), _f(x))
 
 
 def multigammaln(a, d):
@@ -263,5 +290,6 @@ A.SCIPY_UFUNCS.update({
     "erfc": erfc, "erfcx": erfcx, "erfinv": erfinv, "erfcinv": erfcinv, "expit": expit,
     "logit": logit, "log_expit": log_expit, "ndtr": ndtr, "log_ndtr": log_ndtr,
     "ndtri": ndtri, "xlogy": xlogy, "xlog1py": xlog1py, "i0": i0, "i1": i1, "i0e": i0e,
-    "i1e": i1e,
+    "i1e": i1e, "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
+    "betaincc": betaincc,
 })  # fmt: skip

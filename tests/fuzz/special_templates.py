@@ -29,4 +29,8 @@ SPECIAL_BINARY_EXPR = {
     "pdtr": "ops.pdtr(ops.add(ops.floor(ops.mul({0}, {0})), 0.5), "
             "ops.add(ops.mul({1}, {1}), 0.5))",  # k on half-integers: away from the steps
 }
+SPECIAL_BINARY_EXPR |= {  # the incomplete gamma function and its derivative in a
+    n: f"ops.{n}({_SQ}, ops.add(ops.mul({{1}}, {{1}}), 0.2){', n=1' if n == 'gammainc_da' else ''})"
+    for n in ("gammainc", "gammaincc", "gammainc_da")
+}
 SPECIAL_BINARY_GUARD = {"pdtr": "_frac_far({0} * {0})"}  # floor(x * x) does not jump nearby

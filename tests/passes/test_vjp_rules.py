@@ -27,6 +27,12 @@ from tests.helpers import assert_close, check_grads, float_params
 from tests.passes.control_cases import FIRST_ORDER_ONLY, NO_VJP_OF, control_cases
 from tests.passes.conv_cases import conv_cases
 from tests.passes.count_cases import count_cases, count_nondiff
+from tests.passes.incgamma_cases import (
+    INCGAMMA_ATTRS,
+    INCGAMMA_BINARY,
+    INCGAMMA_TERNARY,
+    xfail_shape_grads,
+)
 from tests.passes.linalg_cases import linalg_cases
 from tests.passes.pool_cases import pool_cases, pool_interpreter_cases, pool_nondiff
 from tests.passes.sort_cases import sort_cases, sort_nondiff
@@ -161,6 +167,8 @@ TERNARY = {
 ELEMENTWISE_ATTRS = {"convert": {"dtype": "f64"}}
 UNARY, BINARY = UNARY | SPECIAL_UNARY, BINARY | SPECIAL_BINARY  # scipy.special ops
 ELEMENTWISE_ATTRS |= SPECIAL_ATTRS
+BINARY, TERNARY = BINARY | INCGAMMA_BINARY, TERNARY | INCGAMMA_TERNARY  # incomplete gamma/beta
+ELEMENTWISE_ATTRS |= INCGAMMA_ATTRS
 UNARY.update(COMPLEX_UNARY), BINARY.update(COMPLEX_BINARY)  # the complex ops
 
 UNARY_SHAPES = [((),), ((3, 4),), ((3, 1),), ((1, 4),)]
@@ -339,6 +347,8 @@ FIRST_ORDER_CASES = _xfail_if(NO_VJP_OF, "while_grad_vjp (the VJP of while_loop'
 SECOND_ORDER_CASES = _xfail_if(
     NO_VJP_OF | FIRST_ORDER_ONLY, "a third reverse-mode derivative through a loop with a "
     "traced trip count is not supported")
+FIRST_ORDER_CASES = xfail_shape_grads(FIRST_ORDER_CASES)
+SECOND_ORDER_CASES = xfail_shape_grads(SECOND_ORDER_CASES, second_order=True)
 
 
 # --- non-differentiable ops: sum(float(w(*xs)) * xs[0]) has gradient (w, 0, ...) -----

@@ -22,6 +22,7 @@ from fusegrad.transforms.forward import _canonical_fns, jvp_pass
 from tests.codegen.test_compiled import _one_per_op, _run_chunks
 from tests.helpers import assert_close, float_params
 from tests.jvp_check import random_tangents
+from tests.passes.incgamma_cases import FIRST_ORDER_RAISES
 from tests.passes.test_jvp_rules import JVP_CASES
 from tests.transforms.test_random_programs import SETTINGS, describe, programs
 from tests.transforms.test_transforms import numeric_jacobian
@@ -352,7 +353,7 @@ def test_compiled_jvp_equals_interpreter_on_a_sample():
 @pytest.mark.slow
 @pytest.mark.compiled
 def test_compiled_jvp_of_every_op_equals_interpreter():
-    _compiled_vs_interpreted(_one_per_op(JVP_CASES))
+    _compiled_vs_interpreted(_one_per_op([c for c in JVP_CASES if c.op not in FIRST_ORDER_RAISES]))
 
 
 @pytest.mark.compiled

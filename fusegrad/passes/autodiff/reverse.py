@@ -109,4 +109,6 @@ def _backprop(op, env, cts, active) -> None:
         in_cts = rule(gs, tuple(outs), *(env[v] for v in op.operands), **kwargs)
     for v, ct in zip(op.operands, in_cts):
         if ct is not None and v in active:
+            if isinstance(ct, BaseException):  # the rule has no derivative for this operand
+                raise ct
             _accumulate(cts, v, ct)

@@ -7,14 +7,15 @@ respect to every continuous argument::
     import fusegrad.scipy.stats as stats
     stats.norm.logpdf(x, mu, sigma)
 
-``norm`` (pdf, logpdf, cdf, logcdf, sf, logsf, ppf, isf), ``t``, ``gamma``, ``beta``
-(pdf, logpdf), ``poisson`` (pmf, logpmf, cdf, logcdf), ``multivariate_normal`` and
-``dirichlet`` (pdf, logpdf). Invalid parameters (``scale <= 0``, ...) give NaN, as in
-SciPy. The CDFs of ``t``, ``gamma`` and ``beta`` need regularised incomplete beta and
-gamma functions differentiable in their shape parameters, which fusegrad does not
-have: they raise ``NotImplementedError``.
+``norm`` (pdf, logpdf, cdf, logcdf, sf, logsf, ppf, isf), ``t``, ``gamma``, ``beta``,
+``chi2`` (pdf, logpdf, cdf, logcdf, sf, logsf), ``poisson`` (pmf, logpmf, cdf, logcdf),
+``multivariate_normal`` and ``dirichlet`` (pdf, logpdf). Invalid parameters
+(``scale <= 0``, ...) give NaN, as in SciPy. The CDFs of ``gamma`` and ``chi2`` are
+differentiable in every argument to any order; those of ``t`` and ``beta`` are built
+on the incomplete beta function, differentiable once in its shapes: a second
+derivative in ``df`` or ``a``/``b`` raises ``NotImplementedError``.
 """
 
-from . import beta, dirichlet, gamma, multivariate_normal, norm, poisson, t
+from . import beta, chi2, dirichlet, gamma, multivariate_normal, norm, poisson, t
 
-__all__ = ["beta", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]
+__all__ = ["beta", "chi2", "dirichlet", "gamma", "multivariate_normal", "norm", "poisson", "t"]

@@ -6,7 +6,8 @@ import numpy as np
 
 from ...ir import ops
 from .. import special
-from ._common import as_float, inside, log_scale, nan_unless, not_implemented, standardize
+from ._common import as_float, inside, log_scale, nan_unless, standardize
+from ._tails import log_cdf, log_sf
 
 
 def logpdf(x, a, loc=0.0, scale=1.0):
@@ -25,9 +26,27 @@ def pdf(x, a, loc=0.0, scale=1.0):
 
 
 def cdf(x, a, loc=0.0, scale=1.0):
-    not_implemented("gamma.cdf", "the regularised lower incomplete gamma function (gammainc)")
+    """P(a, z) = gammainc(a, z) for z = (x - loc) / scale >= 0, 0 below the support.
+    Differentiable in x, loc, scale and the shape a."""
+    z, scale = standardize(x, loc, scale)
+    a = as_float(a)
+    ok = z >= 0
+    body = ops.select(ok, special.gammainc(a, inside(ok, z, 1.0)), 0.0)
+    return nan_unless(ops.logical_and(scale > 0, a > 0), body)
+
+
+def sf(x, a, loc=0.0, scale=1.0):
+    """Q(a, z) = gammaincc(a, z): accurate in the upper tail, where 1 - cdf is not."""
+    z, scale = standardize(x, loc, scale)
+    a = as_float(a)
+    ok = z >= 0
+    body = ops.select(ok, special.gammaincc(a, inside(ok, z, 1.0)), 1.0)
+    return nan_unless(ops.logical_and(scale > 0, a > 0), body)
 
 
 def logcdf(x, a, loc=0.0, scale=1.0):
-    not_implemented("gamma.logcdf", "the regularised lower incomplete gamma function "
-                    "(gammainc)")
+    return log_cdf(cdf(x, a, loc, scale), sf(x, a, loc, scale))
+
+
+def logsf(x, a, loc=0.0, scale=1.0):
+    return log_sf(cdf(x, a, loc, scale), sf(x, a, loc, scale))

@@ -8,7 +8,8 @@ from fractions import Fraction
 from ...ir import array as A
 from ...ir import ops
 from .. import special
-from ._common import as_float, log_scale, nan_unless, not_implemented, standardize
+from ._common import as_float, log_scale, nan_unless, standardize
+from ._tails import log_cdf, log_sf
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -55,9 +56,55 @@ def pdf(x, df, loc=0.0, scale=1.0):
     return ops.exp(logpdf(x, df, loc, scale))
 
 
+def _lower(z, df):
+    """P(T <= -|z|) for z != 0: the lower tail, by the incomplete beta function in the
+    form that is accurate on each side of z**2 = df (as Boost and SciPy's ``stdtr``):
+    ``I_{df/(df+z**2)}(df/2, 1/2) / 2`` for z**2 >= df, else
+    ``(1 - I_{z**2/(df+z**2)}(1/2, df/2)) / 2`` (by ``betaincc`` where I > 1/2, which
+    only large df reach: Boost's complement is not accurate for tiny I)."""
+    z2 = z * z
+    far = z2 >= df
+    # each branch reads its own side's values only, so no NaN partial leaks across
+    z2_far = ops.select(far, z2, df)
+    z2_near = ops.select(far, df, z2)
+    tail_far = 0.5 * special.betainc(0.5 * df, 0.5, df / (df + z2_far))
+    y = z2_near / (df + z2_near)
+    central = special.betainc(0.5, 0.5 * df, y)  # small unless df is large
+    small = central < 0.5
+    tail_near = ops.select(small, 0.5 - 0.5 * central,
+                           0.5 * special.betaincc(0.5, 0.5 * df, ops.select(small, 0.5, y)))
+    return ops.select(far, tail_far, tail_near)
+
+
+def _cdf(z, df, upper):
+    """P(T <= z), or P(T > z) if ``upper``. At z = 0, where the near form's partial is
+    0 * inf, it is ``1/2 +- pdf(0) z``: exact there to second order (pdf'(0) = 0)."""
+    zero = z == 0
+    zs = ops.select(zero, 1.0, z)
+    low = _lower(zs, df)
+    tail = ops.select(zs > 0 if upper else zs < 0, low, 1 - low)
+    pdf0 = ops.exp(_half_ratio(0.5 * df) - _LOG_SQRT_2PI)
+    return ops.select(zero, 0.5 + (-pdf0 if upper else pdf0) * z, tail)
+
+
 def cdf(x, df, loc=0.0, scale=1.0):
-    not_implemented("t.cdf", "the regularised incomplete beta function (betainc)")
+    """P(T <= x) (SciPy's ``stdtr``). Differentiable in x, loc and scale to any order, and
+    once in df (a second derivative in df raises NotImplementedError)."""
+    z, scale = standardize(x, loc, scale)
+    df = A.asarray(as_float(df))
+    return nan_unless(ops.logical_and(scale > 0, df > 0), _cdf(z, df, upper=False))
+
+
+def sf(x, df, loc=0.0, scale=1.0):
+    """P(T > x) = cdf(-x): accurate in the upper tail."""
+    z, scale = standardize(x, loc, scale)
+    df = A.asarray(as_float(df))
+    return nan_unless(ops.logical_and(scale > 0, df > 0), _cdf(z, df, upper=True))
 
 
 def logcdf(x, df, loc=0.0, scale=1.0):
-    not_implemented("t.logcdf", "the regularised incomplete beta function (betainc)")
+    return log_cdf(cdf(x, df, loc, scale), sf(x, df, loc, scale))
+
+
+def logsf(x, df, loc=0.0, scale=1.0):
+    return log_sf(cdf(x, df, loc, scale), sf(x, df, loc, scale))
