@@ -88,3 +88,29 @@ def test_product_above_the_limit_keeps_the_threads(record, monkeypatch):
     fg.jit(fg.value_and_grad(_loss))(p, x, y)
     big = [n for n, size in record if size == 256 * 784 * 512]
     assert big and all(n == 2 for n in big)
+
+
+class _FakeLibrary:
+    def __init__(self, n):
+        self.n, self.calls = n, []
+
+    def get(self):
+        return self.n
+
+    def set(self, n):
+        self.calls.append(n)
+        self.n = n
+
+
+def test_serial_leaves_a_one_thread_library_alone(monkeypatch):
+    """Entering and leaving ``serial()`` sets only the libraries not on one thread
+    already (each set is a ctypes call into OpenBLAS, on every compiled call)."""
+    one, two = _FakeLibrary(1), _FakeLibrary(2)
+    monkeypatch.setattr(blas_threads, "_found", [[one, two]])
+    with blas_threads.serial():
+        assert (one.n, two.n) == (1, 1)
+        with blas_threads.serial():
+            pass
+        assert (one.n, two.n) == (1, 1)
+    assert (one.n, two.n) == (1, 2)
+    assert one.calls == [] and two.calls == [1, 2]
