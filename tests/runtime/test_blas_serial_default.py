@@ -114,3 +114,46 @@ def test_serial_leaves_a_one_thread_library_alone(monkeypatch):
         assert (one.n, two.n) == (1, 1)
     assert (one.n, two.n) == (1, 2)
     assert one.calls == [] and two.calls == [1, 2]
+
+
+@needs_blas
+@pytest.mark.parametrize("how", ["grad", "jit"])
+def test_fast_path_runs_small_products_on_one_thread(monkeypatch, how):
+    """The per-call fast path (``runtime.hot_call``) of a function whose products are
+    small keeps BLAS on one thread too, instead of falling back to the general call."""
+    before = blas_threads.threads()
+    blas_threads.set_threads(2)
+    try:
+        if blas_threads.threads() < 2:
+            pytest.skip("BLAS has a single thread here")
+        rng = np.random.default_rng(3)
+        w, x = rng.standard_normal((8, 8)), rng.standard_normal((16, 8))
+
+        def f(w, x):
+            return fnp.sum(fnp.tanh(x @ w) ** 2)
+
+        g = fg.grad(f) if how == "grad" else fg.jit(fg.grad(f))
+        for _ in range(3):
+            want = g(w, x)
+        exes = [e for _, e in compiled._cache.values() if e.serial_blas and e.warm]
+        assert exes
+        seen, general = [], []
+        for exe in exes:
+            entry = exe.entry
+
+            def recording(*args, entry=entry):
+                seen.append(blas_threads.threads())
+                return entry(*args)
+
+            monkeypatch.setattr(exe, "entry", recording)
+        monkeypatch.setattr(compiled.Executable, "call_unchecked",
+                            lambda self, args: general.append(1))
+        xf = np.asfortranarray(x)  # not C-contiguous: the fast path calls ``exe.entry``
+        got = g(w, xf)
+        assert general == [] and seen == [1]
+        assert blas_threads.threads() == 2
+        assert_close(got, want, "exact64")
+        h = np.tanh(x @ w)
+        assert_close(got, x.T @ (2 * h * (1 - h * h)), "exact64")
+    finally:
+        blas_threads.set_threads(before)
