@@ -75,6 +75,8 @@ def hot_call(exe, extra: tuple = ()):
         import numba
 
         disp = exe.entry
+        if not hasattr(disp, "overloads"):  # not a Numba dispatcher (a wrapper): call it
+            return disp
         sample = [params[i].type.dtype.type(0) if i in scalar_args
                   else np.empty(params[i].type.shape, params[i].type.dtype)
                   for i in range(nargs)]
