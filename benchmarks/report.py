@@ -91,6 +91,11 @@ def process_info(threads: str, sources_at_start: str | None = None) -> dict:
         import numba
 
         info["numba_num_threads"] = numba.get_num_threads()
+        from fusegrad.runtime import blas_kernels
+
+        info["openblas_kernels"] = sorted({str(i.get("architecture"))
+                                           for i in blas_kernels.libraries()})
+        info["openblas_kernels_note"] = blas_kernels.note()
         from fusegrad.runtime import compiled
 
         threads_ok = getattr(compiled, "_threads", None)  # set once a large loop compiled

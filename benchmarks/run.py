@@ -38,8 +38,10 @@ _AVX512 = ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd")
 
 def blas_env() -> dict[str, str]:
     """``OPENBLAS_CORETYPE=SkylakeX`` on an AMD CPU with AVX-512 (Zen 4 and later), unless
-    set already. OpenBLAS's runtime detection maps every Zen to its Haswell (AVX2)
-    kernels; its AVX-512 ones run single-precision products about twice as fast there.
+    set already. Older OpenBLAS builds map every Zen to their Haswell (AVX2) kernels;
+    the AVX-512 ones run single-precision products about twice as fast there (the
+    bundled 0.3.30/0.3.31 choose SkylakeX on a Zen 5 by themselves; a preset
+    ``OPENBLAS_CORETYPE=Haswell`` is kept, and reported by ``runtime.blas_kernels``).
     It applies to every implementation calling OpenBLAS (NumPy, SciPy, fusegrad's Numba
     code), not to JAX (XLA's own kernels) or PyTorch (its own BLAS)."""
     if os.environ.get("OPENBLAS_CORETYPE") is not None:
@@ -95,6 +97,10 @@ def worker(threads: str, opts, partial: str) -> int:
     if threads == "1":
         libs.set_torch_threads(1)
     sources = report.source_hash()
+    from fusegrad.runtime import blas_kernels
+
+    if blas_kernels.note():
+        log(f"[threads={threads}] {blas_kernels.note()}")
     records = collect(opts["workloads"], opts["quick"], threads, opts["rounds"], opts["impls"])
     info = report.process_info(threads, sources)
     Path(partial).write_text(json.dumps({"records": records, "process": info}, default=str))

@@ -43,11 +43,13 @@ def _int(name: str, default: int) -> int:
 PARALLEL_THRESHOLD: int = _int("FUSEGRAD_PARALLEL_THRESHOLD", 1 << 18)
 
 #: Compiled functions with matrix products (in loop bodies or not), none of more than
-#: this many multiply-adds, run BLAS on one thread (0: never). Its former name,
+#: this many multiply-adds, run BLAS on one thread (0: never). 2**28 multiply-adds is
+#: about 2 ms on one AVX-512 core: below that, a descheduled BLAS worker on a loaded
+#: machine costs more than the split gains (docs/performance.md). Its former name,
 #: ``FUSEGRAD_LOOP_BLAS_SERIAL_MAX`` (from when only loop bodies counted), is read when
 #: this one is not set.
 BLAS_SERIAL_MAX: int = _int("FUSEGRAD_BLAS_SERIAL_MAX",
-                            _int("FUSEGRAD_LOOP_BLAS_SERIAL_MAX", 1 << 24))
+                            _int("FUSEGRAD_LOOP_BLAS_SERIAL_MAX", 1 << 28))
 
 
 #: Let compiled calls keep their intermediates in arrays reused from call to call.

@@ -376,11 +376,13 @@ class _Kernel:
                                                 f"rt.empty({CHUNK}, {np_dtype(r.type)})"))
 
         def to_buffer(bop, arg):
-            return f"{reds[bop.results[0]][2]}[{i} - {t}lo] = {arg}"
+            return f"{reds[bop.results[0]][2]}[{t}j] = {arg}"
 
         inner = self._statements(names, local, lambda shape: i, to_buffer, flag)
         inner += [f"{stores[r]}[{i}] = {local[r]}" for r in stores]
-        lines.append(f"        for {i} in range({t}lo, {t}hi):")
+        # from 0, not from lo: Numba then knows the index is not negative (no wraparound
+        # select), which lets LLVM vectorise the chunk (3-4x faster without reductions)
+        lines += [f"        for {t}j in range({t}hi - {t}lo):", f"            {i} = {t}lo + {t}j"]
         lines += ["            " + s for s in inner]
         if flag:
             lines.append(f"        {t}flags[{c}] = {flag}")

@@ -99,8 +99,9 @@ class _Serial:
             if _depth == 0:
                 libs = libraries()
                 _saved = [lib.get() for lib in libs]
-                for lib in libs:
-                    lib.set(1)
+                for lib, n in zip(libs, _saved):
+                    if n != 1:  # a library already on one thread is left alone
+                        lib.set(1)
             _depth += 1
 
     def __exit__(self, *exc):
@@ -124,7 +125,7 @@ def serial() -> _Serial:
 
 def _restore() -> None:
     for lib, n in zip(libraries(), _saved):
-        if n is not None:  # None: a library that does not report its count
+        if n is not None and n != 1:  # None: a library that does not report its count
             lib.set(n)
 
 

@@ -51,13 +51,15 @@ class BufferPool:
 
     def slots(self, arena: list[np.ndarray], args) -> list[np.ndarray]:
         """The entry's slot arguments: arena arrays and donated arguments in plan order."""
-        out, it = [], iter(arena)
+        out, it, owners = [], iter(arena), None
         for s in self.plan.slots:
             if s.param is None:
                 out.append(next(it))
             else:
                 a = args[s.param]
-                keep = config.DEBUG_NANS or not _may_overwrite(a, args, s.param)
+                if owners is None:  # each argument's memory owner, found once per call
+                    owners = [_owner(b) if type(b) is np.ndarray else None for b in args]
+                keep = config.DEBUG_NANS or not _may_overwrite(a, args, s.param, owners)
                 out.append(np.empty(s.shape, s.dtype) if keep else a)
         return out
 
@@ -78,7 +80,7 @@ def _distinct(owner) -> bool:
 _NUMBA_OWNERS = ("_nrt_python", "numba.core.runtime._nrt_python")
 
 
-def _may_overwrite(a, args, k: int) -> bool:
+def _may_overwrite(a, args, k: int, owners=None) -> bool:
     """``a`` is writeable, C-contiguous, its memory is owned by a NumPy array or by
     Numba, and it shares no memory with another argument (arrays with one owner count
     as overlapping even if they do not: the donation is then skipped, never wrong).
@@ -86,16 +88,17 @@ def _may_overwrite(a, args, k: int) -> bool:
     Memory of any other owner is never overwritten: two ``np.memmap`` (``mmap``) views
     of one file are different addresses for the same bytes, which no address comparison
     sees, and other buffers (``bytes``, ctypes, other libraries' tensors) may be
-    shared the same way."""
+    shared the same way. ``owners``, if given, holds ``_owner`` of each array of
+    ``args`` (None for the others)."""
     if type(a) is not np.ndarray or not a.flags.c_contiguous or not a.flags.writeable:
         return False
-    owner = _owner(a)
+    owner = _owner(a) if owners is None else owners[k]
     if not _distinct(owner):
         return False
     for j, b in enumerate(args):
         if j == k or type(b) is not np.ndarray:
             continue
-        other = _owner(b)
+        other = _owner(b) if owners is None else owners[j]
         if other is owner or (not _distinct(other) and np.may_share_memory(a, b)):
             return False
     return True

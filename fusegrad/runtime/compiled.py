@@ -225,11 +225,10 @@ class Executable:
         """A lean ``call_unchecked``: a callable taking the ndarray arguments that precede
         ``extra`` (already known to have the right types) and returning the results from
         index ``first`` on (``caller(args, first)``), or None when this Executable needs
-        the general call (a parallel entry, serial BLAS, donated slots). Anything out of
+        the general call (a parallel entry, donated slots). Anything out of
         the ordinary (not compiled yet, rare inputs, an error, ``FUSEGRAD_DEBUG_NANS``)
         goes through ``call_unchecked``."""
-        if self.parallel is not None or self.serial_blas or (
-                self.pool is not None and self.pool.donates):
+        if self.parallel is not None or (self.pool is not None and self.pool.donates):
             return None
         return hot_call(self, extra)
 

@@ -16,6 +16,8 @@ that does only what varies per call.
   (atomic under the GIL), so a single-threaded caller takes no lock; a concurrent
   caller finding it taken uses the pool as before. Large arenas
   always go through the pool, whose byte limit then applies.
+- Calls whose products are all small (``Executable.serial_blas``) run the entry
+  inside ``blas_threads.serial()``, as the general call does.
 - Results are fresh arrays, as from the general call: arena arrays are scratch and
   never results, so the next call cannot overwrite what this one returned.
 
@@ -37,6 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import config
+from . import blas_threads
 
 #: arenas of at most this many bytes are kept beside the fast caller (outside the
 #: pool's byte accounting); larger ones are taken from the pool on every call
@@ -61,6 +64,7 @@ def hot_call(exe, extra: tuple = ()):
     spare: list = []  # at most about one arena per concurrently running thread
     keep_spare = pool is not None and pool.arena_bytes <= HOT_ARENA_MAX
     slow = exe.call_unchecked
+    serial = blas_threads.serial() if exe.serial_blas else None  # one BLAS thread
     #: what to call once the serial entry is compiled: the machine code's entry point
     #: for C-contiguous, aligned, writeable arrays (the arrays of ``np.empty``), else the
     #: dispatcher itself; None again when the Executable reloads its module
@@ -71,6 +75,8 @@ def hot_call(exe, extra: tuple = ()):
         import numba
 
         disp = exe.entry
+        if not hasattr(disp, "overloads"):  # not a Numba dispatcher (a wrapper): call it
+            return disp
         sample = [params[i].type.dtype.type(0) if i in scalar_args
                   else np.empty(params[i].type.shape, params[i].type.dtype)
                   for i in range(nargs)]
@@ -118,11 +124,26 @@ def hot_call(exe, extra: tuple = ()):
             conv = list(args)
             for i in scalar_args:
                 conv[i] = conv[i][()]
+        if serial is not None:
+            serial.__enter__()
+        try:
+            out = _run(callee, conv)
+        finally:
+            if serial is not None:
+                serial.__exit__(None, None, None)
+        if out is None:
+            return general(args, first)
+        if rare and out[-1]:
+            return general(args, first)  # inputs the fast entry gets wrong: the exact one
+        return out[first:nout] if first >= arrays_from else finish(out, first)
+
+    def _run(callee, conv):
+        """The entry's results, or None when the general call must run instead."""
         if pool is None:
             try:
-                out = callee(dims, *conv, *consts)
+                return callee(dims, *conv, *consts)
             except Exception:
-                return general(args, first)  # re-run: the interpreter raises the precise error
+                return None  # re-run: the interpreter raises the precise error
         else:
             try:
                 tail = spare.pop()  # the constants and an arena
@@ -132,13 +153,11 @@ def hot_call(exe, extra: tuple = ()):
                 out = callee(dims, *conv, *tail)
             except Exception:
                 pool.give(list(tail[ncons:]))
-                return general(args, first)
+                return None
             if keep_spare and not spare:
                 spare.append(tail)
             else:
                 pool.give(list(tail[ncons:]))
-        if rare and out[-1]:
-            return general(args, first)  # inputs the fast entry gets wrong: the exact one
-        return out[first:nout] if first >= arrays_from else finish(out, first)
+            return out
 
     return call

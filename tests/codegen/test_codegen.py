@@ -41,7 +41,7 @@ def test_w1_gradient_is_one_loop_reading_x_once():
     entry = source.split("def entry(")[1].split("def entry_parallel(")[0]
     # entry_exact, used only for huge trig arguments, is the same with exact functions
     assert "def entry_exact(" in source and "ml.sincos_full_f64" in source
-    assert entry.count("for k0_i in range(") == 1  # one pass over the elements
+    assert entry.count("for k0_j in range(") == 1  # one pass over the elements
     assert entry.count("a_x[k0_i]") == 1  # x read once per element
     assert entry.count("k0_out0[k0_i] =") == 1  # the gradient written once
 

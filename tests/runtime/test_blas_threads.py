@@ -151,7 +151,7 @@ def test_large_products_keep_the_blas_threads(monkeypatch, f, limit, serial):
     ({"FUSEGRAD_BLAS_SERIAL_MAX": "7"}, 7),
     ({"FUSEGRAD_LOOP_BLAS_SERIAL_MAX": "9"}, 9),  # the former name still works
     ({"FUSEGRAD_BLAS_SERIAL_MAX": "7", "FUSEGRAD_LOOP_BLAS_SERIAL_MAX": "9"}, 7),
-    ({}, 1 << 24),
+    ({}, 1 << 28),
 ])
 def test_the_limit_is_read_from_the_environment(env, limit):
     base = {k: v for k, v in os.environ.items()
