@@ -58,6 +58,9 @@ from .grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from .diagonal import diagonal
+from .inplace_functions import *  # noqa: F403
+from .inplace_functions import INPLACE_FUNCTIONS
 from .tensor import (
     BoolTensor,
     ByteTensor,
@@ -73,7 +76,7 @@ from .tensor_base import Size
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 
 __all__ = [
-    *_creation_all, *METHOD_FUNCTIONS,
+    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "diagonal",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
     "IntTensor", "LongTensor", "Size", "Tensor", "bool", "broadcast_tensors", "cat", "concat",
     "concatenate", "double", "dtype", "enable_grad", "float", "float16", "float32", "float64",
