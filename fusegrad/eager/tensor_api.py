@@ -61,6 +61,7 @@ from .grad_mode import (
 from .diagonal import diagonal
 from .inplace_functions import *  # noqa: F403
 from .inplace_functions import INPLACE_FUNCTIONS
+from .sorting import argsort, sort
 from .tensor import (
     BoolTensor,
     ByteTensor,
@@ -76,7 +77,7 @@ from .tensor_base import Size
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 
 __all__ = [
-    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "diagonal",
+    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "argsort", "diagonal", "sort",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
     "IntTensor", "LongTensor", "Size", "Tensor", "bool", "broadcast_tensors", "cat", "concat",
     "concatenate", "double", "dtype", "enable_grad", "float", "float16", "float32", "float64",
