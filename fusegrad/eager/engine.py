@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.bind import aval, handler_for
-from . import anomaly
+from . import anomaly, callbacks
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
 from .fast import FastNode
@@ -174,6 +174,7 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
     errstate = np.errstate(all="ignore")  # inf and nan flow as in PyTorch, without warnings
     errstate.__enter__()
     node = None
+    queued = callbacks.begin()
     try:
         while heap:
             node = pop(heap)[2]
@@ -226,11 +227,14 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 deps[m] = d
                 if d == 0:
                     push(heap, (-m._seq, next(order), m))
+        if queued:
+            callbacks.run(queued)
     except Exception as e:
         if _anomaly.enabled and node is not None:
             anomaly.annotate(node, e)
         raise
     finally:
+        callbacks.end()
         errstate.__exit__(None, None, None)
         _mode.grad = prev
     return [captured.get(i) for i in range(len(capture or ()))]

@@ -61,6 +61,7 @@ from .grad_mode import (
 from .diagonal import diagonal
 from .inplace_functions import *  # noqa: F403
 from .inplace_functions import INPLACE_FUNCTIONS
+from .post_accumulate import register_post_accumulate_grad_hook as _post_accumulate  # noqa: F401
 from .sorting import argsort, sort
 from .tensor import (
     BoolTensor,
