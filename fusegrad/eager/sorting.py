@@ -71,7 +71,8 @@ def _index_args(self, dim, index, source, alpha):
 
 
 def index_add(self, dim: int, index, source, *, alpha=1):
-    """A copy of ``self`` with ``alpha * source[..., i, ...]`` added at ``index[i]`` along ``dim``."""
+    """A copy of ``self`` with ``alpha * source[..., i, ...]`` added at ``index[i]``
+    along ``dim``."""
     d, index, source = _index_args(self, dim, index, source, alpha)
     return op("index_add", lambda: ops.index_add(self, index, source, axis=d))
 

@@ -12,6 +12,7 @@ from .device import (
     get_default_device,
     set_default_device,
 )
+from .diagonal import diagonal
 from .dtypes import (
     bool,
     cdouble,
@@ -58,7 +59,6 @@ from .grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from .diagonal import diagonal
 from .inplace_functions import *  # noqa: F403
 from .inplace_functions import INPLACE_FUNCTIONS
 from .post_accumulate import register_post_accumulate_grad_hook as _post_accumulate  # noqa: F401

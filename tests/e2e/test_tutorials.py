@@ -34,8 +34,8 @@ def _run(source: str, tmp_path) -> tuple[str, str]:
 def as_fusegrad(source: str) -> str:
     assert source.count("\nimport torch\n") == 1
     source = source.replace("\nimport torch\n", "\nimport fusegrad as torch\n")
-    return re.sub(r"^from torch(\.\w+)* import", lambda m: m.group(0).replace("torch", "fusegrad", 1),
-                  source, flags=re.M)
+    return re.sub(r"^from torch(\.\w+)* import",
+                  lambda m: m.group(0).replace("torch", "fusegrad", 1), source, flags=re.M)
 
 
 def with_jit_steps(source: str) -> str:

@@ -46,8 +46,10 @@ class TinyModel(torch.nn.Module):
         return self.layer2(self.relu(self.layer1(x)))
 
 
-some_input = torch.tensor(rng.random((BATCH_SIZE, DIM_IN)), dtype=torch.float32, requires_grad=False)
-ideal_output = torch.tensor(rng.random((BATCH_SIZE, DIM_OUT)), dtype=torch.float32, requires_grad=False)
+some_input = torch.tensor(rng.random((BATCH_SIZE, DIM_IN)), dtype=torch.float32,
+                          requires_grad=False)
+ideal_output = torch.tensor(rng.random((BATCH_SIZE, DIM_OUT)), dtype=torch.float32,
+                            requires_grad=False)
 model = TinyModel()
 with torch.no_grad():
     for p in model.parameters():
@@ -62,7 +64,7 @@ loss.backward()
 print("layer2 grad:", " ".join(f"{v:.8g}" for v in model.layer2.weight.grad[0][0:5].tolist()))
 optimizer.step()
 print("layer2 weight:", " ".join(f"{v:.8g}" for v in model.layer2.weight[0][0:5].tolist()))
-for i in range(0, 5):
+for _ in range(0, 5):
     prediction = model(some_input)
     loss = (ideal_output - prediction).pow(2).sum()
     loss.backward()
@@ -113,19 +115,25 @@ x = torch.tensor(rng.random(3), dtype=torch.float32, requires_grad=True)
 with torch.autograd.profiler.profile() as prf:
     for _ in range(10):
         x = x * x.sin() + 1
-print("profiled ops:", sorted({e.key for e in prf.key_averages() if e.key in ("aten::mul", "aten::sin")}))
+keys = {e.key for e in prf.key_averages()}
+print("profiled ops:", sorted(keys & {"aten::mul", "aten::sin"}))
 
 # higher-order derivatives
 def exp_adder(x, y):
     return 2 * x.exp() + 3 * y
 
 
-inputs = (torch.tensor(rng.random(1), dtype=torch.float32), torch.tensor(rng.random(1), dtype=torch.float32))
+def draw(n):
+    return torch.tensor(rng.random(n), dtype=torch.float32)
+
+
+inputs = (draw(1), draw(1))
 jac = torch.autograd.functional.jacobian(exp_adder, inputs)
 print("jacobian:", [f"{j.item():.8g}" for j in jac])
-inputs = (torch.tensor(rng.random(3), dtype=torch.float32), torch.tensor(rng.random(3), dtype=torch.float32))
+inputs = (draw(3), draw(3))
 jac = torch.autograd.functional.jacobian(exp_adder, inputs)
-print("jacobian diag:", " ".join(f"{v:.8g}" for v in torch.diagonal(jac[0]).tolist()), tuple(jac[1].shape))
+diag = torch.diagonal(jac[0])
+print("jacobian diag:", " ".join(f"{v:.8g}" for v in diag.tolist()), tuple(jac[1].shape))
 
 
 def do_some_doubling(x):

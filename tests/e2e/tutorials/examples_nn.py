@@ -19,7 +19,8 @@ xx = x.unsqueeze(-1).pow(p)  # (2000, 3): x, x^2, x^3
 def init_(module, scale=0.5):
     with torch.no_grad():
         for prm in module.parameters():
-            prm.copy_(torch.from_numpy(np.asarray(scale * rng.standard_normal(tuple(prm.shape)), dtype=np.float32)))
+            values = np.asarray(scale * rng.standard_normal(tuple(prm.shape)), dtype=np.float32)
+            prm.copy_(torch.from_numpy(values))
     return module
 
 
@@ -131,7 +132,8 @@ class DynamicNet(torch.nn.Module):
 
     def string(self):
         return (f"y = {self.a.item():.8g} + {self.b.item():.8g} x + {self.c.item():.8g} x^2"
-                f" + {self.d.item():.8g} x^3 + {self.e.item():.8g} x^4 ? + {self.e.item():.8g} x^5 ?")
+                f" + {self.d.item():.8g} x^3 + {self.e.item():.8g} x^4 ?"
+                f" + {self.e.item():.8g} x^5 ?")
 
 
 random.seed(0)

@@ -54,5 +54,6 @@ for t in range(1000):
     b -= learning_rate * grad_b
     c -= learning_rate * grad_c
     d -= learning_rate * grad_d
-print(f"tensor result: y = {a.item():.8g} + {b.item():.8g} x + {c.item():.8g} x^2 + {d.item():.8g} x^3")
+print(f"tensor result: y = {a.item():.8g} + {b.item():.8g} x + {c.item():.8g} x^2"
+      f" + {d.item():.8g} x^3")
 print("dtype", str(a.dtype).split(".")[-1], "device", a.device)

@@ -166,7 +166,8 @@ class Linear(torch.nn.Module):
         super().__init__()
         self.input_features = input_features
         self.output_features = output_features
-        self.weight = torch.nn.Parameter(torch.empty(output_features, input_features, dtype=torch.double))
+        self.weight = torch.nn.Parameter(
+            torch.empty(output_features, input_features, dtype=torch.double))
         if bias:
             self.bias = torch.nn.Parameter(torch.empty(output_features, dtype=torch.double))
         else:
@@ -180,7 +181,8 @@ class Linear(torch.nn.Module):
         return LinearFunction.apply(input, self.weight, self.bias)
 
     def extra_repr(self):
-        return f"input_features={self.input_features}, output_features={self.output_features}, bias={self.bias is not None}"
+        return (f"input_features={self.input_features}, "
+                f"output_features={self.output_features}, bias={self.bias is not None}")
 
 
 layer = Linear(4, 2)

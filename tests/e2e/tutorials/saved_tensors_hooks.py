@@ -27,7 +27,7 @@ print("saved result equals y:", y.equal(y.grad_fn._saved_result))
 y.sum().backward()
 print("x.grad", " ".join(f"{v:.8g}" for v in x.grad.tolist()))
 try:
-    y.grad_fn._saved_result
+    print(y.grad_fn._saved_result)
 except RuntimeError as e:
     print("after backward:", "backward through the graph a second time" in str(e))
 
