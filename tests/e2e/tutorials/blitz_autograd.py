@@ -60,12 +60,19 @@ for param in model.parameters():
     param.requires_grad = False
 model[3] = fill_(nn.Linear(4 * 6 * 6, 10))
 optimizer = optim.SGD(model.parameters(), lr=1e-2, momentum=0.9)
-for step in range(3):
+
+
+def train_step(data, labels):
     optimizer.zero_grad()
     loss = ((model(data) - labels) ** 2).mean()
     loss.backward()
     optimizer.step()
-    print(f"step {step} loss {loss.item():.8g}")
+    return loss
+
+
+step = train_step  # jit-step
+for i in range(3):
+    print(f"step {i} loss {step(data, labels).item():.8g}")
 print("frozen conv grad is None:", model[0].weight.grad is None,
       "head grad set:", model[3].weight.grad is not None)
 print("trainable:", [n for n, p in model.named_parameters() if p.requires_grad])

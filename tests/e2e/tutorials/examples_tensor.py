@@ -40,11 +40,11 @@ y = torch.sin(x)
 start = rng.standard_normal(4)
 a, b, c, d = (torch.tensor(float(v), device=device, dtype=dtype) for v in start)
 
-for t in range(1000):
+
+
+def tensor_step(x, y, a, b, c, d):
     y_pred = a + b * x + c * x ** 2 + d * x ** 3
-    loss = (y_pred - y).pow(2).sum().item()
-    if t % 100 == 99:
-        print("tensor", t, f"{loss:.8g}")
+    loss = (y_pred - y).pow(2).sum()
     grad_y_pred = 2.0 * (y_pred - y)
     grad_a = grad_y_pred.sum()
     grad_b = (grad_y_pred * x).sum()
@@ -54,6 +54,14 @@ for t in range(1000):
     b -= learning_rate * grad_b
     c -= learning_rate * grad_c
     d -= learning_rate * grad_d
+    return loss
+
+
+step = tensor_step  # jit-step
+for t in range(1000):
+    loss = step(x, y, a, b, c, d).item()
+    if t % 100 == 99:
+        print("tensor", t, f"{loss:.8g}")
 print(f"tensor result: y = {a.item():.8g} + {b.item():.8g} x + {c.item():.8g} x^2"
       f" + {d.item():.8g} x^3")
 print("dtype", str(a.dtype).split(".")[-1], "device", a.device)

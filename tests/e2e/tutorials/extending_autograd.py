@@ -192,9 +192,16 @@ print("parameters:", [n for n, _ in layer.named_parameters()])
 opt = torch.optim.SGD(layer.parameters(), lr=0.1)
 x = data(8, 4)
 target = data(8, 2)
-for step in range(4):
+
+
+def train_step(x, target):
     opt.zero_grad()
     loss = ((layer(x) - target) ** 2).mean()
     loss.backward()
     opt.step()
-    print(f"step {step} loss {loss.item():.10g}")
+    return loss
+
+
+step = train_step  # jit-step
+for i in range(4):
+    print(f"step {i} loss {step(x, target).item():.10g}")
