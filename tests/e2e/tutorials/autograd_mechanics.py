@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch import nn
 
+torch.manual_seed(0)  # the numbers below come from NumPy
 rng = np.random.default_rng(9)
 
 
@@ -137,6 +138,10 @@ print("mode any:", got)
 handle.remove()
 
 # post-accumulate-grad hook: an optimizer step right after each gradient lands
+v = torch.tensor([0., 0., 0.], requires_grad=True)
+v.register_post_accumulate_grad_hook(lambda p: p.add_(p.grad, alpha=-0.01))
+v.backward(torch.tensor([1., 2., 3.]))
+show("v after hooked backward", v)
 w = leaf(4)
 lr = 0.1
 

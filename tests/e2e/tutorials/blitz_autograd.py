@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import nn, optim
 
+torch.manual_seed(0)  # the numbers below come from NumPy
 rng = np.random.default_rng(11)
 
 

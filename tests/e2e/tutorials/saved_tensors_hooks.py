@@ -19,11 +19,17 @@ def leaf(n):
     return torch.tensor(rng.standard_normal(n), dtype=torch.float32, requires_grad=True)
 
 
+torch.manual_seed(0)
+a = torch.randn(5, requires_grad=True)
+b = torch.ones(5, requires_grad=True)
+y = a * b  # saves both factors
+print("saved factors:", y.grad_fn._saved_self is a, y.grad_fn._saved_other is b)
 x = leaf(5)
 y = x.pow(2)
 print("saved self equals x:", x.equal(y.grad_fn._saved_self), "is x:", x is y.grad_fn._saved_self)
 y = x.exp()
-print("saved result equals y:", y.equal(y.grad_fn._saved_result))
+print("saved result equals y:", y.equal(y.grad_fn._saved_result),
+      "is y:", y.grad_fn._saved_result is y)
 y.sum().backward()
 print("x.grad", " ".join(f"{v:.8g}" for v in x.grad.tolist()))
 try:
