@@ -3,18 +3,20 @@
 ``argsort`` is the IR's ``argsort`` primitive (stable: ties keep their order);
 ``descending=True`` sorts the negated values, so ties still keep their order
 (PyTorch's ``stable=True`` behaviour; NaNs go last either way). ``sort``
-returns ``(values, indices)`` with ``values = input.gather(dim, indices)``, so
-the gradient scatters back through the permutation (``GatherBackward0``; PyTorch
-names it ``SortBackward0``). ``index_add`` is the IR's ``index_add`` op: repeated
+returns ``(values, indices)``, the values gathered with the indices in one
+``take`` on the flattened input, so the gradient scatters back through the
+permutation (``SortBackward0``). ``index_add`` is the IR's ``index_add`` op: repeated
 indices accumulate, and the gradient reaches both ``self`` and ``source``.
 """
 
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 
 import numpy as np
 
+from ..ir import array as A
 from ..ir import ops
 from . import dtypes as D
 from .creation import zeros
@@ -60,7 +62,23 @@ def sort(input, dim: int = -1, descending: bool = False, *, stable: bool = False
         return sort_result(input.clone(), zeros((), dtype=D.int64))
     d = _dim(dim, input.ndim)
     indices = argsort(input, d, descending)
-    return sort_result(input.gather(d, indices), indices)
+    return sort_result(op("sort", lambda: _take_along(input, indices, d)), indices)
+
+
+def _take_along(x, idx, d: int):
+    """``x`` gathered with ``idx`` (same shape) along axis ``d``, as one ``take`` on the
+    flattened array (the gradient scatters back through the permutation)."""
+    shape = tuple(x.shape)
+    nd = len(shape)
+    perm = [k for k in range(nd) if k != d] + [d]
+    inv = list(np.argsort(perm))
+    n = shape[d]
+    m = math.prod(shape) // max(n, 1)
+    xt = A.reshape(A.transpose(x, perm), (m * n,))
+    rows = A.reshape(ops.iota(n=m, dtype="i64"), (m, 1)) * n
+    lin = A.reshape(A.reshape(A.transpose(idx, perm), (m, n)) + rows, (m * n,))
+    moved = tuple(shape[k] for k in perm)
+    return A.transpose(A.reshape(ops.take(xt, lin, axis=0), moved), inv)
 
 
 def _index_args(self, dim, index, source, alpha):

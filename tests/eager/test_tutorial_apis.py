@@ -41,6 +41,7 @@ def test_sort_values_indices_and_gradient(dim, descending):
     values, indices = fg.sort(t, dim, descending=descending)
     order = np.argsort(-x if descending else x, axis=dim, kind="stable")
     assert indices.dtype == fg.int64 and np.array_equal(indices.numpy(), order)
+    assert type(values.grad_fn).__name__ == "SortBackward0"
     np.testing.assert_array_equal(values.detach().numpy(), np.take_along_axis(x, order, dim))
     assert np.array_equal(t.argsort(dim, descending).numpy(), order)
     u = fg.tensor(np.random.default_rng(9).standard_normal((3, 5)), requires_grad=True)  # no ties
@@ -204,3 +205,13 @@ def test_new_apis_under_jit():
     np.testing.assert_allclose(compiled.item(), eager.item(), rtol=1e-12)
     compiled.backward()
     np.testing.assert_allclose(x.grad.numpy(), g_eager.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_sort_three_dimensional(dim):
+    x = np.random.default_rng(4).standard_normal((2, 3, 4))
+    t = fg.tensor(x, requires_grad=True)
+    values, indices = t.sort(dim)
+    np.testing.assert_array_equal(values.detach().numpy(), np.sort(x, axis=dim))
+    np.testing.assert_array_equal(indices.numpy(), np.argsort(x, axis=dim, kind="stable"))
+    assert gradcheck(lambda a: a.sort(dim).values.exp(), (t,))
