@@ -2,8 +2,9 @@
 
 from ..eager.node import Node
 from ..eager.saved import saved_tensors_hooks
+from .multi_grad_hook import register_multi_grad_hook
 
-__all__ = ["Node", "save_on_cpu", "saved_tensors_hooks"]
+__all__ = ["Node", "register_multi_grad_hook", "save_on_cpu", "saved_tensors_hooks"]
 
 
 class save_on_cpu(saved_tensors_hooks):

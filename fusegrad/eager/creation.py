@@ -168,8 +168,27 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: b
 
 def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False):
     _cpu(device)
-    data = np.linspace(float(start), float(end), int(steps)).astype(_dt(dtype))
+    dt = np.dtype(_dt(dtype))
+    if dt in (np.float32, np.float64) and int(steps) > 1:
+        data = _linspace_two_sided(float(start), float(end), int(steps), dt)
+    else:
+        data = np.linspace(float(start), float(end), int(steps)).astype(dt)
     return _finish(TB.make(data), requires_grad)
+
+
+def _linspace_two_sided(start: float, end: float, steps: int, dt: np.dtype) -> np.ndarray:
+    """PyTorch's CPU ``linspace`` values: the step in ``dt``; the first half counted up
+    from ``start`` and the rest down from ``end``, each ``a + step * i`` rounded once
+    (as a fused multiply-add), so the printed numbers of scripts agree bit for bit."""
+    wide = np.float64 if dt == np.float32 else np.longdouble
+    lo, hi = dt.type(start), dt.type(end)
+    step = (hi - lo) / dt.type(steps - 1)
+    half = steps // 2
+    i = np.arange(steps, dtype=wide)
+    out = np.empty(steps, dt)
+    out[:half] = wide(lo) + wide(step) * i[:half]
+    out[half:] = wide(hi) - wide(step) * (steps - 1 - i[half:])
+    return out
 
 
 def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False):

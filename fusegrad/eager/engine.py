@@ -21,7 +21,7 @@ import numpy as np
 
 from ..ir import ops
 from ..ir.bind import aval, handler_for
-from . import anomaly, fast
+from . import anomaly, callbacks, fast
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
 from .fast import FastNode, _fp, _fp_ignore
@@ -179,6 +179,7 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
     node = None
     # a node that became ready while no other was: it runs next without the heap
     nxt = pop(heap)[2] if heap else None
+    queued = callbacks.begin()
     try:
         while nxt is not None:
             node = nxt
@@ -242,11 +243,14 @@ def execute(roots, root_grads, *, create_graph: bool, retain_graph: bool,
                 nxt = ready
             else:
                 nxt = pop(heap)[2] if heap else None
+        if queued:
+            callbacks.run(queued)
     except Exception as e:
         if _anomaly.enabled and node is not None:
             anomaly.annotate(node, e)
         raise
     finally:
+        callbacks.end()
         _fp.reset(token)
         _mode.grad = prev
     return [captured.get(i) for i in range(len(capture or ()))]
@@ -281,6 +285,7 @@ def _execute_one(edge, g, retain_graph: bool) -> None:
     prev = _mode.grad
     _mode.grad = False
     token = _fp.set(_fp_ignore)
+    queued = callbacks.begin()
     try:
         while True:
             if type(node) is AccumulateGrad or isinstance(node, AccumulateGrad):
@@ -347,11 +352,14 @@ def _execute_one(edge, g, retain_graph: bool) -> None:
             buf = buffers.pop(node, None)
             if buf is None:
                 buf = {}
+        if queued:
+            callbacks.run(queued)
     except Exception as e:
         if _anomaly.enabled and node is not None:
             anomaly.annotate(node, e)
         raise
     finally:
+        callbacks.end()
         _fp.reset(token)
         _mode.grad = prev
 

@@ -12,6 +12,7 @@ from .device import (
     get_default_device,
     set_default_device,
 )
+from .diagonal import diagonal
 from .dtypes import (
     bool,
     cdouble,
@@ -58,6 +59,10 @@ from .grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from .inplace_functions import *  # noqa: F403
+from .inplace_functions import INPLACE_FUNCTIONS
+from .post_accumulate import register_post_accumulate_grad_hook as _post_accumulate  # noqa: F401
+from .sorting import argsort, sort
 from .tensor import (
     BoolTensor,
     ByteTensor,
@@ -73,7 +78,7 @@ from .tensor_base import Size
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 
 __all__ = [
-    *_creation_all, *METHOD_FUNCTIONS,
+    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "argsort", "diagonal", "sort",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
     "IntTensor", "LongTensor", "Size", "Tensor", "bool", "broadcast_tensors", "cat", "concat",
     "concatenate", "double", "dtype", "enable_grad", "float", "float16", "float32", "float64",

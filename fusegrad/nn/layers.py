@@ -59,7 +59,7 @@ class Sequential(Module):
     """Modules applied in order: ``Sequential(Linear(2, 8), ReLU(), Linear(8, 1))``.
 
     Children are named ``"0"``, ``"1"``, ... (or by the keys of one
-    ``OrderedDict`` argument); indexing with an int or a slice, ``len``,
+    ``OrderedDict`` argument); indexing with an int or a slice, assigning to an int index, ``len``,
     iteration and ``append`` work as in PyTorch.
     """
 
@@ -86,6 +86,12 @@ class Sequential(Module):
         if not -n <= idx < n:
             raise IndexError(f"index {idx} is out of range")
         return items[idx % n][1]
+
+    def __setitem__(self, idx: int, module: Module) -> None:
+        keys = list(self._modules)
+        if not -len(keys) <= idx < len(keys):
+            raise IndexError(f"index {idx} is out of range")
+        setattr(self, keys[idx % len(keys)], module)
 
     def append(self, module: Module):
         self.add_module(str(len(self)), module)
