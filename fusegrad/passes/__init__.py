@@ -9,5 +9,6 @@ from . import (  # noqa: F401  (register the region ops' and conv's batching rul
     batching_control,
     batching_conv,
     batching_fft,
+    matmul_rewrites,  # adds the matrix-product rules to simplify's REWRITES
 )
 from .batching_linalg import linalg_batch  # noqa: F401  (registers the linalg ops' rules)
