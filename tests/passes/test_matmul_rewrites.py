@@ -5,6 +5,7 @@ the interpreter. The PINN loss of benchmark W3 goes from 12 products (plus two 1
 ones) to the 9 a hand-derived program needs."""
 
 import contextlib
+import itertools
 
 import numpy as np
 import pytest
@@ -175,7 +176,7 @@ def test_commuted_products_share_one_value():
 def _params(sizes=(1, 8, 8, 1), seed=0):
     rng = np.random.default_rng(seed)
     ps = []
-    for a, b in zip(sizes[:-1], sizes[1:]):
+    for a, b in itertools.pairwise(sizes):
         ps += [rng.standard_normal((a, b)) / np.sqrt(a), 0.1 * rng.standard_normal(b)]
     return ps
 
