@@ -330,29 +330,37 @@ class _Kernel:
         lines += pre + self._constants(names, local)
         if flag:
             lines.append(f"    {flag} = False")
-        # a reduction over the innermost axis only accumulates in a local (a register):
-        # the same additions in the same order, without a store and a load per element
-        row = {r: f"{t}acc{j}" for j, (r, p, kind) in enumerate(self._kinds())
+        # a reduction over the innermost axis only: the inner loop stores its terms in a
+        # row buffer (no loop-carried dependency: the loop vectorises, transcendental
+        # functions included), then they are accumulated in a local, in the same order
+        row = {r: (f"{t}acc{j}", f"{t}row{j}", p) for j, (r, p, kind) in enumerate(self._kinds())
                if kind == "partial" and tuple(p.attrs["axes"]) == (len(self.space) - 1,)}
+        inner_n = w.size(self.space[-1])
+        lines += [f"    {b} = rt.empty({inner_n}, {np_dtype(r.type)})"
+                  for r, (_, b, _) in row.items()]
 
         def on_reduce(bop, arg):
             r = bop.results[0]
-            return self._accumulate(bop, arg, {r: row[r]} if r in row else dest,
-                                    idx if r not in row else [])
+            if r in row:
+                return f"{row[r][1]}[{idx[-1]}] = {arg}"
+            return self._accumulate(bop, arg, dest, idx)
         inner = self._statements(
             names, local, lambda shape: self._index(shape, idx), on_reduce, flag)
         for r, _, kind in self._kinds():
             if kind == "array":
                 inner.append(f"{dest[r]}[{', '.join(idx)}] = {local[r]}")
         indent = "    "
-        kept = ", ".join(idx[:-1])
         for k, n in enumerate(self.space):
-            if k == len(self.space) - 1:
-                lines += [f"{indent}{a} = {dest[r]}[{kept}]" for r, a in row.items()]
             lines.append(f"{indent}for {idx[k]} in range({w.size(n)}):")
             indent += "    "
         lines += [indent + s for s in inner]
-        return lines + [f"{indent[:-4]}{dest[r]}[{kept}] = {a}" for r, a in row.items()]
+        kept, outer_indent, q = ", ".join(idx[:-1]), indent[:-4], f"{t}q"
+        for r, (a, b, p) in row.items():
+            lines += [f"{outer_indent}{a} = {dest[r]}[{kept}]",
+                      f"{outer_indent}for {q} in range({inner_n}):",
+                      f"{outer_indent}    " + self._accumulate(p, f"{b}[{q}]", {r: a}, []),
+                      f"{outer_indent}{dest[r]}[{kept}] = {a}"]
+        return lines
 
     def _flat_lines(self, outer, flag) -> list[str]:
         body, w, t = self.body, self.w, self.tag
