@@ -333,11 +333,12 @@ class _Kernel:
         # a reduction over the innermost axis only: the inner loop stores its terms in a
         # row buffer (no loop-carried dependency: the loop vectorises, transcendental
         # functions included), then they are accumulated in a local, in the same order
-        row = {r: (f"{t}acc{j}", f"{t}row{j}", p) for j, (r, p, kind) in enumerate(self._kinds())
-               if kind == "partial" and tuple(p.attrs["axes"]) == (len(self.space) - 1,)}
-        inner_n = w.size(self.space[-1])
-        lines += [f"    {b} = rt.empty({inner_n}, {np_dtype(r.type)})"
-                  for r, (_, b, _) in row.items()]
+        row, inner_n = {}, w.size(self.space[-1])
+        for j, ((r, p, kind), res) in enumerate(zip(self._kinds(), self.op.results)):
+            if kind == "partial" and tuple(p.attrs["axes"]) == (len(self.space) - 1,):
+                row[r] = (f"{t}acc{j}", f"{t}row{j}", p)
+                lines.append(f"    {t}row{j} = " + (w.slot((res, "row")) or
+                                                   f"rt.empty({inner_n}, {np_dtype(r.type)})"))
 
         def on_reduce(bop, arg):
             r = bop.results[0]
