@@ -27,7 +27,6 @@ that are the same product seen through a transposition:
 from __future__ import annotations
 
 from ..ir import Value
-from ..ir.types import dtype_name
 from .simplify import REWRITES, Rule
 
 _LINEAR = ("add", "sub", "neg", "mul")
@@ -151,8 +150,8 @@ def _row_dot(b, op, emit):
     if w.type.ndim != 2:
         return None
     f, neg = rd.coef(x)
-    if f is None:
-        f = emit("constant", (), {"value": 1.0, "dtype": dtype_name(x.type.dtype)})
+    if f is None:  # sum(a @ w.T, -1): nothing to share, the product stays
+        return None
     fw = emit("matmul", (rd.full(f), w), {})
     term = emit("reduce_sum", (emit("mul", (a, fw), {}),), {"axes": (1,)})
     r = rd.rest(x)

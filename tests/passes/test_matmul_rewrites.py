@@ -147,6 +147,19 @@ def test_row_dot_keeps_a_product_used_elsewhere():
     assert str(out) == str(_without_rules(fn))
 
 
+def test_row_dot_without_a_cofactor_keeps_the_product():
+    fn = _ir("""func @f(%a: f64[6,3], %w: f64[4,3], %c: f64[6,4]) -> f64[6] {
+  %0 = transpose %w {perm=[1, 0]} : f64[3,4]
+  %1 = matmul %a, %0 : f64[6,4]
+  %2 = sub %c, %1 : f64[6,4]
+  %3 = reduce_sum %2 {axes=[1]} : f64[6]
+  return %3
+}""")
+    out = S.simplify(fn)
+    assert "transpose" in _names(out)
+    _same(fn, out, _args(fn), exact=True)
+
+
 def test_row_dot_needs_the_last_axis():
     fn = _ir("""func @f(%a: f64[6,3], %w: f64[4,3], %s: f64[6,4]) -> f64[4] {
   %0 = transpose %w {perm=[1, 0]} : f64[3,4]
