@@ -85,7 +85,8 @@ def _scratch(op: Op) -> list[tuple]:
     """Scratch arrays of a flat kernel's total reductions: per reduction, its chunks'
     partial results ``(res, "part")`` and one row of lanes per thread ``(res, "buf")``
     (a chunk fills its thread's row, then sums it into its part: the scratch is a few
-    kilobytes whatever the input's size)."""
+    kilobytes whatever the input's size); of a loop nest's reductions over its innermost
+    axis, one row ``(res, "row")``."""
     if op.name != "fused":
         return []
     import numba
@@ -93,8 +94,10 @@ def _scratch(op: Op) -> list[tuple]:
     from .emit import CHUNK, _Kernel
 
     k = _Kernel(None, op, 0)
-    if not k._flat():
-        return []
+    if not k._flat():  # a loop nest: a row buffer per innermost-axis reduction
+        return [((res, "row"), (k.space[-1],), np.dtype(r.type.dtype))
+                for (r, p, kind), res in zip(k._kinds(), op.results)
+                if kind == "partial" and tuple(p.attrs["axes"]) == (len(k.space) - 1,)]
     chunks = -(-math.prod(k.space) // CHUNK)
     out = []
     for (r, _, kind), res in zip(k._kinds(), op.results):

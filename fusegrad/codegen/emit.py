@@ -330,9 +330,23 @@ class _Kernel:
         lines += pre + self._constants(names, local)
         if flag:
             lines.append(f"    {flag} = False")
+        # a reduction over the innermost axis only: the inner loop stores its terms in a
+        # row buffer (no loop-carried dependency: the loop vectorises, transcendental
+        # functions included), then they are accumulated in a local, in the same order
+        row, inner_n = {}, w.size(self.space[-1])
+        for j, ((r, p, kind), res) in enumerate(zip(self._kinds(), self.op.results)):
+            if kind == "partial" and tuple(p.attrs["axes"]) == (len(self.space) - 1,):
+                row[r] = (f"{t}acc{j}", f"{t}row{j}", p)
+                lines.append(f"    {t}row{j} = " + (w.slot((res, "row")) or
+                                                   f"rt.empty({inner_n}, {np_dtype(r.type)})"))
+
+        def on_reduce(bop, arg):
+            r = bop.results[0]
+            if r in row:
+                return f"{row[r][1]}[{idx[-1]}] = {arg}"
+            return self._accumulate(bop, arg, dest, idx)
         inner = self._statements(
-            names, local, lambda shape: self._index(shape, idx),
-            lambda bop, arg: self._accumulate(bop, arg, dest, idx), flag)
+            names, local, lambda shape: self._index(shape, idx), on_reduce, flag)
         for r, _, kind in self._kinds():
             if kind == "array":
                 inner.append(f"{dest[r]}[{', '.join(idx)}] = {local[r]}")
@@ -340,7 +354,14 @@ class _Kernel:
         for k, n in enumerate(self.space):
             lines.append(f"{indent}for {idx[k]} in range({w.size(n)}):")
             indent += "    "
-        return lines + [indent + s for s in inner]
+        lines += [indent + s for s in inner]
+        kept, outer_indent, q = ", ".join(idx[:-1]), indent[:-4], f"{t}q"
+        for r, (a, b, p) in row.items():
+            lines += [f"{outer_indent}{a} = {dest[r]}[{kept}]",
+                      f"{outer_indent}for {q} in range({inner_n}):",
+                      f"{outer_indent}    " + self._accumulate(p, f"{b}[{q}]", {r: a}, []),
+                      f"{outer_indent}{dest[r]}[{kept}] = {a}"]
+        return lines
 
     def _flat_lines(self, outer, flag) -> list[str]:
         body, w, t = self.body, self.w, self.tag
@@ -413,7 +434,7 @@ class _Kernel:
     def _accumulate(self, bop, arg, dest, idx) -> str:
         r = bop.results[0]
         target = dest[r]
-        if r.type.shape != ():
+        if r.type.shape != () and idx:
             keep = [i for k, i in enumerate(idx) if k not in bop.attrs["axes"]]
             target = f"{target}[{', '.join(keep)}]"
         if bop.name == "reduce_sum":

@@ -10,5 +10,6 @@ from . import (  # noqa: F401  (register the region ops' and conv's batching rul
     batching_conv,
     batching_fft,
     batching_pool,
+    matmul_rewrites,  # adds the matrix-product rules to simplify's REWRITES
 )
 from .batching_linalg import linalg_batch  # noqa: F401  (registers the linalg ops' rules)

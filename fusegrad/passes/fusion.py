@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..ir import Function, Op, Value
 from ..ir.optable import OPS
 from ..ir.stats import timed
+from .remat import rematerialize
 from .simplify import dce
 
 #: ops a loop can compute per element (broadcast_to is index arithmetic)
@@ -207,8 +208,8 @@ def fuse(fn: Function) -> Function:
         results = tuple(Value(v.type) for v in outputs)
         new_ops.append(Op("fused", tuple(subst.get(v, v) for v in inputs), {}, results, (body,)))
         subst.update(zip(outputs, results))
-    return dce(fn.replace(ops=tuple(new_ops),
-                          results=tuple(subst.get(r, r) for r in fn.results)))
+    return rematerialize(dce(fn.replace(ops=tuple(new_ops),
+                                        results=tuple(subst.get(r, r) for r in fn.results))))
 
 
 def _kernel(ops: list[Op], producer, used_outside, index: int):

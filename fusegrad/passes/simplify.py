@@ -107,6 +107,8 @@ REWRITES: list[Rule] = [
     Rule(("mul", "x", MINUS_ONE), ("neg", "x"), broadcast_ok=True),  # x * -1 -> -x
     Rule(("mul", MINUS_ONE, "x"), ("neg", "x"), broadcast_ok=True),  # -1 * x -> -x
     Rule(("div", "x", ONE), "x", broadcast_ok=True),                 # x / 1 -> x
+    Rule(("pow", "x", ONE), "x", broadcast_ok=True),                 # x ** 1 -> x
+    Rule(("pow", "x", Const(2)), ("mul", "x", "x"), broadcast_ok=True),  # x ** 2 -> x * x
     Rule(("add", "x", ZERO), "x", broadcast_ok=True),                # x + 0 -> x
     Rule(("add", ZERO, "x"), "x", broadcast_ok=True),                # 0 + x -> x
     Rule(("sub", "x", ZERO), "x", broadcast_ok=True),                # x - 0 -> x
@@ -143,6 +145,7 @@ class _Rewriter:
         self.producer: dict[Value, Op] = {}
         self.cse: dict[tuple, tuple[Value, ...]] = {}
         self.loc: str | None = None  # of the op being rewritten: its replacements keep it
+        self.uses: dict[Value, int] = {}  # uses of each value at the start of the sweep
 
     def const_value(self, v: Value):
         op = self.producer.get(v)
@@ -168,7 +171,7 @@ class _Rewriter:
         return all(self.match(s, o, b) for s, o in zip(subs, op.operands))
 
     def emit(self, name: str, operands, attrs, loc=None) -> tuple[Value, ...]:
-        key = (name, tuple(id(o) for o in operands), repr(sorted(attrs.items())))
+        key = _cse_key(name, operands, attrs)
         if key in self.cse:
             return self.cse[key]
         types = OPS[name].rule(tuple(o.type for o in operands), **attrs)
@@ -189,7 +192,7 @@ class _Rewriter:
     def rewrite(self, op: Op) -> Value | None:
         self.producer[op.results[0]] = op
         for rule in REWRITES:
-            b: dict = {"_producer": self.producer.get}
+            b: dict = {"_producer": self.producer.get, "_uses": self.uses}
             if not self.match(rule.pattern, op.results[0], b):
                 continue
             rep = rule.replacement
@@ -228,14 +231,30 @@ class _Rewriter:
         return self._fit(c, t, True)
 
 
+#: ops whose operands commute exactly (IEEE + and * are commutative): one CSE key
+_COMMUTATIVE = frozenset({"add", "mul"})
+
+
+def _cse_key(name: str, operands, attrs) -> tuple:
+    ids = tuple(id(o) for o in operands)
+    if name in _COMMUTATIVE:
+        ids = tuple(sorted(ids))
+    return name, ids, repr(sorted(attrs.items()))
+
+
 def _one_sweep(fn: Function) -> Function:
     rw = _Rewriter()
+    for op in fn.ops:
+        for v in op.operands:
+            rw.uses[v] = rw.uses.get(v, 0) + 1
+    for v in fn.results:
+        rw.uses[v] = rw.uses.get(v, 0) + 1
     subst: dict[Value, Value] = {}
     for op in fn.ops:
         operands = tuple(subst.get(v, v) for v in op.operands)
         op = op.replace(operands=operands) if operands != op.operands else op
         if not op.regions:
-            key = (op.name, tuple(id(o) for o in operands), repr(sorted(op.attrs.items())))
+            key = _cse_key(op.name, operands, op.attrs)
             if key in rw.cse:
                 subst.update(zip(op.results, rw.cse[key]))
                 continue

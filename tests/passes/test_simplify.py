@@ -77,6 +77,10 @@ CASES = [
      "return %s"),
     ("%0 = convert %x {dtype=f64} : f64[3]\n  return %0", "return %x"),
     ("%0 = gt %x, %s : bool[3]\n  %1 = select %0, %x, %x : f64[3]\n  return %1", "return %x"),
+    ("%0 = constant {dtype=f64, value=1.0} : f64[]\n  %1 = pow %x, %0 : f64[3]\n  return %1",
+     "return %x"),
+    ("%0 = constant {dtype=f64, value=2.0} : f64[]\n  %1 = pow %x, %0 : f64[3]\n  return %1",
+     "%0 = mul %x, %x : f64[3]\n  return %0"),
 ]
 
 
