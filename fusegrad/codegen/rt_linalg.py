@@ -5,7 +5,7 @@ Python runs in the loop).
 Every helper takes stacks flattened to 3-D, ``(batch, M, N)``, C-contiguous, and returns
 3-D (or 2-D for per-matrix vectors, 1-D for per-matrix scalars) stacks; the generated
 code reshapes them. Where Numba's ``np.linalg`` differs from NumPy's the helper makes
-up the difference: ``eigh`` and ``cholesky`` first symmetrise from the lower triangle
+up the difference: ``eigh`` first symmetrises from the lower triangle
 (NumPy reads only that one), triangular solves are substitution loops, and complete
 QR is a Householder factorisation with LAPACK's reflector convention (``dlarfg``).
 """
@@ -32,12 +32,11 @@ def _lower_sym(a):
 
 @_jit
 def cholesky(a):
+    """Numba's ``np.linalg.cholesky`` reads only the lower triangle of a C-ordered matrix
+    (``potrf`` on the upper triangle of its Fortran view) and zeroes the upper one."""
     out = np.empty_like(a)
     for b in range(a.shape[0]):
-        lo = np.linalg.cholesky(_lower_sym(a[b]))
-        for i in range(a.shape[1]):
-            for j in range(a.shape[2]):
-                out[b, i, j] = lo[i, j] if j <= i else 0
+        out[b] = np.linalg.cholesky(a[b])
     return out
 
 
