@@ -1,7 +1,11 @@
-"""The compiled triangular solve by blocks (``codegen.rt_linalg._blocked_solve``): large
-matrices with many right-hand sides take it; every triangle, transpose and unit flag,
-float32 and float64, square and non-square right-hand sides, against SciPy; through
-``fg.jit`` and compiled gradients; and in a forked child."""
+"""Fast paths of the compiled linear algebra (``codegen.rt_linalg``).
+
+- The triangular solve by blocks (``_blocked_solve``), taken by large matrices with many
+  right-hand sides: every triangle, transpose and unit flag, float32 and float64,
+  square and non-square right-hand sides, against SciPy; through ``fg.jit`` and
+  compiled gradients; and in a forked child.
+- ``solve`` with an identity right-hand side (an inverse), by ``np.linalg.inv``.
+"""
 
 from __future__ import annotations
 
@@ -101,3 +105,33 @@ def test_in_a_forked_child():
         finally:
             os._exit(code)
     assert _wait_child(pid) == 0
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-11), (np.float32, 2e-4)])
+def test_solve_with_an_identity_takes_the_inverse(dtype, tol):
+    rng = np.random.default_rng(13)
+    a = (rng.standard_normal((3, 40, 40)) + 7.0 * np.eye(40)).astype(dtype)
+    eye = np.broadcast_to(np.eye(40, dtype=dtype), a.shape).copy()
+    near = eye.copy()
+    near[1, 5, 7] = 1e-3  # not an identity: a plain solve for that matrix
+    for rhs in (eye, near, eye[:, :, :30]):
+        x = rtl.solve(a, rhs)
+        ref = np.linalg.solve(a.astype(np.float64), rhs.astype(np.float64))
+        assert x.dtype == dtype
+        np.testing.assert_allclose(x, ref, rtol=tol, atol=tol)
+    np.testing.assert_allclose(fg.jit(fg.numpy.linalg.inv)(a[0]), np.linalg.inv(a[0]),
+                               rtol=tol, atol=tol)
+
+
+def test_slogdet_gradient_and_singular_matrix():
+    import fusegrad.numpy as fnp
+
+    rng = np.random.default_rng(17)
+    a = rng.standard_normal((30, 30)) + 6.0 * np.eye(30)
+    g = fg.grad(lambda a: fnp.linalg.slogdet(a)[1])(a)
+    np.testing.assert_allclose(g, np.linalg.inv(a).T, rtol=1e-10, atol=1e-12)
+    singular = np.ones((4, 4))
+    with pytest.raises(np.linalg.LinAlgError):
+        fg.jit(fnp.linalg.inv)(singular)
+    with pytest.raises(np.linalg.LinAlgError):
+        rtl.solve(singular[None], np.eye(4)[None])
