@@ -5,8 +5,9 @@ Python runs in the loop).
 Every helper takes stacks flattened to 3-D, ``(batch, M, N)``, C-contiguous, and returns
 3-D (or 2-D for per-matrix vectors, 1-D for per-matrix scalars) stacks; the generated
 code reshapes them. Where Numba's ``np.linalg`` differs from NumPy's the helper makes
-up the difference: ``eigh`` and ``cholesky`` first symmetrise from the lower triangle
-(NumPy reads only that one), triangular solves are substitution loops, and complete
+up the difference: ``eigh`` first symmetrises from the lower triangle
+(NumPy reads only that one), triangular solves are substitution loops (by blocks
+updated with ``np.dot`` for large ones), and complete
 QR is a Householder factorisation with LAPACK's reflector convention (``dlarfg``).
 """
 
@@ -32,20 +33,37 @@ def _lower_sym(a):
 
 @_jit
 def cholesky(a):
+    """Numba's ``np.linalg.cholesky`` reads only the lower triangle of a C-ordered matrix
+    (``potrf`` on the upper triangle of its Fortran view) and zeroes the upper one."""
     out = np.empty_like(a)
     for b in range(a.shape[0]):
-        lo = np.linalg.cholesky(_lower_sym(a[b]))
-        for i in range(a.shape[1]):
-            for j in range(a.shape[2]):
-                out[b, i, j] = lo[i, j] if j <= i else 0
+        out[b] = np.linalg.cholesky(a[b])
     return out
 
 
 @_jit
+def _is_identity(m):
+    n, k = m.shape
+    if n != k:
+        return False
+    for i in range(n):
+        for j in range(k):
+            if m[i, j] != (1 if i == j else 0):
+                return False
+    return True
+
+
+@_jit
 def solve(a, rhs):
+    """LU solves; an identity right-hand side (an inverse: ``inv``, ``slogdet``'s
+    gradient) takes ``getrf`` + ``getri`` (``np.linalg.inv``), a third cheaper than
+    solving for ``n`` right-hand sides."""
     out = np.empty_like(rhs)
     for b in range(a.shape[0]):
-        out[b] = np.linalg.solve(a[b], rhs[b])
+        if _is_identity(rhs[b]):
+            out[b] = np.linalg.inv(a[b])
+        else:
+            out[b] = np.linalg.solve(a[b], rhs[b])
     return out
 
 
@@ -74,6 +92,9 @@ def triangular_solve(a, rhs, lower, trans, unit):
                     acc -= _entry(t, i, j, trans) * out[b, j, 0]
                 out[b, i, 0] = acc if unit else acc / t[i, i]
             continue
+        if n >= BLOCKED_MIN and k >= BLOCKED_MIN:
+            _blocked_solve(t, rhs[b], out[b], forward, trans, unit)
+            continue
         for s in range(n):
             i = s if forward else n - 1 - s
             row = out[b, i]
@@ -91,6 +112,55 @@ def triangular_solve(a, rhs, lower, trans, unit):
                 for c in range(k):
                     row[c] = row[c] / d
     return out
+
+
+#: matrices with at least this many rows and right-hand sides are solved in blocks
+BLOCKED_MIN = 64
+#: rows per block of ``_blocked_solve``
+BLOCK = 32
+
+
+@_jit
+def _blocked_solve(t, rhs, out, forward, trans, unit):
+    """``triangular_solve`` of one matrix by blocks of ``BLOCK`` rows: the rows already
+    solved are subtracted from a block with one matrix product (BLAS ``gemm`` through
+    ``np.dot``), then the block is solved by substitution."""
+    n, k = rhs.shape
+    out[:, :] = rhs
+    for q in range((n + BLOCK - 1) // BLOCK):
+        if forward:
+            i0 = q * BLOCK
+            i1 = min(i0 + BLOCK, n)
+            lo, hi = 0, i0
+        else:
+            i1 = n - q * BLOCK
+            i0 = max(i1 - BLOCK, 0)
+            lo, hi = i1, n
+        if hi > lo:
+            coef = np.empty((i1 - i0, hi - lo), t.dtype)
+            for r in range(i1 - i0):
+                for j in range(lo, hi):
+                    coef[r, j - lo] = _entry(t, i0 + r, j, trans)
+            done = np.ascontiguousarray(out[lo:hi])
+            upd = np.dot(coef, done)
+            for r in range(i1 - i0):
+                row = out[i0 + r]
+                u = upd[r]
+                for c in range(k):
+                    row[c] -= u[c]
+        for s in range(i1 - i0):
+            i = i0 + s if forward else i1 - 1 - s
+            row = out[i]
+            jlo, jhi = (i0, i) if forward else (i + 1, i1)
+            for j in range(jlo, jhi):
+                f = _entry(t, i, j, trans)
+                prev = out[j]
+                for c in range(k):
+                    row[c] -= f * prev[c]
+            if not unit:
+                d = t[i, i]
+                for c in range(k):
+                    row[c] = row[c] / d
 
 
 @_jit

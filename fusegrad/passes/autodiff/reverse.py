@@ -18,6 +18,7 @@ from ...ir.location import at
 from ...ir.stats import timed
 from ...tracer import Trace
 from ..simplify import dce
+from .logdet_cholesky import logdet_via_cholesky
 from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, unbroadcast, zeros
 
 
@@ -54,6 +55,7 @@ def vjp(
     """
     wrt = tuple(range(len(fn.params))) if wrt is None else tuple(wrt)
     seeds = tuple(range(len(fn.results))) if seeds is None else tuple(seeds)
+    fn = logdet_via_cholesky(fn, wrt)
     active, ops_active = _active_ops(fn, wrt)
     with Trace(name or f"{fn.name}_vjp") as t:
         env = {p: t.new_arg(p.type, p.hint) for p in fn.params}
