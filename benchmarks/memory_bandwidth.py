@@ -24,17 +24,10 @@ def _kernel():
 
     @numba.njit(fastmath=True, nogil=True, cache=False)
     def total(a):
-        s0 = np.float32(0)
-        s1 = np.float32(0)
-        s2 = np.float32(0)
-        s3 = np.float32(0)
-        n = a.size - a.size % 4
-        for i in range(0, n, 4):
-            s0 += a[i]
-            s1 += a[i + 1]
-            s2 += a[i + 2]
-            s3 += a[i + 3]
-        return s0 + s1 + s2 + s3
+        s = np.float32(0)
+        for i in range(a.size):  # reassociated (fastmath): vectorised, several lanes
+            s += a[i]
+        return s
 
     return total
 

@@ -76,13 +76,10 @@ def main(argv=None) -> None:
 
     @numba.njit(fastmath=True)
     def read(flat):
-        s0 = s1 = s2 = s3 = np.float32(0)
-        for i in range(0, flat.size - 3, 4):
-            s0 += flat[i]
-            s1 += flat[i + 1]
-            s2 += flat[i + 2]
-            s3 += flat[i + 3]
-        return s0 + s1 + s2 + s3
+        s = np.float32(0)
+        for i in range(flat.size):
+            s += flat[i]
+        return s
 
     flat = X.ravel()
     read(flat)

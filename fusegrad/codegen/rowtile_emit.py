@@ -85,9 +85,7 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
     for (r, p, kind), res in zip(k._kinds(), k.op.results):
         if kind == "array":
             stores[r] = f"{t}out{len(stores)}"
-            slot = w.slot(res)
-            lines.append(f"    {stores[r]} = " + (f"{slot}.reshape({t}n)" if slot else
-                                                  f"rt.empty({t}n, {np_dtype(r.type)})"))
+            lines.append(f"    {stores[r]} = rt.empty({t}n, {np_dtype(r.type)})")
         else:
             j = len(reds)
             reds[r] = (p.name[7:], f"{t}part{j}", f"{t}buf{j}", f"{t}acc{j}", res)
