@@ -11,6 +11,8 @@ The match, on a fused Function (after ``passes.fusion.fuse``):
 
 - ``z`` is ``matmul(X, w)`` with ``X`` an ``[n, d]`` matrix and ``w`` of shape ``[d]``
   (or ``[d, 1]``, then ``z`` is ``[n, 1]`` reshaped to ``[n]``), floating point;
+- ``X`` is not made by a ``transpose`` (the kernel walks rows of ``X``; an ``X`` that
+  arrives as a strided view at run time is copied first);
 - a ``fused`` op with the one-axis iteration space ``(n,)`` takes ``z`` as an operand,
   and nothing else uses ``z`` (or the product before the reshape);
 - one of its ``[n]`` results ``r`` feeds ``matmul(transpose(X), r)`` (``r`` as ``[n]``
@@ -88,6 +90,8 @@ def _forward(v: Value, kernel: Op, producer, uses):
     if op is None or op.name != "matmul" or len(op.operands) != 2:
         return None
     X, w = op.operands
+    if producer.get(X) is not None and producer[X].name == "transpose":
+        return None  # a transposed view: rows of X are not contiguous, the products are
     n = v.type.shape[0]
     if len(X.type.shape) != 2 or X.type.shape[0] != n or not _float(X, w, v):
         return None

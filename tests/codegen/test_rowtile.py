@@ -217,3 +217,18 @@ def test_parallel_entry_gives_the_same_bits():
         np.testing.assert_array_equal(a, b)
     for a, b in zip(serial, run(fn, *args)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_transposed_matrix_is_left_to_the_products():
+    """``A.T @ w`` with ``A`` stored [d, n]: its rows are strided, so no row tiles."""
+    w, X, y = _data(500, 6, seed=7)
+    A = np.ascontiguousarray(X.T)
+
+    def loss(w, A, y):
+        return fnp.mean(fnp.logaddexp(0.0, -y * (A.T @ w)))
+
+    assert _find(loss, w, A, y)[0] == []
+    value, g = fg.jit(fg.value_and_grad(loss))(w, A, y)
+    v0, g0 = fg.jit(fg.value_and_grad(logistic_mean))(w, X, y)
+    np.testing.assert_allclose(value, v0, rtol=1e-12)
+    np.testing.assert_allclose(g, g0, rtol=1e-12)
