@@ -28,19 +28,27 @@ def rowtile_dot_{d}(X, i, w, zero):
 @rtr.fast_inline
 def rowtile_axpy_{d}(g, a, X, i):
     for j in range({d}):
-        g[j] += a * X[i, j]'''
+        g[j] += a * X[i, j]
 
 
-def _row_functions(w: _Writer, d: int) -> tuple[str, str]:
-    """The names of the row dot product and row update the kernel calls: for rows up to
+@rtr.fast_inline
+def rowtile_axpy4_{d}(g, r, X, i):
+    r0, r1, r2, r3 = r[i], r[i + 1], r[i + 2], r[i + 3]
+    for j in range({d}):
+        g[j] += (r0 * X[i, j] + r1 * X[i + 1, j]) + (r2 * X[i + 2, j] + r3 * X[i + 3, j])'''
+
+
+def _row_functions(w: _Writer, d: int) -> tuple[str, str, str]:
+    """The names of the row dot product, the row update and the update by four rows the
+    kernel calls: for rows up to
     ``LITERAL_ROW_MAX`` items, module functions with the row length in their text (one
     compile per feature count; the number of rows stays in the sizes table)."""
     if d > LITERAL_ROW_MAX:
-        return "rtr.dot_row", "rtr.axpy_row"
+        return "rtr.dot_row", "rtr.axpy_row", "rtr.axpy4_rows"
     if not hasattr(w, "helpers"):
         w.helpers = {}
     w.helpers.setdefault(d, _HELPERS.format(d=d))
-    return f"rowtile_dot_{d}", f"rowtile_axpy_{d}"
+    return f"rowtile_dot_{d}", f"rowtile_axpy_{d}", f"rowtile_axpy4_{d}"
 
 
 def plan(fn: Function) -> tuple[dict, set]:
@@ -68,7 +76,7 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
     dt = np_dtype(X.type)
     zero = literal(0, X.type)
     names = {v: t + s for v, s in _py_names(body).items()}
-    dot, axpy = _row_functions(w, d)
+    dot, axpy, axpy4 = _row_functions(w, d)
     lines = [f"    # row-tile kernel {t[:-1]}: z = X @ w, the loop, X.T @ r, per tile of rows"
              + _comment(k.op, op_names)[1:],
              f"    {t}X = rt.contiguous({outer[X]})",
@@ -117,7 +125,10 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
         part = f"rt.lanes_{kind}({buf}, {e} - {s}, {reduce_init('reduce_' + kind, r.type)})"
         lines.append(f"            {acc} " + (f"+= {part}" if kind == "sum" else
                                               f"= rt.{kind}imum({acc}, {part})"))
-    lines += [f"            for {i} in range({s}, {e}):",
+    lines += [f"            {t}m = {s} + ({e} - {s}) // 4 * 4",  # four rows per update of g
+              f"            for {i} in range({s}, {t}m, 4):",
+              f"                {axpy4}({t}g, {r_store}, {t}X, {i})",
+              f"            for {i} in range({t}m, {e}):",
               f"                {axpy}({t}g, {r_store}[{i}], {t}X, {i})"]
     for _, part, _, acc, _ in reds.values():
         lines.append(f"        {part}[{t}b] = {acc}")

@@ -57,6 +57,14 @@ def axpy_row(g, a, X, i):
         g[j] += a * X[i, j]
 
 
+@fast_inline
+def axpy4_rows(g, r, X, i):
+    """``g += r[i:i + 4] @ X[i:i + 4]``."""
+    r0, r1, r2, r3 = r[i], r[i + 1], r[i + 2], r[i + 3]
+    for j in range(g.size):
+        g[j] += (r0 * X[i, j] + r1 * X[i + 1, j]) + (r2 * X[i + 2, j] + r3 * X[i + 3, j])
+
+
 @_inline
 def tile_rows(d, itemsize):
     """Rows per tile for rows of ``d`` items of ``itemsize`` bytes."""
