@@ -107,17 +107,13 @@ def main(argv=None) -> None:
         distributed.wait([X, y])
         w = np.zeros(d, np.float32)
         types = [TensorType((n, d), np.float32), TensorType((n,), np.float32)]
-        shipped, frees, _ = dg.gradient_of(loss, w, types, "bench")
-        block = n if dg.one_pass(shipped) and not a.blocks else dg.rows_per_call([X, y])
-        if block != n:
-            rest = n % block
-            shipped = [dg.gradient_of(loss, w, [TensorType((r, d), np.float32),
-                                                 TensorType((r,), np.float32)], "bench")
-                       for r in (block, rest) if r]
-            frees = [s[1] for s in shipped] + [()] * (2 - len(shipped))
-            shipped = [tuple(s[0]) for s in shipped] + [None] * (2 - len(shipped))
-        else:
-            shipped, frees = [tuple(shipped), None], [frees, ()]
+        one_pass = dg.one_pass(dg.gradient_of(loss, w, types, "bench")[0])
+        block = min(n, dg.rows_per_call([X, y], one_pass=one_pass and not a.blocks))
+        made = [dg.gradient_of(loss, w, [TensorType((r, d), np.float32),
+                                         TensorType((r,), np.float32)], "bench")
+                for r in (block, n % block) if r]
+        frees = [m[1] for m in made] + [()] * (2 - len(made))
+        shipped = [tuple(m[0]) for m in made] + [None] * (2 - len(made))
         args = (shipped, frees, block, w)
         Xb, yb = X.to_delayed().ravel()[0], y.to_delayed().ravel()[0]
         Xl, yl = dask.compute(Xb, yb)  # pickled over to this process
@@ -134,8 +130,8 @@ def main(argv=None) -> None:
                 res[k][0].extend(out[0])
                 res[k][1].extend(out[1])
                 huge[k] = out[2]
-        print(f"n = {n}, d = {d}, float32, {'one call' if block == n else f'{block} rows'} "
-              f"per compiled call, Numba threads {threads}, core {a.core}, {a.rounds} rounds"
+        print(f"n = {n}, d = {d}, float32, {block} rows per compiled call, Numba threads "
+              f"{threads}, core {a.core}, {a.rounds} rounds"
               + (", quiet worker" if a.quiet else ""))
         print("| where | wall median | CPU median | in huge pages |")
         print("|---|---:|---:|---:|")

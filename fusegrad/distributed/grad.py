@@ -155,18 +155,21 @@ def reduction_of(loss, params, data, reduction: str, who: str) -> str:
 
 #: bytes of data one compiled call reads: a block this size stays in a core's L2 cache
 #: between the passes a gradient makes over it (the forward product, then its transpose),
-#: so memory is read once, not twice. Gradients whose compiled form reads the data in one
-#: pass anyway (a row-tile kernel, see ``passes/rowtile.py``) take a whole chunk per call.
+#: so memory is read once, not twice
 BLOCK_BYTES = 3 << 19
 
-#: False: cache-sized blocks even for gradients computed in one pass
-WHOLE_CHUNKS = True
+#: bytes of data one compiled call reads when the gradient reads its data once anyway (a
+#: row-tile kernel, see ``passes/rowtile.py``): large enough that the calls cost nothing,
+#: small enough (a few ms) that the worker's event loop, which waits for the GIL while a
+#: compiled call runs, still answers the scheduler and other workers promptly
+ONE_PASS_BYTES = 32 << 20
 
 
-def rows_per_call(data) -> int:
-    """How many examples one compiled call on a worker takes (:data:`BLOCK_BYTES` of data)."""
+def rows_per_call(data, one_pass: bool = False) -> int:
+    """How many examples one compiled call on a worker takes (:data:`BLOCK_BYTES` of data,
+    :data:`ONE_PASS_BYTES` for a gradient that reads its data once)."""
     row = sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize for a in data)
-    return max(256, BLOCK_BYTES // max(row, 1))
+    return max(256, (ONE_PASS_BYTES if one_pass else BLOCK_BYTES) // max(row, 1))
 
 
 def one_pass(shipped: Shipped) -> bool:
@@ -231,9 +234,8 @@ def graph(loss, params, data, mode: str, chunks=None, split_every: int = 8, who:
     cache = cache_for(loss)
     leaves_d = dask.delayed(leaves, pure=True)
     block = rows_per_call(data)
-    probe = min(block, max(rows))
-    if WHOLE_CHUNKS and _in_one_pass(loss, treedef, leaves, data, probe, cache, who):
-        block = max(rows)
+    if _in_one_pass(loss, treedef, leaves, data, min(block, max(rows)), cache, who):
+        block = rows_per_call(data, one_pass=True)
     parts = []
     for i in chunks:
         size = min(block, rows[i])

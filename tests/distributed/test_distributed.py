@@ -223,7 +223,7 @@ def test_chunks_larger_than_a_cache_block_are_summed_block_by_block(client, loss
     from fusegrad.distributed import grad as dgrad
 
     monkeypatch.setattr(dgrad, "BLOCK_BYTES", 1)  # 256 examples per compiled call
-    monkeypatch.setattr(dgrad, "WHOLE_CHUNKS", False)  # even where one pass reads it once
+    monkeypatch.setattr(dgrad, "ONE_PASS_BYTES", 1)  # also where one pass reads it once
     X, y, params = _data(n=1500, seed=6)
     Xd, yd = da.from_array(X, chunks=((700, 300, 500), -1)), da.from_array(y, chunks=700)
     value, grads = fd.value_and_grad(loss, params, Xd, yd)
@@ -232,9 +232,9 @@ def test_chunks_larger_than_a_cache_block_are_summed_block_by_block(client, loss
     _assert_tree_close(grads, g0)
 
 
-def test_generalised_linear_gradients_take_a_chunk_per_call():
+def test_generalised_linear_gradients_take_larger_blocks():
     """The logistic loss's gradient is computed in row tiles (one read of the data), so a
-    worker runs a whole chunk in one compiled call; a loss that is not is not."""
+    worker takes larger blocks per compiled call; a loss that is not is not."""
     from fusegrad.distributed import grad as dgrad
     from fusegrad.ir import TensorType
 
@@ -248,3 +248,5 @@ def test_generalised_linear_gradients_take_a_chunk_per_call():
 
     shipped = dgrad.gradient_of(squared_features, params, types, "test")[0]
     assert not dgrad.one_pass(shipped)
+    data = [da.zeros((10**6, 6), chunks=(10**5, 6)), da.zeros(10**6, chunks=10**5)]
+    assert dgrad.rows_per_call(data, one_pass=True) > 10 * dgrad.rows_per_call(data)
