@@ -19,6 +19,8 @@ from ..ir.control_ops import floats
 from ..ir.printer import value_names
 from .driver import _driver_lines
 from .emit import _comment, _Kernel, _py_names, _Writer, literal, np_dtype
+from .rowtile_emit import absorbed_comment, rowtile_lines
+from .rowtile_emit import plan as rowtile_plan
 
 #: control ops lowered here (``checkpoint`` is inlined by passes.fusion.prepare)
 LOWERED = frozenset({"cond", "while_loop", "scan", "while_grad", "while_grad_vjp"})
@@ -49,8 +51,13 @@ def statements(w: _Writer, fn: Function, exact: bool, prefix: str) -> tuple[list
                                                                      if o.name == "fused")])
     rare = False
     lines = []
+    tiles, absorbed = rowtile_plan(fn)  # X @ w, a loop, X.T @ r: one pass (rowtile_emit)
     for i, op in enumerate(fn.ops):
-        if op.name == "fused":
+        if op in absorbed:
+            lines.append(absorbed_comment(op))
+        elif op in tiles:
+            lines += rowtile_lines(w, next(kernels), tiles[op], names, irnames)
+        elif op.name == "fused":
             k = next(kernels)
             lines += k.lines(names, irnames, exact)
             rare |= not exact and k.has_rare()

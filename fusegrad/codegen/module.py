@@ -26,6 +26,7 @@ from fusegrad.codegen import rt  # noqa: F401
 from fusegrad.codegen import rt_conv  # noqa: F401
 from fusegrad.codegen import rt_pool  # noqa: F401
 from fusegrad.codegen import rt_linalg as rtl  # noqa: F401
+from fusegrad.codegen import rt_rowtile as rtr  # noqa: F401
 
 '''
 
@@ -53,6 +54,7 @@ def generate(fn: Function, buffers=None) -> tuple[str, list[int]]:
         parts.append(_njit("entry_parallel", fn, parallel, parallel=True, slots=slots))
     if rare:
         parts.append(_njit("entry_exact", fn, _entry_body(w, fn, exact=True)[0], slots=slots))
+    parts += getattr(w, "helpers", {}).values()  # module-level functions kernels call
     return HEADER.format(name=fn.name, opt=config.OPT) + "\n\n\n".join(parts) + "\n", w.dims
 
 

@@ -16,6 +16,10 @@ import numpy as np
 
 from ..ir import TensorType
 from ..ir.errors import FusegradError
+from ..ir.parser import parse_function
+from ..passes import rowtile
+from ..passes.fusion import fuse
+from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_unflatten
 from ..transforms.plan import _leaf, vjp_pass, warn_effects
@@ -154,11 +158,25 @@ def reduction_of(loss, params, data, reduction: str, who: str) -> str:
 #: so memory is read once, not twice
 BLOCK_BYTES = 3 << 19
 
+#: bytes of data one compiled call reads when the gradient reads its data once anyway (a
+#: row-tile kernel, see ``passes/rowtile.py``): large enough that the calls cost nothing,
+#: small enough (a few ms) that the worker's event loop, which waits for the GIL while a
+#: compiled call runs, still answers the scheduler and other workers promptly
+ONE_PASS_BYTES = 32 << 20
 
-def rows_per_call(data) -> int:
-    """How many examples one compiled call on a worker takes (:data:`BLOCK_BYTES` of data)."""
+
+def rows_per_call(data, one_pass: bool = False) -> int:
+    """How many examples one compiled call on a worker takes (:data:`BLOCK_BYTES` of data,
+    :data:`ONE_PASS_BYTES` for a gradient that reads its data once)."""
     row = sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize for a in data)
-    return max(256, BLOCK_BYTES // max(row, 1))
+    return max(256, (ONE_PASS_BYTES if one_pass else BLOCK_BYTES) // max(row, 1))
+
+
+def one_pass(shipped: Shipped) -> bool:
+    """Whether the compiled form of a shipped gradient computes its matrix products in
+    row tiles (``passes.rowtile``): it then reads the data once whatever the call size."""
+    fn = parse_function(shipped.text)
+    return bool(rowtile.find(fuse(simplify(fn))))
 
 
 def chunk_value_and_grad(shipped, mean: bool, leaves, frees, seed_dtype: str, block: int,
@@ -184,6 +202,17 @@ def chunk_value_and_grad(shipped, mean: bool, leaves, frees, seed_dtype: str, bl
     return total
 
 
+def _in_one_pass(loss, treedef, leaves, data, rows: int, cache, who: str) -> bool:
+    """:func:`one_pass` for the gradient over ``rows`` examples (remembered)."""
+    types = tuple(TensorType((rows, *a.shape[1:]), a.dtype) for a in data)
+    key = ("chunk", treedef, tuple((x.shape, x.dtype) for x in leaves), types)
+    if key not in cache:
+        cache[key] = gradient_of(loss, tree_unflatten(treedef, leaves), types, who)
+    if ("one pass", key) not in cache:
+        cache["one pass", key] = one_pass(Shipped(*cache[key][0]))
+    return cache["one pass", key]
+
+
 def add_parts(*parts):
     """Element-wise sum of several chunks' ``[value, *gradients]`` lists."""
     total = [np.array(p, copy=True) for p in parts[0]]
@@ -205,6 +234,8 @@ def graph(loss, params, data, mode: str, chunks=None, split_every: int = 8, who:
     cache = cache_for(loss)
     leaves_d = dask.delayed(leaves, pure=True)
     block = rows_per_call(data)
+    if _in_one_pass(loss, treedef, leaves, data, min(block, max(rows)), cache, who):
+        block = rows_per_call(data, one_pass=True)
     parts = []
     for i in chunks:
         size = min(block, rows[i])

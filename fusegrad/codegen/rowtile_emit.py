@@ -1,0 +1,148 @@
+"""Row-tile kernels: ``z = X @ w``, a fused loop's row-wise work, ``g = X.T @ r``, together.
+
+For a group found by ``passes.rowtile.find``, the rows of ``X`` are taken in blocks of
+``BLOCK_ROWS`` (the parallel unit, each with its own partial ``g`` and partial
+reductions, added in block order at the end: the result does not depend on the thread
+count) and, inside a block, in tiles of a few rows (``TILE_BYTES`` of ``X``, so the
+tile is still in the L1 cache when it is read the second time). Per tile: each row's
+dot product with ``w``; the fused loop's statements for those rows (written by
+``codegen.emit``); each row of the tile, times its ``r``, added into the block's ``g``.
+``X`` is read from memory once instead of twice.
+"""
+
+from __future__ import annotations
+
+from ..ir import Function, Op
+from ..passes.rowtile import RowTile, find
+from .emit import _Kernel, _py_names, _Writer, literal, np_dtype, reduce_init
+from .rt_rowtile import BLOCK_ROWS, LITERAL_ROW_MAX
+
+_HELPERS = '''@rtr.fast_inline
+def rowtile_dot_{d}(X, i, w, zero):
+    acc = zero
+    for j in range({d}):
+        acc += X[i, j] * w[j]
+    return acc
+
+
+@rtr.fast_inline
+def rowtile_axpy_{d}(g, a, X, i):
+    for j in range({d}):
+        g[j] += a * X[i, j]
+
+
+@rtr.fast_inline
+def rowtile_axpy4_{d}(g, r, X, i):
+    r0, r1, r2, r3 = r[i], r[i + 1], r[i + 2], r[i + 3]
+    for j in range({d}):
+        g[j] += (r0 * X[i, j] + r1 * X[i + 1, j]) + (r2 * X[i + 2, j] + r3 * X[i + 3, j])'''
+
+
+def _row_functions(w: _Writer, d: int) -> tuple[str, str, str]:
+    """The names of the row dot product, the row update and the update by four rows the
+    kernel calls: for rows up to
+    ``LITERAL_ROW_MAX`` items, module functions with the row length in their text (one
+    compile per feature count; the number of rows stays in the sizes table)."""
+    if d > LITERAL_ROW_MAX:
+        return "rtr.dot_row", "rtr.axpy_row", "rtr.axpy4_rows"
+    if not hasattr(w, "helpers"):
+        w.helpers = {}
+    w.helpers.setdefault(d, _HELPERS.format(d=d))
+    return f"rowtile_dot_{d}", f"rowtile_axpy_{d}", f"rowtile_axpy4_{d}"
+
+
+def plan(fn: Function) -> tuple[dict, set]:
+    """``({fused op: RowTile}, ops the groups absorb)`` for the top level of ``fn``:
+    the groups whose fused loop needs no exact re-run for rare inputs."""
+    tiles = {}
+    absorbed = set()
+    for t in find(fn):
+        if _Kernel(None, t.kernel, 0).has_rare():
+            continue
+        tiles[t.kernel] = t
+        absorbed |= set(t.absorbed)
+    return tiles, absorbed
+
+
+def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) -> list[str]:
+    """The statements of one group, for the entry function's body (``outer``: the entry's
+    names of values; ``k``: the group's fused loop as a kernel)."""
+    from .emit import _comment
+
+    body, t = k.body, k.tag
+    X, wv, g = tile.X, tile.w, tile.grad
+    (n,) = k.space
+    d = X.type.shape[1]
+    dt = np_dtype(X.type)
+    zero = literal(0, X.type)
+    names = {v: t + s for v, s in _py_names(body).items()}
+    dot, axpy, axpy4 = _row_functions(w, d)
+    lines = [f"    # row-tile kernel {t[:-1]}: z = X @ w, the loop, X.T @ r, per tile of rows"
+             + _comment(k.op, op_names)[1:],
+             f"    {t}X = rt.contiguous({outer[X]})",
+             f"    {t}w = rt.contiguous({outer[wv]}).ravel()",
+             f"    {t}n = {w.size(n)}",
+             f"    {t}nb = ({t}n + {BLOCK_ROWS - 1}) // {BLOCK_ROWS}",
+             f"    {t}T = rtr.tile_rows({w.size(d)}, {X.type.dtype.itemsize})",
+             f"    {t}z = rt.empty({t}n, {dt})",
+             f"    {t}gp = rt.empty(({t}nb, {w.size(d)}), {dt})"]
+    local, pre = k._inputs(outer, names, flat=True)
+    lines += pre
+    local[body.params[tile.z_operand]] = f"{t}z"
+    stores, reds = {}, {}
+    for (r, p, kind), res in zip(k._kinds(), k.op.results):
+        if kind == "array":
+            stores[r] = f"{t}out{len(stores)}"
+            lines.append(f"    {stores[r]} = rt.empty({t}n, {np_dtype(r.type)})")
+        else:
+            j = len(reds)
+            reds[r] = (p.name[7:], f"{t}part{j}", f"{t}buf{j}", f"{t}acc{j}", res)
+            lines.append(f"    {t}part{j} = rt.empty({t}nb, {np_dtype(r.type)})")
+    lines += k._constants(names, local)
+    lines += [f"    for {t}b in numba.prange({t}nb):",
+              f"        {t}lo = {t}b * {BLOCK_ROWS}",
+              f"        {t}hi = min({t}lo + {BLOCK_ROWS}, {t}n)",
+              f"        {t}g = {t}gp[{t}b]",
+              f"        rt.fill({t}g, {zero})"]
+    for r, (kind, _, buf, acc, _) in reds.items():
+        lines += [f"        {buf} = rt.empty({t}T, {np_dtype(r.type)})",
+                  f"        {acc} = {reduce_init('reduce_' + kind, r.type)}"]
+    i, s, e = f"{t}i", f"{t}t", f"{t}te"
+
+    def to_buffer(bop, arg):
+        return f"{reds[bop.results[0]][2]}[{i} - {s}] = {arg}"
+
+    inner = k._statements(names, local, lambda shape: i, to_buffer, None)
+    inner += [f"{stores[r]}[{i}] = {local[r]}" for r in stores]
+    r_store = stores[body.results[tile.r_result]]
+    lines += [f"        for {s} in range({t}lo, {t}hi, {t}T):",
+              f"            {e} = min({s} + {t}T, {t}hi)",
+              f"            for {i} in range({s}, {e}):",
+              f"                {t}z[{i}] = {dot}({t}X, {i}, {t}w, {zero})",
+              f"            for {i} in range({s}, {e}):"]
+    lines += ["                " + x for x in inner]
+    for r, (kind, _, buf, acc, _) in reds.items():
+        part = f"rt.lanes_{kind}({buf}, {e} - {s}, {reduce_init('reduce_' + kind, r.type)})"
+        lines.append(f"            {acc} " + (f"+= {part}" if kind == "sum" else
+                                              f"= rt.{kind}imum({acc}, {part})"))
+    lines += [f"            {t}m = {s} + ({e} - {s}) // 4 * 4",  # four rows per update of g
+              f"            for {i} in range({s}, {t}m, 4):",
+              f"                {axpy4}({t}g, {r_store}, {t}X, {i})",
+              f"            for {i} in range({t}m, {e}):",
+              f"                {axpy}({t}g, {r_store}[{i}], {t}X, {i})"]
+    for _, part, _, acc, _ in reds.values():
+        lines.append(f"        {part}[{t}b] = {acc}")
+    for r, (kind, part, _, _, res) in reds.items():
+        lines.append(f"    {outer[res]} = rt.combine_{kind}({part}, "
+                     f"{reduce_init('reduce_' + kind, r.type)})")
+    for (r, _, kind), res in zip(k._kinds(), k.op.results):
+        if kind == "array":
+            lines.append(f"    {outer[res]} = {stores[r]}")
+    lines.append(f"    {outer[g]} = rtr.block_sum({t}gp, {zero})"
+                 + (f".reshape({w.shape(g.type.shape)})" if len(g.type.shape) == 2 else ""))
+    return lines
+
+
+def absorbed_comment(op: Op) -> str:
+    """The line left where an op absorbed by a group would have been."""
+    return f"    # {op.name}: computed by a row-tile kernel"

@@ -1,0 +1,83 @@
+"""Helpers of the row-tile kernels (``codegen.rowtile_emit``): a row's dot product with a
+vector and a row added, scaled, into an accumulator.
+
+Both are inlined by LLVM into the generated loop. The dot product may reassociate its
+sum (``fastmath={"reassoc", "contract"}``) so that it vectorises; the order is fixed by
+the machine code, not by the thread count, so a result is the same on every call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .inline import InlineDispatcher
+
+#: rows of a block: the unit of parallel work and of the partial sums, fixed so that
+#: results never depend on the number of threads
+BLOCK_ROWS = 4096
+
+#: bytes of a tile of rows: it stays in the L1 data cache between its two uses
+TILE_BYTES = 16384
+
+#: at most this many rows per tile (the per-row work has a few per-tile buffers)
+TILE_ROWS_MAX = 16
+
+#: rows of at most this many items get a dot product and update with the length in
+#: the text (LLVM then vectorises the whole row, remainder included)
+LITERAL_ROW_MAX = 4096
+
+
+def fast_inline(py_func):
+    """A Numba function, inlined by LLVM into its callers, whose sums may reassociate."""
+    disp = InlineDispatcher(py_func, targetoptions={
+        "nopython": True, "error_model": "numpy", "fastmath": {"reassoc", "contract"}})
+    disp.enable_caching()
+    return disp
+
+
+def _inline(py_func):
+    disp = InlineDispatcher(py_func, targetoptions={"nopython": True, "error_model": "numpy"})
+    disp.enable_caching()
+    return disp
+
+
+@fast_inline
+def dot_row(X, i, w, zero):
+    """``X[i] @ w``."""
+    acc = zero
+    for j in range(w.size):
+        acc += X[i, j] * w[j]
+    return acc
+
+
+@fast_inline
+def axpy_row(g, a, X, i):
+    """``g += a * X[i]``."""
+    for j in range(g.size):
+        g[j] += a * X[i, j]
+
+
+@fast_inline
+def axpy4_rows(g, r, X, i):
+    """``g += r[i:i + 4] @ X[i:i + 4]``."""
+    r0, r1, r2, r3 = r[i], r[i + 1], r[i + 2], r[i + 3]
+    for j in range(g.size):
+        g[j] += (r0 * X[i, j] + r1 * X[i + 1, j]) + (r2 * X[i + 2, j] + r3 * X[i + 3, j])
+
+
+@_inline
+def tile_rows(d, itemsize):
+    """Rows per tile for rows of ``d`` items of ``itemsize`` bytes."""
+    return max(1, min(TILE_ROWS_MAX, TILE_BYTES // max(1, d * itemsize)))
+
+
+@_inline
+def block_sum(parts, zero):
+    """The blocks' partial vectors (rows of ``parts``) added in block order."""
+    out = np.empty(parts.shape[1], parts.dtype)
+    for j in range(parts.shape[1]):
+        out[j] = zero
+    for b in range(parts.shape[0]):
+        for j in range(parts.shape[1]):
+            out[j] += parts[b, j]
+    return out

@@ -1,0 +1,234 @@
+"""Row-tile kernels: ``X @ w``, the row-wise loop and ``X.T @ r`` computed in one pass.
+
+The compiled gradients of generalised linear models must equal the same gradients
+computed with the two products on their own (to 1e-12 in float64), for sums and means,
+row counts that fill no whole tile or block, short and long rows, and an intercept;
+``passes.rowtile.find`` must match those gradients and leave alone what it cannot
+compute in one pass. The gradients are checked against NumPy's closed forms and finite
+differences (second order).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.numpy as fnp
+from fusegrad.codegen.module import generate
+from fusegrad.ir import TensorType
+from fusegrad.ir.parser import parse_function
+from fusegrad.ir.printer import print_function
+from fusegrad.passes import rowtile
+from fusegrad.passes.fusion import fuse
+from fusegrad.passes.simplify import simplify
+from fusegrad.runtime.compiled import executable
+from fusegrad.runtime.interpreter import run
+from fusegrad.tracer import trace_pytree
+from fusegrad.transforms.plan import vjp_pass
+from tests.helpers import check_grads
+
+pytestmark = pytest.mark.compiled
+
+
+def logistic_mean(w, X, y):
+    return fnp.mean(fnp.logaddexp(0.0, -y * (X @ w)))
+
+
+def logistic_sum_bias(p, X, y):
+    return fnp.sum(fnp.logaddexp(0.0, -y * (X @ p["w"] + p["b"])))
+
+
+def poisson(w, X, y):
+    z = X @ w
+    return fnp.sum(fnp.exp(z) - y * z)
+
+
+def squares_dot(w, X, y):
+    return 0.5 * fnp.mean((fnp.dot(X, w) - y) ** 2)
+
+
+def _data(n, d, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(dtype)
+    y = np.sign(rng.standard_normal(n)).astype(dtype)
+    w = (0.3 * rng.standard_normal(d) / np.sqrt(d)).astype(dtype)
+    return w, X, y
+
+
+def _grad_function(loss, params, X, y):
+    """The traced value-and-gradient Function of ``loss`` w.r.t. every leaf of params."""
+    traced = trace_pytree(loss, (params, X, y), name=loss.__name__)
+    n = len(fg.tree.tree_leaves(params))
+    return vjp_pass(traced.function, list(range(n)), seeds=(0,), name="g")
+
+
+def _compiled(fn, enabled, monkeypatch):
+    """``fn`` compiled with row-tile kernels on or off (a fresh copy: executables are
+    kept per Function object)."""
+    monkeypatch.setattr(rowtile, "ENABLED", enabled)
+    exe = executable(parse_function(print_function(fn)))
+    monkeypatch.setattr(rowtile, "ENABLED", True)
+    return exe
+
+
+def _source(fn) -> str:
+    return generate(fuse(simplify(fn)))[0]
+
+
+@pytest.mark.parametrize("n, d", [(10_001, 37), (4096, 100), (3, 1), (1, 5), (50, 4500)])
+@pytest.mark.parametrize("loss", [logistic_mean, poisson, squares_dot])
+def test_equals_unfused(loss, n, d, monkeypatch):
+    w, X, y = _data(n, d)
+    if loss is poisson:
+        y = np.abs(y) * 3.0
+    fn = _grad_function(loss, w, X, y)
+    assert "row-tile kernel" in _source(fn)
+    args = (w, X, y, np.ones(()))
+    fused = _compiled(fn, True, monkeypatch)(*args)
+    plain = _compiled(fn, False, monkeypatch)(*args)
+    for a, b in zip(fused, plain):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15 * max(1.0, np.abs(b).max()))
+    ref = run(fn, *args)  # the NumPy interpreter
+    for a, b in zip(fused, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15 * max(1.0, np.abs(b).max()))
+
+
+def test_float32_close_to_float64():
+    w, X, y = _data(20_000, 100, np.float32)
+    v32, g32 = fg.jit(fg.value_and_grad(logistic_mean))(w, X, y)
+    v64, g64 = fg.jit(fg.value_and_grad(logistic_mean))(*(a.astype(np.float64) for a in (w, X, y)))
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(v32, v64, rtol=1e-5)
+    np.testing.assert_allclose(g32, g64, rtol=1e-4, atol=1e-6)
+
+
+def test_value_and_grad_matches_closed_form_with_bias():
+    w, X, y = _data(9_000, 13, seed=3)
+    p = {"w": w, "b": np.array(0.2)}
+    value, g = fg.jit(fg.value_and_grad(logistic_sum_bias))(p, X, y)
+    z = X @ w + 0.2
+    s = 1.0 / (1.0 + np.exp(y * z))  # sigmoid(-y z)
+    np.testing.assert_allclose(value, np.sum(np.logaddexp(0.0, -y * z)), rtol=1e-12)
+    np.testing.assert_allclose(g["w"], X.T @ (-y * s), rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(g["b"], np.sum(-y * s), rtol=1e-11, atol=1e-12)
+    fn = _grad_function(logistic_sum_bias, p, X, y)
+    assert len(rowtile.find(fuse(simplify(fn)))) == 1
+
+
+@pytest.mark.parametrize("loss", [logistic_mean, poisson])
+def test_finite_differences_second_order(loss):
+    w, X, y = _data(40, 3, seed=1)
+    if loss is poisson:
+        y = np.abs(y)
+    check_grads(loss, [w, X, y], wrt=[0], order=2)
+    # and the compiled gradient's own derivative (a Hessian-vector product)
+    hvp = fg.jit(lambda w, v: fg.grad(lambda w: fnp.sum(fg.grad(loss)(w, X, y) * v))(w))
+    v = np.linspace(-1.0, 1.0, 3)
+    eps = 1e-5
+    g = fg.jit(fg.grad(loss))
+    fd = (g(w + eps * v, X, y) - g(w - eps * v, X, y)) / (2 * eps)
+    np.testing.assert_allclose(hvp(w, v), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_chunks_of_unequal_size_add_up():
+    """Sums over unequal row blocks (as data-parallel chunks are) add up to the whole."""
+    w, X, y = _data(13_337, 20, seed=2)
+    g = fg.jit(fg.grad(lambda w, X, y: fnp.sum(fnp.logaddexp(0.0, -y * (X @ w)))))
+    whole = g(w, X, y)
+    parts = sum(g(w, X[a:b], y[a:b]) for a, b in ((0, 5000), (5000, 5001), (5001, 13_337)))
+    np.testing.assert_allclose(parts, whole, rtol=1e-12, atol=1e-12)
+
+
+def _find(loss, *args):
+    fn = _grad_function(loss, *args)
+    return rowtile.find(fuse(simplify(fn))), fn
+
+
+def test_not_matched_when_the_product_is_needed_elsewhere(monkeypatch):
+    w, X, y = _data(300, 4)
+
+    def loss(w, X, y):
+        z = X @ w
+        return fnp.mean(fnp.logaddexp(0.0, -y * z)) + fnp.max(z)
+
+    fn = _grad_function(loss, w, X, y)
+    args = (w, X, y, np.ones(()))
+    for a, b in zip(_compiled(fn, True, monkeypatch)(*args), run(fn, *args)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_transposed_product_not_of_the_same_matrix():
+    w, X, y = _data(200, 4)
+    X2 = X[::-1].copy()
+
+    def loss(w, X, y):
+        return fnp.sum(fnp.tanh(X @ w) * y)
+
+    found, _ = _find(loss, w, X, y)
+    assert len(found) == 1 and found[0].X.type.shape == (200, 4)
+    # w also meets a second matrix X2 (closed over): each product pairs with its own
+    found2, fn2 = _find(lambda w, X, y: fnp.sum(fnp.tanh(X @ w) * (X2 @ w) * y), w, X, y)
+    assert all(t.X.type.shape == (200, 4) for t in found2)
+    args = (w, X, y, X2, np.ones(()))
+    for a, b in zip(executable(fn2)(*args), run(fn2, *args)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_matvec_pair_without_gradient_is_matched():
+    """Not only gradients: any X @ v, row-wise work, X.T @ r program."""
+
+    def f(X, v):
+        r = fnp.tanh(X @ v)
+        return X.T @ r
+
+    X = np.random.default_rng(5).standard_normal((5000, 7))
+    v = np.linspace(-1.0, 1.0, 7)
+    fn = trace_pytree(f, (X, v), name="f").function
+    assert len(rowtile.find(fuse(simplify(fn)))) == 1
+    np.testing.assert_allclose(fg.jit(f)(X, v), X.T @ np.tanh(X @ v), rtol=1e-12)
+
+
+def test_types_of_the_match():
+    w, X, y = _data(100, 6)
+    found, _ = _find(logistic_mean, w, X, y)
+    (t,) = found
+    assert t.X.type == TensorType((100, 6), np.float64)
+    assert t.grad.type.shape in ((6,), (6, 1))
+    assert sorted(op.name for op in t.absorbed) == ["matmul", "matmul", "reshape", "reshape",
+                                                     "transpose"]
+
+
+def test_parallel_entry_gives_the_same_bits():
+    """Blocks keep their own partial sums, added in block order: the parallel entry (any
+    number of threads) returns exactly what the serial one does."""
+    from fusegrad.codegen import compile as cg_compile
+
+    w, X, y = _data(3 * 4096 + 17, 9, seed=4)
+    fn = _grad_function(logistic_mean, w, X, y)
+    source, dims = generate(fuse(simplify(fn)))
+    assert "row-tile kernel" in source and "def entry_parallel" in source
+    module = cg_compile.load(source)
+    dims = np.asarray(dims, np.int64)
+    args = (w, X, y, np.ones(()))
+    serial = module.entry(dims, *args)
+    parallel = module.entry_parallel(dims, *args)
+    for a, b in zip(serial, parallel):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(serial, run(fn, *args)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_transposed_matrix_is_left_to_the_products():
+    """``A.T @ w`` with ``A`` stored [d, n]: its rows are strided, so no row tiles."""
+    w, X, y = _data(500, 6, seed=7)
+    A = np.ascontiguousarray(X.T)
+
+    def loss(w, A, y):
+        return fnp.mean(fnp.logaddexp(0.0, -y * (A.T @ w)))
+
+    assert _find(loss, w, A, y)[0] == []
+    value, g = fg.jit(fg.value_and_grad(loss))(w, A, y)
+    v0, g0 = fg.jit(fg.value_and_grad(logistic_mean))(w, X, y)
+    np.testing.assert_allclose(value, v0, rtol=1e-12)
+    np.testing.assert_allclose(g, g0, rtol=1e-12)
