@@ -16,6 +16,7 @@ import weakref
 
 from ..ir.bind import bind
 from ..passes.autodiff.jvp_rules import JVP_RULES
+from ..passes.autodiff.vjp_rules import NON_DIFFERENTIABLE
 from . import tensor_base as TB
 
 #: 1 while a dual level is open (0 also while a JVP rule runs, so rules see plain values).
@@ -80,8 +81,8 @@ def _inexact(t) -> bool:
 def propagate(opdef, operands, attrs, regions, results) -> None:
     """Set the tangents of ``results`` of ``opdef`` from the operands' tangents."""
     tans = [x.__dict__.get(_KEY) if isinstance(x, TB.TensorBase) else None for x in operands]
-    if all(t is None for t in tans):
-        return
+    if all(t is None for t in tans) or opdef.name in NON_DIFFERENTIABLE:
+        return  # (stop_gradient, comparisons, ...: no tangent, as the IR pass)
     if not any(_inexact(r) for r in results):
         return
     rule = JVP_RULES.get(opdef.name)
