@@ -24,7 +24,7 @@ from ..eager.grad_mode import (
     no_grad,
     set_grad_enabled,
 )
-from . import function, functional, graph, profiler
+from . import forward_ad, function, functional, graph, profiler
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "backward",
     "detect_anomaly",
     "enable_grad",
+    "forward_ad",
     "function",
     "functional",
     "grad",

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..ir import array as A
 from ..passes.autodiff.vjp_rules import unbroadcast
-from . import anomaly
+from . import anomaly, custom_jvp, dual
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
 from .grad_mode import _mode, no_grad
@@ -51,8 +51,13 @@ class FunctionCtx:
     def set_materialize_grads(self, value: bool) -> None:
         self._materialize = bool(value)
 
+    def save_for_forward(self, *tensors) -> None:
+        self._for_forward = tensors
+
     @property
     def saved_tensors(self) -> tuple:
+        if getattr(self, "_in_jvp", False):
+            return tuple(getattr(self, "_for_forward", ()))
         saved = getattr(self, "_saved_list", None)
         if saved is None:
             return tuple(getattr(self, "_to_save", ()))
@@ -140,12 +145,14 @@ class Function:
 
         needs = tuple(isinstance(a, TB.TensorBase) and a._rg and _mode.grad for a in args)
         ctx = node_class(f"{cls.__name__}Backward", BackwardCFunction)(cls, needs)
-        with no_grad():
+        with no_grad(), dual.suspended():
             if cls.setup_context is Function.setup_context:
                 outputs = cls.forward(ctx, *args, **kwargs)
             else:
                 outputs = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, outputs)
+        if dual.ACTIVE[0]:
+            outputs = custom_jvp.apply_jvp(cls, ctx, args, outputs)
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         if not any(needs):

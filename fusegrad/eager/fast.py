@@ -28,6 +28,7 @@ from ..tracer.core import _state as _trace
 from . import bigmath, capture, sizes
 from . import dtypes as D
 from .capture import _state as _capture
+from .dual import ACTIVE as _DUAL
 from .fast_record import _OUT_SLOTS, _record, _record1, _record2, _record_number, _result
 from .grad_mode import _mode
 from .names import NAMES
@@ -254,7 +255,7 @@ def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
     """
     if len(operands) == 2 and kwargs is None:
         return run2(key, irop, operands[0], operands[1])
-    if _state.scope is not None or _capture.stack or _trace.stack:
+    if _state.scope is not None or _capture.stack or _trace.stack or _DUAL[0]:
         return None
     sig = [key, irop]
     arrays = []
@@ -290,7 +291,7 @@ def run(key: str, irop: str, operands: list, kwargs: dict | None = None):
 def run1(key: str, irop: str, x, kwargs: dict | None = None, kw_key: tuple | None = None):
     """``run(key, irop, [x], kwargs)`` for a Tensor ``x``, with less dispatch (``kw_key``:
     ``tuple(kwargs.items())`` if the caller has it)."""
-    if _state.scope is not None or _capture.stack or _trace.stack:
+    if _state.scope is not None or _capture.stack or _trace.stack or _DUAL[0]:
         return None
     d = x._cell.value
     if type(d) is not ndarray or x._base is not None:
@@ -324,7 +325,7 @@ def run1(key: str, irop: str, x, kwargs: dict | None = None, kw_key: tuple | Non
 
 def run2(key: str, irop: str, a, b):
     """``run(key, irop, [a, b])`` with less dispatch (Tensors and Python scalars)."""
-    if _state.scope is not None or _capture.stack or _trace.stack:
+    if _state.scope is not None or _capture.stack or _trace.stack or _DUAL[0]:
         return None
     ta = type(a)
     tb = type(b)

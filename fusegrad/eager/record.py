@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir.bind import eval_numpy, handler_for, register_array_type
 from ..passes.autodiff.vjp_rules import NON_DIFFERENTIABLE
-from . import anomaly, capture
+from . import anomaly, capture, dual
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
 from .grad_mode import _mode
@@ -98,6 +98,12 @@ def tensor_bind(opdef, operands, attrs, regions):
         out = handler(opdef, data, attrs, regions)
     multi = isinstance(out, tuple)
     results = tuple(TB.make(o) for o in (out if multi else (out,)))
+    if dual.ACTIVE[0]:  # the tangents' ops are their own nodes, not the operation's
+        prev, _state.scope = _state.scope, None
+        try:
+            dual.propagate(opdef, operands, attrs, regions, results)
+        finally:
+            _state.scope = prev
     scope = _state.scope
     if scope is not None:
         scope.record(opdef, attrs, regions, operands, results)
@@ -188,6 +194,8 @@ def run_inplace(name: str, target, fn, *args):
     ``old`` stands for the target's value and history before the write.
     """
     old = TB.make(target._data, target._rg, target._grad_fn, target._out_nr)
+    if dual.ACTIVE[0]:
+        dual.transfer(old, target)
     args = tuple(old if a is target else a for a in args)
     prev, scope = _state.scope, Scope(name)
     _state.scope = scope
@@ -203,6 +211,8 @@ def run_inplace(name: str, target, fn, *args):
         if TB.is_concrete(data):
             old._cell.value = node._saved[-1 - k]._data = data.copy()
     write(target, new._data)
+    if dual.ACTIVE[0]:
+        dual.transfer(target, new)
     if node is not None:
         old_node, old_nr = target._grad_fn, target._out_nr
         target._grad_fn, target._out_nr, target._rg = node, 0, True

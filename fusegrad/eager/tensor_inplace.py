@@ -16,6 +16,7 @@ from ..ir import ops
 from ..ir.bind import handler_for
 from ..ir.indexing import IndexUpdateRef
 from . import dtypes as D
+from . import dual
 from . import tensor_base as TB
 from .creation import _rng
 from .fast import quiet_fp
@@ -71,7 +72,10 @@ def inplace(key: str, target, fn, *args, any_cast: bool = False):
         if target._base is not None:
             return inplace_on_view(NAMES.get(key, key), target, compute, *args)
         return run_inplace(NAMES.get(key, key), target, compute, *args)
-    write(target, compute(target, *args)._data)
+    new = compute(target, *args)
+    write(target, new._data)
+    if dual.ACTIVE[0]:
+        dual.transfer(target, new)
     return target
 
 
@@ -79,7 +83,8 @@ def _arith_in_place(ufunc, target, other, alpha) -> bool:
     """``target = ufunc(target, other * alpha)`` in the target's memory when nothing records
     and both are concrete arrays of one float dtype (what the general path computes,
     without the dispatch); False when the general path is needed."""
-    if _mode.grad and (target._rg or (isinstance(other, TB.TensorBase) and other._rg)):
+    if dual.ACTIVE[0] or (_mode.grad and (target._rg or (isinstance(other, TB.TensorBase)
+                                                        and other._rg))):
         return False
     cur = target._cell.value
     if type(cur) is not np.ndarray or cur.dtype.kind != "f" or not cur.flags.writeable:
