@@ -4,7 +4,8 @@ The NumPy references of the pooling ops loop over window taps with strided
 views and masks (some 15-110 us per call even on tiny arrays); the
 ``codegen.rt_pool`` kernels (the ones compiled code calls) take one pass over
 the outputs with a few microseconds per call. For float32/float64 operands with
-at most 3 pooled axes the eager Tensor computes these ops (forward, and the
+at most 3 pooled axes (and integer ones for ``max_pool`` and
+``max_pool_argmax``) the eager Tensor computes these ops (forward, and the
 pooling ops of their VJPs) with the kernels, viewed and parameterised as
 ``codegen.pool_lower`` does; with ``FUSEGRAD_DISABLE_JIT``
 (``config.DISABLE_JIT``), and otherwise, the NumPy references compute.
@@ -35,6 +36,8 @@ from ..codegen.pool_lower import POOL_OPS, pool_apply
 LIMIT = 8192
 _LIMITED = frozenset(("max_pool", "sum_pool", "sum_pool_transpose"))
 _DTYPES = frozenset((np.dtype(np.float64), np.dtype(np.float32)))
+#: The ops whose references (and kernels) also take integer operands.
+_INTEGER_OPS = frozenset(("max_pool", "max_pool_argmax"))
 
 
 def _elements(name: str, x: np.ndarray, attrs) -> int:
@@ -49,7 +52,8 @@ def usable(name: str, arrays, attrs) -> bool:
     if name not in POOL_OPS or config.DISABLE_JIT or len(attrs["kernel"]) > 3:
         return False
     x = arrays[0]
-    if type(x) is not np.ndarray or x.dtype not in _DTYPES:
+    if type(x) is not np.ndarray or (x.dtype not in _DTYPES and not (
+            name in _INTEGER_OPS and x.dtype.kind in "iu")):
         return False
     if name in _LIMITED and _elements(name, x, attrs) > LIMIT:
         return False

@@ -98,6 +98,28 @@ def test_kernels_equal_the_numpy_references(g, kind, dtype):
             _same(got, ref)
 
 
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])
+@pytest.mark.parametrize("g", GEOMETRIES[:6], ids=IDS[:6])
+def test_integer_max_pool_equals_the_references(g, dtype):
+    attrs = _attrs(g)
+    x = np.random.default_rng(7).integers(0, 4, size=g[0]).astype(dtype)  # ties
+    for name in ("max_pool", "max_pool_argmax"):
+        assert bigpool.usable(name, (x,), attrs)
+        _same(bigpool.apply(name, OPS[name].impl, (x,), attrs), OPS[name].impl(x, **attrs))
+    assert not bigpool.usable("sum_pool", (x,), attrs)
+
+
+def test_integer_eager_max_pool(monkeypatch):
+    x = np.random.default_rng(8).integers(-3, 3, size=(2, 3, 9, 8)).astype(np.int32)
+    spy = _Spy(monkeypatch)
+    y, idx = F.max_pool2d(fg.tensor(x), 3, stride=2, padding=1, return_indices=True)
+    assert spy.calls == ["max_pool", "max_pool_argmax"]
+    a = dict(kernel=(3, 3), strides=(2, 2), dilation=(1, 1), pad_lo=(1, 1), pad_hi=(1, 1))
+    assert y.numpy().dtype == np.int32
+    _same(y.numpy(), OPS["max_pool"].impl(x, **a))
+    _same(idx.numpy(), OPS["max_pool_argmax"].impl(x, **a))
+
+
 def test_zero_size_and_all_padding_windows():
     attrs = dict(kernel=(3,), strides=(1,), dilation=(1,), pad_lo=(2,), pad_hi=(2,))
     x = np.zeros((2, 0), np.float32)
