@@ -5,7 +5,7 @@ dtypes, printing, the torch-style functions; autograd: ``record`` (every op bind
 through ``ir.bind`` and records a node), ``node``, ``saved``, ``views``, ``engine``
 (``backward()`` runs the same VJP rules as ``fg.grad``), grad modes, custom
 ``Function``, anomaly mode, the fast path (``fast``, ``numpy_vjps``, ``replay``,
-``bigmath``); and ``fg.jit`` over eager code (``jit_eager``, ``jit_state``,
+``bigmath``, ``bigpool``); and ``fg.jit`` over eager code (``jit_eager``, ``jit_state``,
 ``capture``, ``compiled_node``).
 
 May import ``config``, ``ir``, ``tracer``, ``passes``, ``codegen``, ``runtime`` and

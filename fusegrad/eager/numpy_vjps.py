@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import bigmath
+from .bigpool import POOL_VJPS
 
 
 def numpy_unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
@@ -131,4 +132,5 @@ NUMPY_VJPS = {
     "transpose": _transpose,
     "reshape": _reshape,
     "convert": _convert,
+    **POOL_VJPS,
 }

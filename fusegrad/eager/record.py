@@ -18,7 +18,7 @@ import numpy as np
 
 from ..ir.bind import eval_numpy, handler_for, register_array_type
 from ..passes.autodiff.vjp_rules import NON_DIFFERENTIABLE
-from . import anomaly, capture, dual
+from . import anomaly, bigpool, capture, dual
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
 from .grad_mode import _mode
@@ -89,7 +89,10 @@ def tensor_bind(opdef, operands, attrs, regions):
     data = tuple(x._cell.value if isinstance(x, TB.TensorBase) else x for x in operands)
     handler = handler_for(data)  # bind has already checked and promoted the operands
     if handler is None:
-        out = eval_numpy(opdef, data, attrs, regions)
+        if opdef.name in bigpool.POOL_OPS and bigpool.usable(opdef.name, data, attrs):
+            out = bigpool.pool_apply(opdef.name, data, attrs)
+        else:
+            out = eval_numpy(opdef, data, attrs, regions)
     elif not capture.tracing() and all(
             TB.is_concrete(x._data) for x in operands if isinstance(x, TB.TensorBase)):
         # concrete tensors met an open trace (fg.grad over a closure): they are its inputs

@@ -19,7 +19,7 @@ import numpy as np
 from numpy import ndarray
 
 from ..ir.bind import handler_for
-from . import record
+from . import bigpool, record
 from .fast import _fp, _fp_ignore
 from .grad_mode import _mode
 from .node import accumulator
@@ -110,7 +110,7 @@ def _make_plan(scope, out, args, recording: bool):
         if "regions" in e.kwargs:
             return None
         dts = tuple(scope.values[o]._cell.value.dtype for o in e.outs)
-        program.append((e.opdef.impl, e.kwargs, e.slots, e.outs, dts))
+        program.append((bigpool.impl(e.opdef), e.kwargs, e.slots, e.outs, dts))
     p = _Plan()
     p.input_pos = tuple(pos)
     p.program = program
