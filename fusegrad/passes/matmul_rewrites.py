@@ -9,7 +9,9 @@ that are the same product seen through a transposition:
   ``matmul(a[m,k], b[k,1]) -> sum(a * b.T, axis 1)`` and
   ``matmul(a[1,k], b[k,n]) -> sum(a.T * b, axis 0)``; both fuse into the loops of
   their producers and consumers (the summation order is a loop's, not BLAS's: equal
-  up to rounding);
+  up to rounding); not where the matrix is a Function input multiplied both as it is
+  and transposed (a generalised linear model's data: ``passes.rowtile`` computes both
+  products in one pass over it);
 - a row-wise dot with a product by a transposed matrix moves the matrix to the other
   side: ``sum((a @ w.T) * f, axis=-1) == sum(a * (f @ w), axis=-1)`` (both are
   ``sum_jk a_ik w_jk f_ij``). The cofactor ``f`` is collected through a chain of
@@ -40,10 +42,26 @@ def _outer(b, op, emit):
     return emit("mul", (a, c), {})
 
 
+def _streamed(b, m: Value) -> bool:
+    """Whether matrix ``m`` (or the matrix it transposes) is a Function input that is
+    multiplied both as it is and transposed: ``X @ w`` and ``X.T @ r`` of a generalised
+    linear model, which the code generator computes in one pass over ``X``
+    (``passes.rowtile``). Those products stay products."""
+    producer, uses = b.get("_producer"), b.get("_uses")
+    if producer is None or uses is None:
+        return False
+    op = producer(m)
+    if op is not None and op.name == "transpose":
+        m, op = op.operands[0], producer(op.operands[0])
+    return op is None and uses.get(m, 0) >= 2
+
+
 def _matvec(b, op, emit):
     """matmul(a[m,k], c[k,1]) -> reshape(sum(a * c[:, 0], axis=1), [m, 1])."""
     a, c = b["a"], b["c"]
     if a.type.ndim != 2 or c.type.ndim != 2 or c.type.shape[1] != 1 or a.type.shape[1] == 1:
+        return None
+    if _streamed(b, a):
         return None
     col = emit("reshape", (c,), {"shape": (c.type.shape[0],)})
     s = emit("reduce_sum", (emit("mul", (a, col), {}),), {"axes": (1,)})
@@ -54,6 +72,8 @@ def _vecmat(b, op, emit):
     """matmul(a[1,k], c[k,n]) -> reshape(sum(a.T * c, axis=0), [1, n])."""
     a, c = b["a"], b["c"]
     if a.type.ndim != 2 or c.type.ndim != 2 or a.type.shape[0] != 1 or a.type.shape[1] == 1:
+        return None
+    if _streamed(b, c):
         return None
     col = emit("reshape", (a,), {"shape": (a.type.shape[1], 1)})
     s = emit("reduce_sum", (emit("mul", (col, c), {}),), {"axes": (0,)})
