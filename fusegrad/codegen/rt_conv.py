@@ -127,6 +127,50 @@ def _scatter(x, w, st, pad, ld, rd, groups, q0, q1, q2):
 
 
 @_jit
+def _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out):
+    """The im2col product with the column matrix transposed, ``(outputs, taps)``: its
+    rows run along the kernel's last axis, so a small output read through a large
+    kernel (a weight gradient's convolution) fills long rows instead of short ones.
+    Several images share one product, so that it has enough columns for BLAS."""
+    n, o = out.shape[0], out.shape[1]
+    og = o // groups
+    kk = cg * k0 * k1 * k2
+    qq = q0 * q1 * q2
+    nb = min(n, max(1, 256 // qq))  # images per product
+    cols = np.empty((nb * qq, kk), xc.dtype)
+    for g in range(groups):
+        for b0 in range(0, n, nb):
+            b1 = min(n, b0 + nb)
+            col = 0
+            for b in range(b0, b1):
+                for i in range(q0):
+                    for j in range(q1):
+                        for m in range(q2):
+                            crow = cols[col]
+                            row = 0
+                            for ci in range(cg):
+                                xi = xc[b, g * cg + ci]
+                                for a in range(k0):
+                                    i0 = t0[a, i]
+                                    for bb in range(k1):
+                                        i1 = t1[bb, j]
+                                        if i0 < 0 or i1 < 0:
+                                            for cc in range(k2):
+                                                crow[row + cc] = 0.0
+                                        else:
+                                            xr = xi[i0, i1]
+                                            for cc in range(k2):
+                                                i2 = t2[cc, m]
+                                                crow[row + cc] = 0.0 if i2 < 0 else xr[i2]
+                                        row += k2
+                            col += 1
+            y = np.dot(wr[g * og:(g + 1) * og], cols[:col].T)  # (og, images * outputs)
+            for b in range(b0, b1):
+                out[b, g * og:(g + 1) * og] = y[:, (b - b0) * qq:(b - b0 + 1) * qq]
+    return out.reshape((n, o, q0, q1, q2))
+
+
+@_jit
 def conv5(x, w, st, pad, ld, rd, groups):
     """``conv`` of ``x`` (N, C, D, H, W) with ``w`` (O, C/groups, KD, KH, KW)."""
     n = x.shape[0]
@@ -149,6 +193,8 @@ def conv5(x, w, st, pad, ld, rd, groups):
         return _scatter(x, w, st, pad, ld, rd, groups, q0, q1, q2)
     xc = np.ascontiguousarray(x)
     wr = np.ascontiguousarray(w).reshape((o, kk))
+    if q2 < k2 and qq < ntaps:
+        return _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out)
     cols = np.empty((kk, qq), x.dtype)
     for b in range(n):
         for g in range(groups):
