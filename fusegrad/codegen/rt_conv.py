@@ -171,6 +171,45 @@ def _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out):
 
 
 @_jit
+def _conv_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, cols, out):
+    """im2col without input dilation or cropping: each image is copied once into a
+    zero-bordered buffer, so every column row is read without tests for the padding."""
+    n, c = xc.shape[0], xc.shape[1]
+    o = out.shape[1]
+    og = o // groups
+    s0, s1, s2 = xc.shape[2], xc.shape[3], xc.shape[4]
+    xp = np.zeros((c, pad[0] + s0 + pad[1], pad[2] + s1 + pad[3], pad[4] + s2 + pad[5]),
+                  xc.dtype)
+    st0, st1, st2 = st[0], st[1], st[2]
+    rd0, rd1, rd2 = rd[0], rd[1], rd[2]
+    for b in range(n):
+        xp[:, pad[0]:pad[0] + s0, pad[2]:pad[2] + s1, pad[4]:pad[4] + s2] = xc[b]
+        for g in range(groups):
+            row = 0
+            for ci in range(cg):
+                xi = xp[g * cg + ci]
+                for a in range(k0):
+                    for bb in range(k1):
+                        for cc in range(k2):
+                            crow = cols[row]
+                            col = 0
+                            for i in range(q0):
+                                for j in range(q1):
+                                    src = xi[i * st0 + a * rd0, j * st1 + bb * rd1]
+                                    base = cc * rd2
+                                    if st2 == 1:
+                                        for m in range(q2):
+                                            crow[col + m] = src[base + m]
+                                    else:
+                                        for m in range(q2):
+                                            crow[col + m] = src[base + m * st2]
+                                    col += q2
+                            row += 1
+            out[b, g * og:(g + 1) * og] = np.dot(wr[g * og:(g + 1) * og], cols)
+    return out.reshape((n, o, q0, q1, q2))
+
+
+@_jit
 def conv5(x, w, st, pad, ld, rd, groups):
     """``conv`` of ``x`` (N, C, D, H, W) with ``w`` (O, C/groups, KD, KH, KW)."""
     n = x.shape[0]
@@ -196,6 +235,8 @@ def conv5(x, w, st, pad, ld, rd, groups):
     if q2 < k2 and qq < ntaps:
         return _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out)
     cols = np.empty((kk, qq), x.dtype)
+    if ld[0] == 1 and ld[1] == 1 and ld[2] == 1 and pad.min() >= 0:
+        return _conv_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, cols, out)
     for b in range(n):
         for g in range(groups):
             row = 0

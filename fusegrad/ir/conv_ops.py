@@ -94,14 +94,24 @@ def conv_impl(x, w, *, stride, padding, lhs_dilation, rhs_dilation, groups):
     o, kshape = w.shape[0], w.shape[2:]
     q = conv_out_shape(x.shape, w.shape, stride=stride, padding=padding,
                        lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation)
+    g = int(groups)
+    kk, qq = math.prod(kshape), math.prod(q)
+    if 0 < qq < kk:  # a small output through a large kernel: copy one window per output
+        rows = np.zeros((n, *q, c, *kshape), dtype=x.dtype)
+        if rows.size:
+            for p in np.ndindex(*q):
+                win = tuple(slice(pi * s, pi * s + (ki - 1) * d + 1, d)
+                            for pi, s, ki, d in zip(p, stride, kshape, rhs_dilation))
+                rows[(slice(None), *p)] = xp[(slice(None), slice(None), *win)]
+        rows = rows.reshape(n, qq, g, (c // g) * kk).transpose(0, 2, 3, 1)
+        wr = w.reshape(g, o // g, (c // g) * kk)
+        return np.matmul(wr, rows).reshape(n, o, *q).astype(x.dtype, copy=False)
     cols = np.zeros((n, c, *kshape, *q), dtype=x.dtype)
     if cols.size:
         for k in np.ndindex(*kshape):
             win = tuple(slice(ki * d, ki * d + (qi - 1) * s + 1, s)
                         for ki, d, qi, s in zip(k, rhs_dilation, q, stride))
             cols[(slice(None), slice(None), *k)] = xp[(slice(None), slice(None), *win)]
-    g = int(groups)
-    kk, qq = math.prod(kshape), math.prod(q)
     cols = cols.reshape(n, g, (c // g) * kk, qq)
     wr = w.reshape(g, o // g, (c // g) * kk)
     return np.matmul(wr, cols).reshape(n, o, *q).astype(x.dtype, copy=False)
