@@ -171,6 +171,52 @@ def _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out):
 
 
 @_jit
+def _rows_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, out):
+    """``_conv_by_rows`` without input dilation or cropping, through a zero-bordered copy
+    of each image (no tests for the padding while the rows are filled)."""
+    n, c, o = xc.shape[0], xc.shape[1], out.shape[1]
+    og = o // groups
+    kk = cg * k0 * k1 * k2
+    qq = q0 * q1 * q2
+    s0, s1, s2 = xc.shape[2], xc.shape[3], xc.shape[4]
+    xp = np.zeros((c, pad[0] + s0 + pad[1], pad[2] + s1 + pad[3], pad[4] + s2 + pad[5]),
+                  xc.dtype)
+    st0, st1, st2 = st[0], st[1], st[2]
+    rd0, rd1, rd2 = rd[0], rd[1], rd[2]
+    nb = min(n, max(1, 256 // qq))  # images per product
+    cols = np.empty((nb * qq, kk), xc.dtype)
+    for g in range(groups):
+        for b0 in range(0, n, nb):
+            b1 = min(n, b0 + nb)
+            col = 0
+            for b in range(b0, b1):
+                xp[:, pad[0]:pad[0] + s0, pad[2]:pad[2] + s1, pad[4]:pad[4] + s2] = xc[b]
+                for i in range(q0):
+                    for j in range(q1):
+                        for m in range(q2):
+                            crow = cols[col]
+                            row = 0
+                            for ci in range(cg):
+                                xi = xp[g * cg + ci]
+                                for a in range(k0):
+                                    for bb in range(k1):
+                                        src = xi[i * st0 + a * rd0, j * st1 + bb * rd1]
+                                        base = m * st2
+                                        if rd2 == 1:
+                                            for cc in range(k2):
+                                                crow[row + cc] = src[base + cc]
+                                        else:
+                                            for cc in range(k2):
+                                                crow[row + cc] = src[base + cc * rd2]
+                                        row += k2
+                            col += 1
+            y = np.dot(wr[g * og:(g + 1) * og], cols[:col].T)  # (og, images * outputs)
+            for b in range(b0, b1):
+                out[b, g * og:(g + 1) * og] = y[:, (b - b0) * qq:(b - b0 + 1) * qq]
+    return out.reshape((n, o, q0, q1, q2))
+
+
+@_jit
 def _conv_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, cols, out):
     """im2col without input dilation or cropping: each image is copied once into a
     zero-bordered buffer, so every column row is read without tests for the padding."""
@@ -232,10 +278,13 @@ def conv5(x, w, st, pad, ld, rd, groups):
         return _scatter(x, w, st, pad, ld, rd, groups, q0, q1, q2)
     xc = np.ascontiguousarray(x)
     wr = np.ascontiguousarray(w).reshape((o, kk))
+    plain = ld[0] == 1 and ld[1] == 1 and ld[2] == 1 and pad.min() >= 0
     if q2 < k2 and qq < ntaps:
+        if plain:
+            return _rows_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, out)
         return _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out)
     cols = np.empty((kk, qq), x.dtype)
-    if ld[0] == 1 and ld[1] == 1 and ld[2] == 1 and pad.min() >= 0:
+    if plain:
         return _conv_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, cols, out)
     for b in range(n):
         for g in range(groups):

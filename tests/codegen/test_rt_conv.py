@@ -114,3 +114,30 @@ def test_weight_gradient_geometry(nd):
     want = conv_impl(x.astype(np.float64), w.astype(np.float64), **attrs)
     assert got.dtype == np.float32 and got.shape == want.shape
     assert_close(got, want, "f32")
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_zero_bordered_paths_match_numpy_conv(layout):
+    """Both zero-bordered im2col layouts forced on geometries without input dilation or
+    cropping (strides, kernel dilation, groups)."""
+    seen = 0
+    for x, w, attrs, want in _geometries(2, 400, 13):
+        if min(attrs["padding"]) < 0 or max(attrs["lhs_dilation"]) > 1 or min(want.shape) == 0:
+            continue
+        st, pad, _, rd = _arrays(attrs)
+        one, z = np.ones(1, np.int64), np.zeros(2, np.int64)
+        st, pad, rd = (np.concatenate((one, st)), np.concatenate((z, pad)),
+                       np.concatenate((one, rd)))
+        x5 = np.ascontiguousarray(x[:, :, None])
+        o, cg = w.shape[:2]
+        wr = np.ascontiguousarray(w).reshape((o, -1))
+        q1, q2 = want.shape[2:]
+        out = np.zeros((x.shape[0], o, q1 * q2), x.dtype)
+        args = (x5, wr, st, pad, rd, attrs["groups"], cg, 1, w.shape[2], w.shape[3], 1, q1, q2)
+        if layout == "rows":
+            got = rt_conv._rows_padded(*args, out)
+        else:
+            got = rt_conv._conv_padded(*args, np.empty((wr.shape[1], q1 * q2)), out)
+        assert_close(got[:, :, 0], want, "exact64", str(attrs))
+        seen += 1
+    assert seen >= 25
