@@ -106,6 +106,17 @@ def conv_impl(x, w, *, stride, padding, lhs_dilation, rhs_dilation, groups):
         rows = rows.reshape(n, qq, g, (c // g) * kk).transpose(0, 2, 3, 1)
         wr = w.reshape(g, o // g, (c // g) * kk)
         return np.matmul(wr, rows).reshape(n, o, *q).astype(x.dtype, copy=False)
+    if 0 < o < c and qq and kk:  # fewer outputs than inputs channels: add shifted products
+        pshape = xp.shape[2:]
+        xf = xp.reshape(n, g, c // g, math.prod(pshape))
+        out = np.zeros((n, o, *q), dtype=x.dtype)
+        for k in np.ndindex(*kshape):
+            wk = w[(slice(None), slice(None), *k)].reshape(g, o // g, c // g)
+            y = np.matmul(wk, xf).reshape(n, o, *pshape)
+            win = tuple(slice(ki * d, ki * d + (qi - 1) * s + 1, s)
+                        for ki, d, qi, s in zip(k, rhs_dilation, q, stride))
+            out += y[(slice(None), slice(None), *win)]
+        return out
     cols = np.zeros((n, c, *kshape, *q), dtype=x.dtype)
     if cols.size:
         for k in np.ndindex(*kshape):

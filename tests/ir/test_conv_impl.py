@@ -1,5 +1,6 @@
-"""The op table's NumPy ``conv`` against PyTorch on random geometries, both of its
-column layouts: one copy per kernel tap, and one per output (outputs fewer than taps)."""
+"""The op table's NumPy ``conv`` against PyTorch on random geometries, each of its
+algorithms: im2col with one copy per kernel tap, im2col with one copy per output (outputs
+fewer than taps), and shifted products added per tap (fewer output than input channels)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,15 @@ from tests.helpers import assert_close
 torch = pytest.importorskip("torch")
 
 
-@pytest.mark.parametrize("small_output", [False, True])
-def test_conv_impl_matches_torch(small_output):
-    rng = np.random.default_rng(int(small_output))
+def _path(x, w, want):
+    if 0 < want[0, 0].size < np.prod(w.shape[2:]):
+        return "outputs"
+    return "shifted" if w.shape[0] < x.shape[1] else "taps"
+
+
+@pytest.mark.parametrize("path", ["taps", "outputs", "shifted"])
+def test_conv_impl_matches_torch(path):
+    rng = np.random.default_rng(len(path))
     fns = {1: torch.nn.functional.conv1d, 2: torch.nn.functional.conv2d,
            3: torch.nn.functional.conv3d}
     seen = 0
@@ -32,7 +39,7 @@ def test_conv_impl_matches_torch(small_output):
                            dilation=rd, groups=g).numpy()
         except RuntimeError:  # the dilated kernel is larger than the padded input
             continue
-        if (0 < want[0, 0].size < np.prod(ks)) != small_output:
+        if _path(x, w, want) != path:
             continue
         got = conv_impl(x, w, stride=tuple(st), padding=tuple(v for p in pd for v in (p, p)),
                         lhs_dilation=(1,) * nd, rhs_dilation=tuple(rd), groups=g)
