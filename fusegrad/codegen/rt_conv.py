@@ -202,12 +202,14 @@ def _rows_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, out):
                                     for bb in range(k1):
                                         src = xi[i * st0 + a * rd0, j * st1 + bb * rd1]
                                         base = m * st2
+                                        dst = crow[row:row + k2]
                                         if rd2 == 1:
+                                            sr = src[base:base + k2]
                                             for cc in range(k2):
-                                                crow[row + cc] = src[base + cc]
+                                                dst[cc] = sr[cc]
                                         else:
                                             for cc in range(k2):
-                                                crow[row + cc] = src[base + cc * rd2]
+                                                dst[cc] = src[base + cc * rd2]
                                         row += k2
                             col += 1
             y = np.dot(wr[g * og:(g + 1) * og], cols[:col].T)  # (og, images * outputs)
@@ -243,12 +245,14 @@ def _conv_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, cols, 
                                 for j in range(q1):
                                     src = xi[i * st0 + a * rd0, j * st1 + bb * rd1]
                                     base = cc * rd2
-                                    if st2 == 1:
+                                    dst = crow[col:col + q2]  # (views with zero-based
+                                    if st2 == 1:  # indices: the copy vectorises)
+                                        sr = src[base:base + q2]
                                         for m in range(q2):
-                                            crow[col + m] = src[base + m]
+                                            dst[m] = sr[m]
                                     else:
                                         for m in range(q2):
-                                            crow[col + m] = src[base + m * st2]
+                                            dst[m] = src[base + m * st2]
                                     col += q2
                             row += 1
             out[b, g * og:(g + 1) * og] = np.dot(wr[g * og:(g + 1) * og], cols)
