@@ -103,9 +103,13 @@ def conv_impl(x, w, *, stride, padding, lhs_dilation, rhs_dilation, groups):
                 win = tuple(slice(pi * s, pi * s + (ki - 1) * d + 1, d)
                             for pi, s, ki, d in zip(p, stride, kshape, rhs_dilation))
                 rows[(slice(None), *p)] = xp[(slice(None), slice(None), *win)]
-        rows = rows.reshape(n, qq, g, (c // g) * kk).transpose(0, 2, 3, 1)
+        rows = rows.reshape(n * qq, g, (c // g) * kk)
         wr = w.reshape(g, o // g, (c // g) * kk)
-        return np.matmul(wr, rows).reshape(n, o, *q).astype(x.dtype, copy=False)
+        out = np.empty((n, g, o // g, qq), dtype=x.dtype)
+        for gi in range(g):  # one product over all images per group
+            y = np.dot(wr[gi], rows[:, gi].T)  # (O/G, N * Q)
+            out[:, gi] = y.reshape(o // g, n, qq).transpose(1, 0, 2)
+        return out.reshape(n, o, *q)
     if 0 < o < c and qq and kk:  # fewer outputs than inputs channels: add shifted products
         pshape = xp.shape[2:]
         xf = xp.reshape(n, g, c // g, math.prod(pshape))
