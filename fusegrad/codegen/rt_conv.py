@@ -127,6 +127,139 @@ def _scatter(x, w, st, pad, ld, rd, groups, q0, q1, q2):
 
 
 @_jit
+def _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out):
+    """The im2col product with the column matrix transposed, ``(outputs, taps)``: its
+    rows run along the kernel's last axis, so a small output read through a large
+    kernel (a weight gradient's convolution) fills long rows instead of short ones.
+    Several images share one product, so that it has enough columns for BLAS."""
+    n, o = out.shape[0], out.shape[1]
+    og = o // groups
+    kk = cg * k0 * k1 * k2
+    qq = q0 * q1 * q2
+    nb = min(n, max(1, 256 // qq))  # images per product
+    cols = np.empty((nb * qq, kk), xc.dtype)
+    for g in range(groups):
+        for b0 in range(0, n, nb):
+            b1 = min(n, b0 + nb)
+            col = 0
+            for b in range(b0, b1):
+                for i in range(q0):
+                    for j in range(q1):
+                        for m in range(q2):
+                            crow = cols[col]
+                            row = 0
+                            for ci in range(cg):
+                                xi = xc[b, g * cg + ci]
+                                for a in range(k0):
+                                    i0 = t0[a, i]
+                                    for bb in range(k1):
+                                        i1 = t1[bb, j]
+                                        if i0 < 0 or i1 < 0:
+                                            for cc in range(k2):
+                                                crow[row + cc] = 0.0
+                                        else:
+                                            xr = xi[i0, i1]
+                                            for cc in range(k2):
+                                                i2 = t2[cc, m]
+                                                crow[row + cc] = 0.0 if i2 < 0 else xr[i2]
+                                        row += k2
+                            col += 1
+            y = np.dot(wr[g * og:(g + 1) * og], cols[:col].T)  # (og, images * outputs)
+            for b in range(b0, b1):
+                out[b, g * og:(g + 1) * og] = y[:, (b - b0) * qq:(b - b0 + 1) * qq]
+    return out.reshape((n, o, q0, q1, q2))
+
+
+@_jit
+def _rows_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, out):
+    """``_conv_by_rows`` without input dilation or cropping, through a zero-bordered copy
+    of each image (no tests for the padding while the rows are filled)."""
+    n, c, o = xc.shape[0], xc.shape[1], out.shape[1]
+    og = o // groups
+    kk = cg * k0 * k1 * k2
+    qq = q0 * q1 * q2
+    s0, s1, s2 = xc.shape[2], xc.shape[3], xc.shape[4]
+    xp = np.zeros((c, pad[0] + s0 + pad[1], pad[2] + s1 + pad[3], pad[4] + s2 + pad[5]),
+                  xc.dtype)
+    st0, st1, st2 = st[0], st[1], st[2]
+    rd0, rd1, rd2 = rd[0], rd[1], rd[2]
+    nb = min(n, max(1, 256 // qq))  # images per product
+    cols = np.empty((nb * qq, kk), xc.dtype)
+    for g in range(groups):
+        for b0 in range(0, n, nb):
+            b1 = min(n, b0 + nb)
+            col = 0
+            for b in range(b0, b1):
+                xp[:, pad[0]:pad[0] + s0, pad[2]:pad[2] + s1, pad[4]:pad[4] + s2] = xc[b]
+                for i in range(q0):
+                    for j in range(q1):
+                        for m in range(q2):
+                            crow = cols[col]
+                            row = 0
+                            for ci in range(cg):
+                                xi = xp[g * cg + ci]
+                                for a in range(k0):
+                                    for bb in range(k1):
+                                        src = xi[i * st0 + a * rd0, j * st1 + bb * rd1]
+                                        base = m * st2
+                                        dst = crow[row:row + k2]
+                                        if rd2 == 1:
+                                            sr = src[base:base + k2]
+                                            for cc in range(k2):
+                                                dst[cc] = sr[cc]
+                                        else:
+                                            for cc in range(k2):
+                                                dst[cc] = src[base + cc * rd2]
+                                        row += k2
+                            col += 1
+            y = np.dot(wr[g * og:(g + 1) * og], cols[:col].T)  # (og, images * outputs)
+            for b in range(b0, b1):
+                out[b, g * og:(g + 1) * og] = y[:, (b - b0) * qq:(b - b0 + 1) * qq]
+    return out.reshape((n, o, q0, q1, q2))
+
+
+@_jit
+def _conv_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, cols, out):
+    """im2col without input dilation or cropping: each image is copied once into a
+    zero-bordered buffer, so every column row is read without tests for the padding."""
+    n, c = xc.shape[0], xc.shape[1]
+    o = out.shape[1]
+    og = o // groups
+    s0, s1, s2 = xc.shape[2], xc.shape[3], xc.shape[4]
+    xp = np.zeros((c, pad[0] + s0 + pad[1], pad[2] + s1 + pad[3], pad[4] + s2 + pad[5]),
+                  xc.dtype)
+    st0, st1, st2 = st[0], st[1], st[2]
+    rd0, rd1, rd2 = rd[0], rd[1], rd[2]
+    for b in range(n):
+        xp[:, pad[0]:pad[0] + s0, pad[2]:pad[2] + s1, pad[4]:pad[4] + s2] = xc[b]
+        for g in range(groups):
+            row = 0
+            for ci in range(cg):
+                xi = xp[g * cg + ci]
+                for a in range(k0):
+                    for bb in range(k1):
+                        for cc in range(k2):
+                            crow = cols[row]
+                            col = 0
+                            for i in range(q0):
+                                for j in range(q1):
+                                    src = xi[i * st0 + a * rd0, j * st1 + bb * rd1]
+                                    base = cc * rd2
+                                    dst = crow[col:col + q2]  # (views with zero-based
+                                    if st2 == 1:  # indices: the copy vectorises)
+                                        sr = src[base:base + q2]
+                                        for m in range(q2):
+                                            dst[m] = sr[m]
+                                    else:
+                                        for m in range(q2):
+                                            dst[m] = src[base + m * st2]
+                                    col += q2
+                            row += 1
+            out[b, g * og:(g + 1) * og] = np.dot(wr[g * og:(g + 1) * og], cols)
+    return out.reshape((n, o, q0, q1, q2))
+
+
+@_jit
 def conv5(x, w, st, pad, ld, rd, groups):
     """``conv`` of ``x`` (N, C, D, H, W) with ``w`` (O, C/groups, KD, KH, KW)."""
     n = x.shape[0]
@@ -149,7 +282,14 @@ def conv5(x, w, st, pad, ld, rd, groups):
         return _scatter(x, w, st, pad, ld, rd, groups, q0, q1, q2)
     xc = np.ascontiguousarray(x)
     wr = np.ascontiguousarray(w).reshape((o, kk))
+    plain = ld[0] == 1 and ld[1] == 1 and ld[2] == 1 and pad.min() >= 0
+    if q2 < k2 and qq < ntaps:
+        if plain:
+            return _rows_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, out)
+        return _conv_by_rows(xc, wr, t0, t1, t2, groups, cg, k0, k1, k2, q0, q1, q2, out)
     cols = np.empty((kk, qq), x.dtype)
+    if plain:
+        return _conv_padded(xc, wr, st, pad, rd, groups, cg, k0, k1, k2, q0, q1, q2, cols, out)
     for b in range(n):
         for g in range(groups):
             row = 0

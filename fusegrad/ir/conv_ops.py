@@ -94,14 +94,39 @@ def conv_impl(x, w, *, stride, padding, lhs_dilation, rhs_dilation, groups):
     o, kshape = w.shape[0], w.shape[2:]
     q = conv_out_shape(x.shape, w.shape, stride=stride, padding=padding,
                        lhs_dilation=lhs_dilation, rhs_dilation=rhs_dilation)
+    g = int(groups)
+    kk, qq = math.prod(kshape), math.prod(q)
+    if 0 < qq < kk:  # a small output through a large kernel: copy one window per output
+        rows = np.zeros((n, *q, c, *kshape), dtype=x.dtype)
+        if rows.size:
+            for p in np.ndindex(*q):
+                win = tuple(slice(pi * s, pi * s + (ki - 1) * d + 1, d)
+                            for pi, s, ki, d in zip(p, stride, kshape, rhs_dilation))
+                rows[(slice(None), *p)] = xp[(slice(None), slice(None), *win)]
+        rows = rows.reshape(n * qq, g, (c // g) * kk)
+        wr = w.reshape(g, o // g, (c // g) * kk)
+        out = np.empty((n, g, o // g, qq), dtype=x.dtype)
+        for gi in range(g):  # one product over all images per group
+            y = np.dot(wr[gi], rows[:, gi].T)  # (O/G, N * Q)
+            out[:, gi] = y.reshape(o // g, n, qq).transpose(1, 0, 2)
+        return out.reshape(n, o, *q)
+    if 0 < o < c and qq and kk:  # fewer outputs than inputs channels: add shifted products
+        pshape = xp.shape[2:]
+        xf = xp.reshape(n, g, c // g, math.prod(pshape))
+        out = np.zeros((n, o, *q), dtype=x.dtype)
+        for k in np.ndindex(*kshape):
+            wk = w[(slice(None), slice(None), *k)].reshape(g, o // g, c // g)
+            y = np.matmul(wk, xf).reshape(n, o, *pshape)
+            win = tuple(slice(ki * d, ki * d + (qi - 1) * s + 1, s)
+                        for ki, d, qi, s in zip(k, rhs_dilation, q, stride))
+            out += y[(slice(None), slice(None), *win)]
+        return out
     cols = np.zeros((n, c, *kshape, *q), dtype=x.dtype)
     if cols.size:
         for k in np.ndindex(*kshape):
             win = tuple(slice(ki * d, ki * d + (qi - 1) * s + 1, s)
                         for ki, d, qi, s in zip(k, rhs_dilation, q, stride))
             cols[(slice(None), slice(None), *k)] = xp[(slice(None), slice(None), *win)]
-    g = int(groups)
-    kk, qq = math.prod(kshape), math.prod(q)
     cols = cols.reshape(n, g, (c // g) * kk, qq)
     wr = w.reshape(g, o // g, (c // g) * kk)
     return np.matmul(wr, cols).reshape(n, o, *q).astype(x.dtype, copy=False)

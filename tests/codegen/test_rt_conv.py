@@ -70,3 +70,74 @@ def test_float32_stays_float32():
     want = conv_impl(x.astype(np.float64), w.astype(np.float64), stride=(1, 1),
                      padding=(0, 0, 0, 0), lhs_dilation=(1, 1), rhs_dilation=(1, 1), groups=1)
     assert_close(got, want, "f32")
+
+
+def _by_rows(x, w, attrs):
+    """``conv`` of a 2-d geometry through ``_conv_by_rows`` (forced, whatever its cost)."""
+    st, pad, ld, rd = _arrays(attrs)
+    x5, w5 = x[:, :, None], w[:, :, None]
+    t0, _ = rt_conv._table(1, 1, 1, 0, 0, 1, 1)
+    t1, q1 = rt_conv._table(x.shape[2], w.shape[2], st[0], pad[0], pad[1], ld[0], rd[0])
+    t2, q2 = rt_conv._table(x.shape[3], w.shape[3], st[1], pad[2], pad[3], ld[1], rd[1])
+    o, cg = w.shape[:2]
+    out = np.zeros((x.shape[0], o, q1 * q2), x.dtype)
+    wr = np.ascontiguousarray(w5).reshape((o, -1))
+    got = rt_conv._conv_by_rows(np.ascontiguousarray(x5), wr, t0, t1, t2, attrs["groups"],
+                                cg, 1, w.shape[2], w.shape[3], 1, q1, q2, out)
+    return got[:, :, 0]
+
+
+def test_transposed_columns_match_numpy_conv():
+    """The ``(outputs, taps)`` column layout forced on every geometry."""
+    for x, w, attrs, want in _geometries(2, 80, 11):
+        if min(want.shape[2:]) == 0:
+            continue
+        assert_close(_by_rows(x, w, attrs), want, "exact64", str(attrs))
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_weight_gradient_geometry(nd):
+    """A small output read through a kernel as large as the input (the convolution a
+    weight gradient is), where ``conv5`` picks the transposed column layout; more
+    images than one product holds, groups, padding and kernel dilation."""
+    rng = np.random.default_rng(nd)
+    fn = {1: rt_conv.conv1, 2: rt_conv.conv2, 3: rt_conv.conv3}[nd]
+    sp = {1: (40,), 2: (9, 10), 3: (6, 6, 9)}[nd]
+    ks = tuple(s - 2 for s in sp)
+    x = rng.standard_normal((70, 4, *sp)).astype(np.float32)
+    w = rng.standard_normal((6, 2, *ks)).astype(np.float32)
+    attrs = {"stride": (1,) * nd, "padding": (0, 1) * nd, "lhs_dilation": (1,) * nd,
+             "rhs_dilation": (1,) * nd, "groups": 2}
+    q = rt_conv._table(sp[-1], ks[-1], 1, 0, 1, 1, 1)[1]
+    assert q == 4 and q < ks[-1] and q ** nd < np.prod(ks)  # the transposed layout's case
+    got = fn(x, w, *_arrays(attrs), 2)
+    want = conv_impl(x.astype(np.float64), w.astype(np.float64), **attrs)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    assert_close(got, want, "f32")
+
+
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_zero_bordered_paths_match_numpy_conv(layout):
+    """Both zero-bordered im2col layouts forced on geometries without input dilation or
+    cropping (strides, kernel dilation, groups)."""
+    seen = 0
+    for x, w, attrs, want in _geometries(2, 400, 13):
+        if min(attrs["padding"]) < 0 or max(attrs["lhs_dilation"]) > 1 or min(want.shape) == 0:
+            continue
+        st, pad, _, rd = _arrays(attrs)
+        one, z = np.ones(1, np.int64), np.zeros(2, np.int64)
+        st, pad, rd = (np.concatenate((one, st)), np.concatenate((z, pad)),
+                       np.concatenate((one, rd)))
+        x5 = np.ascontiguousarray(x[:, :, None])
+        o, cg = w.shape[:2]
+        wr = np.ascontiguousarray(w).reshape((o, -1))
+        q1, q2 = want.shape[2:]
+        out = np.zeros((x.shape[0], o, q1 * q2), x.dtype)
+        args = (x5, wr, st, pad, rd, attrs["groups"], cg, 1, w.shape[2], w.shape[3], 1, q1, q2)
+        if layout == "rows":
+            got = rt_conv._rows_padded(*args, out)
+        else:
+            got = rt_conv._conv_padded(*args, np.empty((wr.shape[1], q1 * q2)), out)
+        assert_close(got[:, :, 0], want, "exact64", str(attrs))
+        seen += 1
+    assert seen >= 25
