@@ -90,7 +90,13 @@ def process_info(threads: str, sources_at_start: str | None = None) -> dict:
     try:
         import numba
 
-        info["numba_num_threads"] = numba.get_num_threads()
+        from fusegrad.runtime import threading_layer
+
+        # fusegrad starts Numba's threads on its own layer (TBB): asking Numba first
+        # would start its default one (GNU OpenMP), which kills children forked later
+        info["numba_threading_layer"] = layer = threading_layer.layer()
+        info["numba_num_threads"] = (numba.get_num_threads() if layer is not None
+                                     else numba.config.NUMBA_NUM_THREADS)
         from fusegrad.runtime import blas_kernels
 
         info["openblas_kernels"] = sorted({str(i.get("architecture"))
