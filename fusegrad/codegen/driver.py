@@ -12,11 +12,12 @@ from __future__ import annotations
 import math
 
 from ..ir import Op, Value
+from ..ir.pool_ops import POOL_OPS
 from .emit import LoweringError, _scalar_expr, _Writer, count_expr, literal, np_dtype
 from .fft_lower import fft_lines
 from .linalg_lower import LOWERED as LINALG_LOWERED
 from .linalg_lower import linalg_lines
-from .pool_lower import POOL_OPS, pool_expr
+from .pool_lower import pool_expr
 from .templates import SCALAR
 
 

@@ -15,9 +15,6 @@ from ..ir import Op
 from ..ir.pool_ops import lowest, pool_out_shape
 from .emit import LoweringError
 
-POOL_OPS = frozenset({"max_pool", "max_pool_grad", "max_pool_take", "max_pool_argmax",
-                      "sum_pool", "sum_pool_transpose"})
-
 
 def _arr(v) -> str:
     return f"np.array(({', '.join(str(int(i)) for i in v)},), np.int64)"

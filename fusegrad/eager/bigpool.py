@@ -29,7 +29,7 @@ import math
 import numpy as np
 
 from .. import config
-from ..codegen.pool_lower import POOL_OPS, pool_apply
+from ..ir.pool_ops import POOL_OPS
 
 #: Input-side elements up to which ``max_pool``, ``sum_pool`` and
 #: ``sum_pool_transpose`` use a kernel (above it the NumPy references are as fast).
@@ -58,6 +58,13 @@ def usable(name: str, arrays, attrs) -> bool:
     if name in _LIMITED and _elements(name, x, attrs) > LIMIT:
         return False
     return all(type(a) is np.ndarray and a.dtype == x.dtype for a in arrays[1:])
+
+
+def pool_apply(name: str, arrays, attrs):
+    """Op ``name`` on ``arrays`` by its kernel (``codegen.pool_lower.pool_apply``)."""
+    from ..codegen.pool_lower import pool_apply as kernel  # loads Numba: not at import
+
+    return kernel(name, arrays, attrs)
 
 
 def apply(name: str, fn, arrays, attrs):

@@ -44,6 +44,9 @@ from .opdef import _def
 from .types import TensorType, is_float
 
 POOL_ATTRS = ("kernel", "strides", "dilation", "pad_lo", "pad_hi")
+#: the pooling ops this module defines
+POOL_OPS = frozenset({"max_pool", "max_pool_grad", "max_pool_take", "max_pool_argmax",
+                      "sum_pool", "sum_pool_transpose"})
 
 
 def _dilated(n: int, d: int) -> int:
