@@ -248,15 +248,17 @@ class _Kernel:
             return False
         return all(kind != "partial" for _, _, kind in self._kinds())
 
-    def _statements(self, names, local, idx_for, on_reduce, flag) -> list[str]:
+    def _statements(self, names, local, idx_for, on_reduce, flag, at=None) -> list[str]:
         """The loop body: loads, one line per op, reductions via ``on_reduce``; with a
-        ``flag`` name, the vector paths of math functions and ``flag |= rare(x)``."""
+        ``flag`` name, the vector paths of math functions and ``flag |= rare(x)``.
+        ``at``: for some params, the index to load them at instead of ``idx_for``'s."""
         body = self.body
         irnames = value_names(body)
         inner = []
+        at = at or {}
         for p in body.params:
             if p.type.shape != ():
-                inner.append(f"{names[p]} = {local[p]}[{idx_for(p.type.shape)}]")
+                inner.append(f"{names[p]} = {local[p]}[{at.get(p) or idx_for(p.type.shape)}]")
                 local[p] = names[p]
         paired = _sincos_pairs(body)
         for bop in body.ops:

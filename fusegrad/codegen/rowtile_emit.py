@@ -32,8 +32,8 @@ def rowtile_axpy_{d}(g, a, X, i):
 
 
 @rtr.fast_inline
-def rowtile_axpy4_{d}(g, r, X, i):
-    r0, r1, r2, r3 = r[i], r[i + 1], r[i + 2], r[i + 3]
+def rowtile_axpy4_{d}(g, r, k, X, i):
+    r0, r1, r2, r3 = r[k], r[k + 1], r[k + 2], r[k + 3]
     for j in range({d}):
         g[j] += (r0 * X[i, j] + r1 * X[i + 1, j]) + (r2 * X[i + 2, j] + r3 * X[i + 3, j])'''
 
@@ -84,16 +84,19 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
              f"    {t}n = {w.size(n)}",
              f"    {t}nb = ({t}n + {BLOCK_ROWS - 1}) // {BLOCK_ROWS}",
              f"    {t}T = rtr.tile_rows({w.size(d)}, {X.type.dtype.itemsize})",
-             f"    {t}z = rt.empty({t}n, {dt})",
              f"    {t}gp = rt.empty(({t}nb, {w.size(d)}), {dt})"]
     local, pre = k._inputs(outer, names, flat=True)
     lines += pre
+    i, s, e = f"{t}i", f"{t}t", f"{t}te"
     local[body.params[tile.z_operand]] = f"{t}z"
-    stores, reds = {}, {}
-    for (r, p, kind), res in zip(k._kinds(), k.op.results):
+    stores, reds, tiled = {}, {}, {f"{t}z": dt}  # tiled: buffers of one tile's rows
+    for j, ((r, p, kind), res) in enumerate(zip(k._kinds(), k.op.results)):
         if kind == "array":
             stores[r] = f"{t}out{len(stores)}"
-            lines.append(f"    {stores[r]} = rt.empty({t}n, {np_dtype(r.type)})")
+            if j in tile.stored:
+                lines.append(f"    {stores[r]} = rt.empty({t}n, {np_dtype(r.type)})")
+            else:
+                tiled[stores[r]] = np_dtype(r.type)
         else:
             j = len(reds)
             reds[r] = (p.name[7:], f"{t}part{j}", f"{t}buf{j}", f"{t}acc{j}", res)
@@ -104,21 +107,26 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
               f"        {t}hi = min({t}lo + {BLOCK_ROWS}, {t}n)",
               f"        {t}g = {t}gp[{t}b]",
               f"        rt.fill({t}g, {zero})"]
+    lines += [f"        {buf} = rt.empty({t}T, {bdt})" for buf, bdt in tiled.items()]
     for r, (kind, _, buf, acc, _) in reds.items():
         lines += [f"        {buf} = rt.empty({t}T, {np_dtype(r.type)})",
                   f"        {acc} = {reduce_init('reduce_' + kind, r.type)}"]
-    i, s, e = f"{t}i", f"{t}t", f"{t}te"
+
+    def row(buf):  # the current row's item of an output or tile buffer
+        return f"{buf}[{i} - {s}]" if buf in tiled else f"{buf}[{i}]"
 
     def to_buffer(bop, arg):
         return f"{reds[bop.results[0]][2]}[{i} - {s}] = {arg}"
 
-    inner = k._statements(names, local, lambda shape: i, to_buffer, None)
-    inner += [f"{stores[r]}[{i}] = {local[r]}" for r in stores]
+    inner = k._statements(names, local, lambda shape: i, to_buffer, None,
+                          at={body.params[tile.z_operand]: f"{i} - {s}"})
+    inner += [f"{row(stores[r])} = {local[r]}" for r in stores]
     r_store = stores[body.results[tile.r_result]]
+    r_at = f"{i} - {s}" if r_store in tiled else i
     lines += [f"        for {s} in range({t}lo, {t}hi, {t}T):",
               f"            {e} = min({s} + {t}T, {t}hi)",
               f"            for {i} in range({s}, {e}):",
-              f"                {t}z[{i}] = {dot}({t}X, {i}, {t}w, {zero})",
+              f"                {t}z[{i} - {s}] = {dot}({t}X, {i}, {t}w, {zero})",
               f"            for {i} in range({s}, {e}):"]
     lines += ["                " + x for x in inner]
     for r, (kind, _, buf, acc, _) in reds.items():
@@ -127,16 +135,16 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
                                               f"= rt.{kind}imum({acc}, {part})"))
     lines += [f"            {t}m = {s} + ({e} - {s}) // 4 * 4",  # four rows per update of g
               f"            for {i} in range({s}, {t}m, 4):",
-              f"                {axpy4}({t}g, {r_store}, {t}X, {i})",
+              f"                {axpy4}({t}g, {r_store}, {r_at}, {t}X, {i})",
               f"            for {i} in range({t}m, {e}):",
-              f"                {axpy}({t}g, {r_store}[{i}], {t}X, {i})"]
+              f"                {axpy}({t}g, {row(r_store)}, {t}X, {i})"]
     for _, part, _, acc, _ in reds.values():
         lines.append(f"        {part}[{t}b] = {acc}")
     for r, (kind, part, _, _, res) in reds.items():
         lines.append(f"    {outer[res]} = rt.combine_{kind}({part}, "
                      f"{reduce_init('reduce_' + kind, r.type)})")
     for (r, _, kind), res in zip(k._kinds(), k.op.results):
-        if kind == "array":
+        if kind == "array" and stores[r] not in tiled:
             lines.append(f"    {outer[res]} = {stores[r]}")
     lines.append(f"    {outer[g]} = rtr.block_sum({t}gp, {zero})"
                  + (f".reshape({w.shape(g.type.shape)})" if len(g.type.shape) == 2 else ""))

@@ -58,9 +58,9 @@ def axpy_row(g, a, X, i):
 
 
 @fast_inline
-def axpy4_rows(g, r, X, i):
-    """``g += r[i:i + 4] @ X[i:i + 4]``."""
-    r0, r1, r2, r3 = r[i], r[i + 1], r[i + 2], r[i + 3]
+def axpy4_rows(g, r, k, X, i):
+    """``g += r[k:k + 4] @ X[i:i + 4]``."""
+    r0, r1, r2, r3 = r[k], r[k + 1], r[k + 2], r[k + 3]
     for j in range(g.size):
         g[j] += (r0 * X[i, j] + r1 * X[i + 1, j]) + (r2 * X[i + 2, j] + r3 * X[i + 3, j])
 

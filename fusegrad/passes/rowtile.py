@@ -19,6 +19,9 @@ The match, on a fused Function (after ``passes.fusion.fuse``):
   or reshaped to ``[n, 1]``) or ``matmul(r, X)``, with the same ``X``; the reshape of
   ``r`` has no other use (``r`` itself may have others: it is still stored).
 
+``RowTile.stored`` names the kernel's results read after the group; the others (and
+``z``) never exist whole, only a tile at a time (no per-call array of ``n`` items).
+
 Only the analysis lives here; nothing is rewritten, so every other pass and the buffer
 planner see the same Function. ``codegen.rowtile_emit`` writes the combined loop.
 """
@@ -44,6 +47,9 @@ class RowTile:
     r_result: int  #: the kernel's result that the transposed product takes
     grad: Value  #: the transposed product's result ([d], [d, 1] or [1, d])
     absorbed: frozenset  #: ops computed by the group, never on their own
+    #: the kernel's row-wise ([n]) results read after the group, so stored whole; the
+    #: others live a tile at a time
+    stored: frozenset = frozenset()
 
 
 def _uses(fn: Function) -> dict[Value, list]:
@@ -179,6 +185,9 @@ def find(fn: Function) -> list[RowTile]:
             if any(id(o) in taken for o in group) or id(op) in taken:
                 continue
             taken.update(id(o) for o in (*group, op))
-            out.append(RowTile(op, X, w, k, j, g, frozenset(group)))
+            inside = {id(o) for o in group}
+            stored = frozenset(i for i, r in enumerate(op.results) if r.type.shape == (n,)
+                               and any(u is None or id(u) not in inside for u in uses.get(r, [])))
+            out.append(RowTile(op, X, w, k, j, g, frozenset(group), stored))
             break
     return out

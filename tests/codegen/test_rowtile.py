@@ -10,6 +10,8 @@ differences (second order).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -189,6 +191,30 @@ def test_matvec_pair_without_gradient_is_matched():
     fn = trace_pytree(f, (X, v), name="f").function
     assert len(rowtile.find(fuse(simplify(fn)))) == 1
     np.testing.assert_allclose(fg.jit(f)(X, v), X.T @ np.tanh(X @ v), rtol=1e-12)
+
+
+def test_rows_kept_only_when_read_after_the_group():
+    """A gradient's row-wise values live one tile at a time (no array of n items per
+    call); a result read after the group, here a Function result, is stored whole."""
+
+    def f(X, v):
+        r = fnp.tanh(X @ v)
+        return X.T @ r, r
+
+    X = np.random.default_rng(6).standard_normal((5000, 7))
+    v = np.linspace(-1.0, 1.0, 7)
+    fn = trace_pytree(f, (X, v), name="f").function
+    (t,) = rowtile.find(fuse(simplify(fn)))
+    assert t.stored == {t.r_result}
+    g, r = fg.jit(f)(X, v)
+    np.testing.assert_allclose(r, np.tanh(X @ v), rtol=1e-12)
+    np.testing.assert_allclose(g, X.T @ np.tanh(X @ v), rtol=1e-12)
+
+    w, X, y = _data(5000, 7)
+    source = _source(_grad_function(logistic_mean, w, X, y))
+    (t,) = _find(logistic_mean, w, X, y)[0]
+    assert t.stored == frozenset()
+    assert not re.search(r"rt\.empty\(k0_n\b", source) and "rt.empty(k0_T" in source
 
 
 def test_types_of_the_match():
