@@ -213,6 +213,43 @@ def _in_one_pass(loss, treedef, leaves, data, rows: int, cache, who: str) -> boo
     return cache["one pass", key]
 
 
+#: shared task arguments (parameters, the shipped text, closed-over arrays) up to this
+#: many bytes travel inside every chunk's task; larger ones become one task of their own
+#: that the chunk tasks wait for (a scheduling round, a few ms, saved when small)
+INLINE_BYTES = 1 << 20
+
+#: bytes of partial results one addition of the reduction tree takes at most: its
+#: fan-in, when ``split_every`` is not given, is as wide as this allows (up to 32), so
+#: the small gradients of most models are summed in one level
+REDUCE_BYTES = 64 << 20
+
+
+def nbytes(obj) -> int:
+    """Bytes of the arrays and strings in a nest of lists and tuples."""
+    if isinstance(obj, list | tuple):
+        return sum(nbytes(x) for x in obj)
+    if isinstance(obj, str):
+        return len(obj)
+    return int(getattr(obj, "nbytes", 0))
+
+
+def shared(obj):
+    """``obj`` as an argument of many tasks: itself if small (:data:`INLINE_BYTES`),
+    else one delayed object computed once."""
+    import dask
+
+    return obj if nbytes(obj) <= INLINE_BYTES else dask.delayed(obj, pure=True)
+
+
+def fan_in(split_every: int | None, leaves) -> int:
+    """``split_every``, or the widest fan-in (2..32) whose inputs fit in
+    :data:`REDUCE_BYTES` for partial results shaped like ``leaves`` (and a value)."""
+    if split_every is not None:
+        return split_every
+    part = 16 + nbytes(leaves)
+    return max(2, min(32, REDUCE_BYTES // part))
+
+
 def add_parts(*parts):
     """Element-wise sum of several chunks' ``[value, *gradients]`` lists."""
     total = [np.array(p, copy=True) for p in parts[0]]
@@ -222,9 +259,12 @@ def add_parts(*parts):
     return total
 
 
-def graph(loss, params, data, mode: str, chunks=None, split_every: int = 8, who: str = ""):
-    """The delayed ``[value, *gradients]`` summed over the chunks numbered ``chunks``
-    (all if None), and the number of examples they hold."""
+def graph(loss, params, data, mode: str, chunks=None, split_every: int | None = None,
+          who: str = ""):
+    """The top of a tree of ``split_every``-way additions (:func:`fan_in`) of the delayed
+    ``[value, *gradients]`` of the chunks numbered ``chunks`` (all if None): at most
+    ``split_every`` delayed sums, small enough (:data:`INLINE_BYTES` together) for the
+    client to add (:func:`compute_total`); and the number of examples they hold."""
     import dask
 
     leaves, treedef = param_leaves(params, who)
@@ -232,7 +272,8 @@ def graph(loss, params, data, mode: str, chunks=None, split_every: int = 8, who:
     chunks = range(len(rows)) if chunks is None else chunks
     blocks = [a.to_delayed().reshape(-1) for a in data]
     cache = cache_for(loss)
-    leaves_d = dask.delayed(leaves, pure=True)
+    leaves_d = shared(leaves)
+    split_every = fan_in(split_every, leaves)
     block = rows_per_call(data)
     if _in_one_pass(loss, treedef, leaves, data, min(block, max(rows)), cache, who):
         block = rows_per_call(data, one_pass=True)
@@ -253,13 +294,21 @@ def graph(loss, params, data, mode: str, chunks=None, split_every: int = 8, who:
             shipped.append(tuple(text))
             frees.append(free)
         parts.append(dask.delayed(chunk_value_and_grad, pure=True)(
-            dask.delayed(shipped, pure=True), mode == "mean", leaves_d,
-            dask.delayed(frees, pure=True), np.dtype(dtype).str, size,
+            shared(shipped), mode == "mean", leaves_d, shared(frees), np.dtype(dtype).str, size,
             *[b[i] for b in blocks]))
-    while len(parts) > 1:
+    part_bytes = 16 + nbytes(leaves)
+    while len(parts) > split_every or (len(parts) > 1 and len(parts) * part_bytes > INLINE_BYTES):
         parts = [dask.delayed(add_parts, pure=True)(*parts[j:j + split_every])
                  for j in range(0, len(parts), split_every)]
-    return parts[0], treedef, sum(rows[i] for i in chunks)
+    return parts, treedef, sum(rows[i] for i in chunks)
+
+
+def compute_total(parts) -> list:
+    """Compute the tree's top ``parts`` and add them here: the last level of the tree
+    costs the client a gather, not another scheduling round on the workers."""
+    import dask
+
+    return add_parts(*dask.compute(*parts))
 
 
 def finish(total, treedef, n: int, mode: str):
@@ -269,25 +318,25 @@ def finish(total, treedef, n: int, mode: str):
     return np.asarray(value), tree_unflatten(treedef, grads)
 
 
-def value_and_grad(loss, params, *data, reduction: str = "auto", split_every: int = 8):
+def value_and_grad(loss, params, *data, reduction: str = "auto",
+                   split_every: int | None = None):
     """``(loss(params, *data), gradient w.r.t. params)`` computed chunk by chunk on Dask.
 
     ``loss(params, *data)`` must be a sum or a mean over the examples (axis 0 of every
     data array); ``reduction="auto"`` finds which on the first examples, and a loss that
     is neither raises :class:`LossStructureError`. ``data`` are ``dask.array``s chunked
-    alike along axis 0 (NumPy arrays are chunked like the first dask array). Runs on the
-    active Dask scheduler. Returns NumPy arrays: the value, and the gradient in the
-    structure of ``params``.
+    alike along axis 0 (NumPy arrays are chunked like the first dask array). The chunks'
+    results are added ``split_every`` at a time (default: as many as 64 MiB of partial
+    gradients allows, at most 32). Runs on the active Dask scheduler. Returns NumPy
+    arrays: the value, and the gradient in the structure of ``params``.
     """
-    import dask
-
     who = "distributed.value_and_grad"
-    if split_every < 2:
+    if split_every is not None and split_every < 2:
         raise ValueError(f"{who}: split_every must be at least 2, got {split_every}")
     data = as_dask(data, who)
     mode = mode_for(loss, params, data, reduction, who)
-    total, treedef, n = graph(loss, params, data, mode, None, split_every, who)
-    return finish(dask.compute(total)[0], treedef, n, mode)
+    parts, treedef, n = graph(loss, params, data, mode, None, split_every, who)
+    return finish(compute_total(parts), treedef, n, mode)
 
 
 def mode_for(loss, params, data, reduction: str, who: str) -> str:

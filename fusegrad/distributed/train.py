@@ -11,7 +11,7 @@ import numpy as np
 from ..tracer.pytree import tree_flatten, tree_unflatten
 from ..transforms.jit_api import jit
 from ..transforms.plan import _leaf
-from .grad import as_dask, cache_for, finish, gradient_of, graph, mode_for
+from .grad import as_dask, cache_for, compute_total, finish, gradient_of, graph, mode_for, shared
 from .shipping import Shipped, executable_for
 
 
@@ -68,8 +68,7 @@ def map_grad(f: Callable, params_batch, *args, return_value: bool = False,
     shipped, free, dtype = cache[key]
     count = max(1, min(n, blocks or _default_blocks()))
     edges = np.linspace(0, n, count + 1).astype(int)
-    shipped_d = dask.delayed(tuple(shipped), pure=True)
-    args_d, free_d = dask.delayed(args, pure=True), dask.delayed(free, pure=True)
+    shipped_d, args_d, free_d = shared(tuple(shipped)), shared(args), shared(free)
     tasks = [dask.delayed(_block_grads, pure=True)(
         shipped_d, [x[a:b] for x in leaves], args_d, free_d, np.dtype(dtype).str)
         for a, b in itertools.pairwise(edges) if b > a]
@@ -92,7 +91,7 @@ class FitResult(NamedTuple):
 def fit(loss: Callable, params, data, *, optimizer, epochs: int = 1,
         chunks_per_step: int | None = None, reduction: str = "auto",
         callback: Callable | None = None, persist: bool = True,
-        split_every: int = 8) -> FitResult:
+        split_every: int | None = None) -> FitResult:
     """Train ``params`` on Dask data: each step computes the data-parallel value and
     gradient (:func:`value_and_grad`) and applies ``optimizer`` (a functional optimizer
     from ``fg.optim``: ``fg.optim.adam(1e-2)``...) on the client, compiled once.
@@ -122,8 +121,8 @@ def fit(loss: Callable, params, data, *, optimizer, epochs: int = 1,
     losses, step = [], 0
     for _ in range(epochs):
         for group in groups:
-            total, treedef, n = graph(loss, params, data, mode, group, split_every, who)
-            value, grads = finish(dask.compute(total)[0], treedef, n, mode)
+            parts, treedef, n = graph(loss, params, data, mode, group, split_every, who)
+            value, grads = finish(compute_total(parts), treedef, n, mode)
             params, state = update(grads, state, params)
             losses.append(float(value))
             if callback is not None:

@@ -250,3 +250,37 @@ def test_generalised_linear_gradients_take_larger_blocks():
     assert not dgrad.one_pass(shipped)
     data = [da.zeros((10**6, 6), chunks=(10**5, 6)), da.zeros(10**6, chunks=10**5)]
     assert dgrad.rows_per_call(data, one_pass=True) > 10 * dgrad.rows_per_call(data)
+
+
+@pytest.mark.parametrize("split_every, inline", [(None, True), (2, True), (3, False)])
+def test_reduction_tree_shapes_and_shared_arguments(client, split_every, inline, monkeypatch):
+    """Any tree (one level summed by the client, or several on the workers) and shared
+    arguments inside each task or as a task of their own give the same gradient; small
+    shared arguments make no task of their own."""
+    from fusegrad.distributed import grad as dgrad
+
+    if not inline:
+        monkeypatch.setattr(dgrad, "INLINE_BYTES", 0)
+    X, y, params = _data(n=2100, seed=8)
+    Xd, yd = da.from_array(X, chunks=(50, -1)), da.from_array(y, chunks=50)  # 42 chunks
+    data = dgrad.as_dask([Xd, yd], "test")
+    parts, _, n = dgrad.graph(mean_loss, params, data, "mean", None, split_every, "test")
+    width = split_every or 32
+    assert n == 2100 and 1 <= len(parts) <= width
+    keys = [k for p in parts for k in dict(p.__dask_graph__())]
+    own = [k for k in keys if str(k if isinstance(k, str) else k[0]).startswith(("list", "tuple"))]
+    assert (own == []) == inline
+    value, grads = fd.value_and_grad(mean_loss, params, Xd, yd, split_every=split_every)
+    v0, g0 = fg.value_and_grad(mean_loss)(params, X, y)
+    np.testing.assert_allclose(value, v0, rtol=1e-12)
+    _assert_tree_close(grads, g0)
+
+
+def test_fan_in_follows_the_gradient_size():
+    from fusegrad.distributed import grad as dgrad
+
+    assert dgrad.fan_in(5, [np.zeros(10)]) == 5
+    assert dgrad.fan_in(None, [np.zeros(10)]) == 32
+    assert dgrad.fan_in(None, [np.zeros((2 << 20) - 2)]) == 4  # 16 MiB with the value
+    assert dgrad.fan_in(None, [np.zeros(2 << 20)]) == 3
+    assert dgrad.fan_in(None, [np.zeros(32 << 20)]) == 2
