@@ -1,7 +1,7 @@
 """Data-parallel gradient throughput on Dask: one worker against two.
 
 A logistic-regression loss (mean log-loss, float32) over ``--n`` examples of ``--d``
-features, generated and kept on the workers. Two ``LocalCluster``s run side by side,
+features, generated and kept on the workers (spread evenly: ``client.rebalance``). Two ``LocalCluster``s run side by side,
 one of 1 worker and one of 2, each worker a single-threaded process (Numba and BLAS on
 one thread); their ``fusegrad.distributed.value_and_grad`` calls are interleaved and the
 medians compared. A tiny loss over two chunks of 8 examples measures the per-step
@@ -56,7 +56,18 @@ def _data(client, n: int, d: int, chunk: int):
         y = da.sign(X @ w_true + rs.standard_normal(n, chunks=chunk).astype(np.float32))
         X, y = client.persist([X, y])
         distributed_wait([X, y])
+        # the scheduler may have placed 9 chunks on one worker and 7 on the other; a
+        # gradient's tasks follow their data, so spread the chunks evenly first
+        client.rebalance([X, y])
     return X, y
+
+
+def chunks_per_worker(client, X) -> list[int]:
+    """How many chunks of ``X`` each worker holds, most first."""
+    import collections
+
+    held = collections.Counter(w for ws in client.who_has(X).values() for w in ws)
+    return sorted(held.values(), reverse=True)
 
 
 def _tiny(client, d: int):
@@ -117,6 +128,8 @@ def main(argv=None) -> None:
         for _ in range(4 * a.repeats):  # apart: right after a large step, Dask is still busy
             for k, (_, c) in clusters.items():  # releasing its intermediate results
                 overhead[k].append(_time(c, lambda k=k: fd.value_and_grad(loss, w, *tiny[k])))
+        print("chunks per worker:", {k: chunks_per_worker(c, data[k][0])
+                                     for k, (_, c) in clusters.items()})
         print("rounds (ms):", {k: [round(t * 1e3) for t in v] for k, v in results.items()})
         np.testing.assert_allclose(values[1][1], values[2][1], rtol=1e-4)
         med = {k: statistics.median(v) for k, v in results.items()}

@@ -5,7 +5,9 @@ For a group found by ``passes.rowtile.find``, the rows of ``X`` are taken in blo
 reductions, added in block order at the end: the result does not depend on the thread
 count) and, inside a block, in tiles of a few rows (``TILE_BYTES`` of ``X``, so the
 tile is still in the L1 cache when it is read the second time). Per tile: each row's
-dot product with ``w``; the fused loop's statements for those rows (written by
+dot product with ``w``, with a prefetch of the data ``PREFETCH_BYTES`` ahead for rows of
+``PREFETCH_MIN_ITEMS`` items or more (so the core keeps asking memory for data while it
+computes the loop and the update); the fused loop's statements for those rows (written by
 ``codegen.emit``); each row of the tile, times its ``r``, added into the block's ``g``.
 ``X`` is read from memory once instead of twice.
 """
@@ -15,7 +17,10 @@ from __future__ import annotations
 from ..ir import Function, Op
 from ..passes.rowtile import RowTile, find
 from .emit import _Kernel, _py_names, _Writer, literal, np_dtype, reduce_init
-from .rt_rowtile import BLOCK_ROWS, LITERAL_ROW_MAX
+from .rt_rowtile import BLOCK_ROWS, LITERAL_ROW_MAX, PREFETCH_MIN_ITEMS
+
+#: False: the kernels prefetch nothing (for measuring what prefetching gives)
+PREFETCH = True
 
 _HELPERS = '''@rtr.fast_inline
 def rowtile_dot_{d}(X, i, w, zero):
@@ -126,6 +131,8 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
     lines += [f"        for {s} in range({t}lo, {t}hi, {t}T):",
               f"            {e} = min({s} + {t}T, {t}hi)",
               f"            for {i} in range({s}, {e}):",
+              *([f"                rtr.prefetch_ahead({t}X, {i}, rtr.PREFETCH_BYTES)"]
+                if PREFETCH and d >= PREFETCH_MIN_ITEMS else []),
               f"                {t}z[{i} - {s}] = {dot}({t}X, {i}, {t}w, {zero})",
               f"            for {i} in range({s}, {e}):"]
     lines += ["                " + x for x in inner]

@@ -9,6 +9,9 @@ the machine code, not by the thread count, so a result is the same on every call
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 from .inline import InlineDispatcher
 
@@ -18,6 +21,18 @@ BLOCK_ROWS = 4096
 
 #: bytes of a tile of rows: it stays in the L1 data cache between its two uses
 TILE_BYTES = 16384
+
+#: how far ahead of the row being read the kernel prefetches: without it, a core stops
+#: asking memory for data while it computes a tile's loop and its update of g. Rows of
+#: 100 float32 (2.5e6 rows, one thread): alone 25 -> 30 GB/s; two processes together,
+#: 35 -> 43 GB/s. 6.4 and 9.6 kB ahead did as well, 1.6 and 3.2 kB less.
+PREFETCH_BYTES = 8192
+
+#: rows shorter than this are not prefetched: their per-row loop (exp, log...) costs
+#: more than their bytes, memory keeps up, and the prefetches only add work. Measured on
+#: 400 MB of data, one thread, prefetch against none: float32 rows of 25, 50, 100, 200
+#: items 0.84x, 0.94x, 1.13x, 1.26x; float64 0.91x, 0.85x, 1.10x, 1.16x.
+PREFETCH_MIN_ITEMS = 96
 
 #: at most this many rows per tile (the per-row work has a few per-tile buffers)
 TILE_ROWS_MAX = 16
@@ -63,6 +78,36 @@ def axpy4_rows(g, r, k, X, i):
     r0, r1, r2, r3 = r[k], r[k + 1], r[k + 2], r[k + 3]
     for j in range(g.size):
         g[j] += (r0 * X[i, j] + r1 * X[i + 1, j]) + (r2 * X[i + 2, j] + r3 * X[i + 3, j])
+
+
+@intrinsic
+def prefetch(typingctx, arr, offset):
+    """Ask the CPU to fetch the cache line ``offset`` bytes into ``arr``'s data into its
+    caches: a hint, which never faults, whatever the address."""
+    sig = types.void(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        a = context.make_array(signature.args[0])(context, builder, args[0])
+        i32, i8p = ir.IntType(32), ir.IntType(8).as_pointer()
+        addr = builder.add(builder.ptrtoint(a.data, ir.IntType(64)), args[1])
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]),
+            "llvm.prefetch.p0")
+        builder.call(fn, [builder.inttoptr(addr, i8p), i32(0), i32(3), i32(1)])  # read, keep
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@_inline
+def prefetch_ahead(X, i, ahead):
+    """Prefetch the cache lines that begin in row ``i`` of C-contiguous ``X`` moved
+    ``ahead`` bytes on: each line of ``X`` once over the rows, whatever their width."""
+    row = X.shape[1] * X.itemsize
+    lo = i * row + ahead
+    end = min(lo + row, X.shape[0] * row)
+    for b in range((lo + 63) // 64 * 64, end, 64):
+        prefetch(X, b)
 
 
 @_inline

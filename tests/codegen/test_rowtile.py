@@ -260,3 +260,22 @@ def test_transposed_matrix_is_left_to_the_products():
     v0, g0 = fg.jit(fg.value_and_grad(logistic_mean))(w, X, y)
     np.testing.assert_allclose(value, v0, rtol=1e-12)
     np.testing.assert_allclose(g, g0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("d, prefetched", [(37, False), (100, True)])
+def test_prefetch_of_long_rows_changes_no_bit(d, prefetched, monkeypatch):
+    """Rows of PREFETCH_MIN_ITEMS items or more are prefetched ahead; a prefetch is a
+    hint, so the gradient is bit for bit the one computed without (last rows included:
+    nothing is fetched past the end of X)."""
+    from fusegrad.codegen import rowtile_emit
+
+    w, X, y = _data(4096 + 33, d, np.float32, seed=9)
+    fn = _grad_function(logistic_mean, w, X, y)
+    assert ("prefetch_ahead" in _source(fn)) == prefetched
+    args = (w, X, y, np.ones((), np.float32))
+    with_prefetch = executable(parse_function(print_function(fn)))(*args)
+    monkeypatch.setattr(rowtile_emit, "PREFETCH", False)
+    assert "prefetch_ahead" not in _source(fn)
+    without = executable(parse_function(print_function(fn)))(*args)
+    for a, b in zip(with_prefetch, without):
+        np.testing.assert_array_equal(a, b)
