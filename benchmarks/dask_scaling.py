@@ -1,11 +1,12 @@
 """Data-parallel gradient throughput on Dask: one worker against two.
 
 A logistic-regression loss (mean log-loss, float32) over ``--n`` examples of ``--d``
-features, generated and kept on the workers (spread evenly: ``client.rebalance``). Two ``LocalCluster``s run side by side,
-one of 1 worker and one of 2, each worker a single-threaded process (Numba and BLAS on
-one thread); their ``fusegrad.distributed.value_and_grad`` calls are interleaved and the
-medians compared. A tiny loss over two chunks of 8 examples measures the per-step
-overhead (scheduling, shipping parameters and gradients, the tree sum)::
+features, generated and kept on the workers (as many chunks on each). Two
+``LocalCluster``s run side by side, one of 1 worker and one of 2, each worker a
+single-threaded process (Numba and BLAS on one thread); their
+``fusegrad.distributed.value_and_grad`` calls are interleaved and the medians compared.
+A tiny loss over two chunks of 8 examples measures the per-step overhead (scheduling,
+shipping parameters and gradients, the tree sum)::
 
     python benchmarks/dask_scaling.py                  # n = 1e7, d = 100
     python benchmarks/dask_scaling.py --n 1e6 --repeats 5
@@ -47,18 +48,22 @@ def _pin_workers(client) -> None:
 
 
 def _data(client, n: int, d: int, chunk: int):
+    """``X`` [n, d] and labels ``y``, kept on the workers: consecutive runs of chunks, as
+    many on each worker (a gradient's tasks go where their data are; left to itself, the
+    scheduler may place 9 chunks of 16 on one worker and 7 on the other)."""
     import dask.array as da
 
+    workers = sorted(client.scheduler_info()["workers"])
     with client.as_current():
         rs = da.random.RandomState(0)
         X = rs.standard_normal((n, d), chunks=(chunk, d)).astype(np.float32)
         w_true = np.linspace(-1, 1, d).astype(np.float32)
         y = da.sign(X @ w_true + rs.standard_normal(n, chunks=chunk).astype(np.float32))
-        X, y = client.persist([X, y])
+        edges = np.linspace(0, len(X.chunks[0]), len(workers) + 1).astype(int) * chunk
+        parts = [client.persist([X[a:b], y[a:b]], workers=[w])
+                 for w, a, b in zip(workers, edges[:-1], edges[1:])]
+        X, y = client.persist([da.concatenate([p[i] for p in parts]) for i in (0, 1)])
         distributed_wait([X, y])
-        # the scheduler may have placed 9 chunks on one worker and 7 on the other; a
-        # gradient's tasks follow their data, so spread the chunks evenly first
-        client.rebalance([X, y])
     return X, y
 
 

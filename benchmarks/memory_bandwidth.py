@@ -6,6 +6,11 @@ alone, then both together (started on a barrier). A memory-bound gradient on two
 workers cannot beat one worker by more than the ratio printed last::
 
     python benchmarks/memory_bandwidth.py --gb 1 --rounds 9
+
+``--kernel gradient`` runs, instead of the sum, the logistic-regression gradient a
+``fusegrad.distributed`` worker computes (rows of 100 float32, compiled on one thread,
+32 MiB of data per call), with the row-tile kernels' prefetching on and off
+(``codegen.rowtile_emit.PREFETCH``), interleaved.
 """
 
 from __future__ import annotations
@@ -32,23 +37,73 @@ def _kernel():
     return total
 
 
-def _run(rank, core, nbytes, rounds, reps, barrier, out):
+def _gradient_kernel(rows: int, prefetch: bool):
+    """The distributed worker's chunk gradient over ``X`` [rows, 100] float32, compiled
+    with row-tile prefetching on or off: a function of ``(X, y)``."""
+    import fusegrad.numpy as fnp
+    from fusegrad.codegen import rowtile_emit
+    from fusegrad.distributed.grad import gradient_of, rows_per_call
+    from fusegrad.ir import TensorType
+    from fusegrad.ir.parser import parse_function
+    from fusegrad.runtime.compiled import executable
+
+    def loss(w, X, y):
+        return fnp.mean(fnp.logaddexp(0, -y * (X @ w)))
+
+    d = 100
+    w, seed = np.zeros(d, np.float32), np.ones((), np.float32)
+    block = rows_per_call([np.empty((0, d), np.float32), np.empty(0, np.float32)], True)
+    rowtile_emit.PREFETCH = prefetch
+    try:
+        exes = {r: executable(parse_function(gradient_of(
+            loss, w, [TensorType((r, d), np.float32), TensorType((r,), np.float32)],
+            "bench")[0].text)) for r in {min(block, rows), rows % block} - {0}}
+    finally:
+        rowtile_emit.PREFETCH = True
+
+    def run(X, y):
+        for s in range(0, rows, block):
+            exes[X[s:s + block].shape[0]](w, X[s:s + block], y[s:s + block], seed)
+
+    return run
+
+
+def _kernels(kind: str, nbytes: int, rank: int) -> dict:
+    """``{name: function of no arguments}`` reading about ``nbytes`` of this process's
+    own data (written here, so its pages are this process's)."""
+    if kind == "sum":
+        total = _kernel()
+        a = np.ones(nbytes // 4, np.float32)
+        total(a[:1024])
+        return {"sum": lambda: total(a)}
+    rows = nbytes // 400
+    rng = np.random.default_rng(rank)
+    X = rng.standard_normal((rows, 100), dtype=np.float32)
+    y = np.sign(rng.standard_normal(rows)).astype(np.float32)
+    out = {}
+    for name, on in (("gradient, prefetching", True), ("gradient, no prefetching", False)):
+        run = _gradient_kernel(rows, on)
+        run(X, y)
+        out[name] = lambda run=run: run(X, y)
+    return out
+
+
+def _run(rank, core, kind, nbytes, rounds, reps, barrier, out):
     os.sched_setaffinity(0, {core})
-    total = _kernel()
-    a = np.ones(nbytes // 4, np.float32)  # written here: its pages are this process's
-    total(a[:1024])
-    times = {"solo": [], "pair": []}
+    kernels = _kernels(kind, nbytes, rank)
+    times = {(k, m): [] for k in kernels for m in ("solo", "pair")}
     for _ in range(rounds):
-        for mode in ("solo", "pair"):
-            barrier.wait()
-            if mode == "solo" and rank == 1:
+        for name, f in kernels.items():
+            for mode in ("solo", "pair"):
                 barrier.wait()
-                continue
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                total(a)
-            times[mode].append((time.perf_counter() - t0) / reps)
-            barrier.wait()
+                if mode == "solo" and rank == 1:
+                    barrier.wait()
+                    continue
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    f()
+                times[name, mode].append((time.perf_counter() - t0) / reps)
+                barrier.wait()
     out.put((rank, times))
 
 
@@ -57,27 +112,32 @@ def main(argv=None) -> None:
     p.add_argument("--gb", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--kernel", choices=("sum", "gradient"), default="sum")
     a = p.parse_args(argv)
+    os.environ.update(NUMBA_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # before any compile
     nbytes = int(a.gb * 1e9)
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(2), ctx.Queue()
     cores = sorted(os.sched_getaffinity(0))[:2]
-    procs = [ctx.Process(target=_run, args=(r, cores[r], nbytes, a.rounds, a.reps, barrier, out))
+    procs = [ctx.Process(target=_run, args=(r, cores[r], a.kernel, nbytes, a.rounds, a.reps,
+                                            barrier, out))
              for r in range(2)]
     for q in procs:
         q.start()
     res = dict(out.get() for _ in procs)
     for q in procs:
         q.join()
-    solo = [nbytes / t / 1e9 for t in res[0]["solo"]]
-    # both arrays read, over the time the slower of the two took (started together)
-    pair = [2 * nbytes / max(t0, t1) / 1e9 for t0, t1 in zip(res[0]["pair"], res[1]["pair"])]
-    print("one process (GB/s):  ", [round(x, 1) for x in solo])
-    print("two processes (GB/s):", [round(x, 1) for x in pair])
-    ratios = [b / s for s, b in zip(solo, pair)]
-    print(f"median one {statistics.median(solo):.1f} GB/s, two {statistics.median(pair):.1f} "
-          f"GB/s; ratio per round {[round(r, 2) for r in ratios]}, "
-          f"median {statistics.median(ratios):.2f}x")
+    for name in dict.fromkeys(k for k, _ in res[0]):
+        solo = [nbytes / t / 1e9 for t in res[0][name, "solo"]]
+        # both arrays read, over the time the slower of the two took (started together)
+        pair = [2 * nbytes / max(t0, t1) / 1e9
+                for t0, t1 in zip(res[0][name, "pair"], res[1][name, "pair"])]
+        print(f"{name}: one process (GB/s):  ", [round(x, 1) for x in solo])
+        print(f"{name}: two processes (GB/s):", [round(x, 1) for x in pair])
+        ratios = [b / s for s, b in zip(solo, pair)]
+        print(f"{name}: median one {statistics.median(solo):.1f} GB/s, two "
+              f"{statistics.median(pair):.1f} GB/s; ratio per round "
+              f"{[round(r, 2) for r in ratios]}, median {statistics.median(ratios):.2f}x")
 
 
 if __name__ == "__main__":
