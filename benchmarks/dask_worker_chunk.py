@@ -6,8 +6,10 @@ One single-threaded ``LocalCluster`` worker holds two persisted chunks (float32,
 gradient, runs as a task on the worker's chunk, on a fresh copy of it made in the
 worker, in this process on the chunk received from the worker (unpickled), and on a
 fresh copy of that; interleaved, the worker and this process pinned to the same core,
-one thread each. Prints wall and CPU times and how much of each array lies in
-transparent huge pages::
+one thread each. Prints wall and CPU times, how much of each array lies in transparent
+huge pages, and the minor page faults of the computing thread per chunk (a Dask worker
+runs with glibc's mmap threshold fixed, so a large temporary array faults anew on every
+call)::
 
     python benchmarks/dask_worker_chunk.py --rounds 5
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import time
 
@@ -61,12 +64,14 @@ def timed(args, X, y, reps: int, copy: bool):
     if copy:
         X, y = np.array(X, copy=True), np.array(y, copy=True)
     wall, cpu = [], []
+    faults = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
     for _ in range(reps):
         t0, c0 = time.perf_counter(), time.thread_time()
         chunk_value_and_grad(shipped, True, [w], frees, "<f4", block, X, y)
         wall.append(time.perf_counter() - t0)
         cpu.append(time.thread_time() - c0)
-    return wall, cpu, huge_kb(X) * 1024 / X.nbytes
+    faults = (resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - faults) / reps
+    return wall, cpu, huge_kb(X) * 1024 / X.nbytes, faults
 
 
 def main(argv=None) -> None:
@@ -119,7 +124,7 @@ def main(argv=None) -> None:
         Xl, yl = dask.compute(Xb, yb)  # pickled over to this process
         cases = ("worker's chunk", "worker, a copy", "here, received", "here, a copy")
         res = {k: ([], []) for k in cases}
-        huge = {}
+        huge, faults = {}, {}
         for _ in range(a.rounds):
             for k in cases:
                 copy = k.endswith("copy")
@@ -129,15 +134,15 @@ def main(argv=None) -> None:
                     out = timed(args, Xl, yl, 3, copy)
                 res[k][0].extend(out[0])
                 res[k][1].extend(out[1])
-                huge[k] = out[2]
+                huge[k], faults[k] = out[2], out[3]
         print(f"n = {n}, d = {d}, float32, {block} rows per compiled call, Numba threads "
               f"{threads}, core {a.core}, {a.rounds} rounds"
               + (", quiet worker" if a.quiet else ""))
-        print("| where | wall median | CPU median | in huge pages |")
-        print("|---|---:|---:|---:|")
+        print("| where | wall median | CPU median | in huge pages | page faults per chunk |")
+        print("|---|---:|---:|---:|---:|")
         for k, (wall, cpu) in res.items():
             print(f"| {k} | {statistics.median(wall) * 1e3:.1f} ms | "
-                  f"{statistics.median(cpu) * 1e3:.1f} ms | {huge[k]:.0%} |")
+                  f"{statistics.median(cpu) * 1e3:.1f} ms | {huge[k]:.0%} | {faults[k]:.0f} |")
     finally:
         client.close()
         cluster.close()

@@ -1,7 +1,8 @@
 """Buffer planning for a fused Function: which arrays a call may reuse instead of allocating.
 
 Only the top-level results of loop kernels (``fused``) and of 2-D float products
-(``matmul``) are planned; everything else allocates as before. Each planned value
+(``matmul``) are planned, except those a row-tile kernel computes (``rowtile_emit``:
+they never exist whole); everything else allocates as before. Each planned value
 gets a *slot*, an array passed to the generated entry as an extra argument:
 
 - an **arena** slot holds an intermediate: it lives from the op producing it to the
@@ -133,6 +134,14 @@ def _full_shape_reads(op: Op, v: Value) -> bool:
 def plan(fn: Function, donated: frozenset[int] = frozenset(), arena: bool = True) -> BufferPlan:
     """Slots for ``fn``'s kernel and product results; ``donated`` are parameter indices
     whose arrays the caller gives up; ``arena=False`` plans donations only."""
+    from .rowtile_emit import plan as rowtile_plan
+
+    tiles, absorbed = rowtile_plan(fn)
+    elsewhere = set(tiles) | absorbed  # a row-tile kernel makes its own few buffers
+
+    def plannable(op: Op) -> list[Value]:
+        return [] if op in elsewhere else _plannable(op)
+
     ops = fn.ops
     root: dict[Value, set] = {p: {p} for p in fn.params}
     end: dict[Value, int] = {}
@@ -143,7 +152,7 @@ def plan(fn: Function, donated: frozenset[int] = frozenset(), arena: bool = True
             for r in root.get(v, ()):
                 end[r] = i
                 reads.add(r)
-        mine = _plannable(op)
+        mine = plannable(op)
         for r in op.results:
             if r in mine:
                 root[r] = {r}
@@ -167,7 +176,7 @@ def plan(fn: Function, donated: frozenset[int] = frozenset(), arena: bool = True
         if p.type.shape != () and p not in escaping:
             donors[p] = k
     for i, op in enumerate(ops):
-        for v in _plannable(op):
+        for v in plannable(op):
             key = (v.type.shape, np.dtype(v.type.dtype))
             if v in escaping:
                 donor = next((p for p in donors
@@ -188,7 +197,7 @@ def plan(fn: Function, donated: frozenset[int] = frozenset(), arena: bool = True
             else:
                 result.slots.append(Slot(v.type.shape, key[1]))
                 result.of[v] = len(result.slots) - 1
-        if arena:
+        if arena and op not in elsewhere:
             scratch = _scratch(op)
             for key, shape, dtype in scratch:
                 pool = free.get((shape, dtype))

@@ -214,6 +214,10 @@ def test_rows_kept_only_when_read_after_the_group():
     source = _source(_grad_function(logistic_mean, w, X, y))
     (t,) = _find(logistic_mean, w, X, y)[0]
     assert t.stored == frozenset()
+    from fusegrad.codegen.buffers import plan as buffer_plan
+
+    fused = fuse(simplify(_grad_function(logistic_mean, w, X, y)))
+    assert buffer_plan(fused).slots == []  # no kept array for what the group computes
     assert not re.search(r"rt\.empty\(k0_n\b", source) and "rt.empty(k0_T" in source
 
 
