@@ -60,8 +60,12 @@ def _data(client, n: int, d: int, chunk: int):
         w_true = np.linspace(-1, 1, d).astype(np.float32)
         y = da.sign(X @ w_true + rs.standard_normal(n, chunks=chunk).astype(np.float32))
         edges = np.linspace(0, len(X.chunks[0]), len(workers) + 1).astype(int) * chunk
-        parts = [client.persist([X[a:b], y[a:b]], workers=[w])
-                 for w, a, b in zip(workers, edges[:-1], edges[1:])]
+        parts = []
+        for w, a, b in zip(workers, edges[:-1], edges[1:]):
+            # one after the other: the halves share small keys (w_true), which two
+            # persists in flight at once, restricted to different workers, would race for
+            parts.append(client.persist([X[a:b], y[a:b]], workers=[w]))
+            distributed_wait(parts[-1])
         X, y = client.persist([da.concatenate([p[i] for p in parts]) for i in (0, 1)])
         distributed_wait([X, y])
     return X, y
