@@ -10,6 +10,7 @@ shipping parameters and gradients, the tree sum)::
 
     python benchmarks/dask_scaling.py                  # n = 1e7, d = 100
     python benchmarks/dask_scaling.py --n 1e6 --repeats 5
+    python benchmarks/dask_scaling.py --threads --n 2e6   # Dask's threaded scheduler
 """
 
 from __future__ import annotations
@@ -104,6 +105,35 @@ def _time(client, fn) -> float:
         return time.perf_counter() - t0
 
 
+def threaded(n: int, d: int, chunks: int, repeats: int) -> None:
+    """Dask's threaded scheduler in this process (no ``distributed``), 1 thread against
+    2: NumPy data cut into ``chunks``; compiled calls release the GIL."""
+    import dask
+    import dask.array as da
+
+    from fusegrad import distributed as fd
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, d), dtype=np.float32)
+    y = np.sign(rng.standard_normal(n)).astype(np.float32)
+    rows = -(-n // chunks)
+    Xd, yd = da.from_array(X, chunks=(rows, d)), da.from_array(y, chunks=rows)
+    w = np.zeros(d, np.float32)
+    times = {1: [], 2: []}
+    for r in range(repeats + 1):  # the first round compiles
+        for k in times:
+            with dask.config.set(scheduler="threads", num_workers=k):
+                t0 = time.perf_counter()
+                fd.value_and_grad(loss, w, Xd, yd)
+                if r:
+                    times[k].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print(f"threaded scheduler, logistic regression, n = {n:.3g}, d = {d}, float32, "
+          f"{chunks} chunks, {repeats} interleaved rounds, medians: 1 thread "
+          f"{med[1] * 1e3:.1f} ms, 2 threads {med[2] * 1e3:.1f} ms, "
+          f"ratio {med[1] / med[2]:.2f}x")
+
+
 def main(argv=None) -> None:
     from fusegrad import distributed as fd
 
@@ -113,8 +143,12 @@ def main(argv=None) -> None:
     p.add_argument("--chunks", type=int, default=16, help="chunks along the examples")
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--pin", action="store_true", help="pin each worker to its own core")
+    p.add_argument("--threads", action="store_true",
+                   help="Dask's threaded scheduler in this process instead of LocalClusters")
     a = p.parse_args(argv)
     n, d = int(a.n), a.d
+    if a.threads:
+        return threaded(n, d, a.chunks, a.repeats)
     chunk = -(-n // a.chunks)
     clusters = {k: _cluster(k) for k in (1, 2)}
     try:

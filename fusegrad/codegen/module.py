@@ -63,7 +63,7 @@ def _njit(name: str, fn: Function, code: list[str], parallel: bool = False,
     names = _py_names(fn)
     params = ", ".join(["d", *(names[p] for p in fn.params), *slots])
     flags = ", parallel=True" if parallel else ""
-    return "\n".join([f"@numba.njit(error_model=\"numpy\", cache=True{flags})",
+    return "\n".join([f"@numba.njit(error_model=\"numpy\", cache=True, nogil=True{flags})",
                       f"def {name}({params}):", *code])
 
 

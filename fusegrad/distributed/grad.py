@@ -160,8 +160,8 @@ BLOCK_BYTES = 3 << 19
 
 #: bytes of data one compiled call reads when the gradient reads its data once anyway (a
 #: row-tile kernel, see ``passes/rowtile.py``): large enough that the calls cost nothing,
-#: small enough (a few ms) that the worker's event loop, which waits for the GIL while a
-#: compiled call runs, still answers the scheduler and other workers promptly
+#: small enough (a few ms) that a chunk's shorter last call is short too. Compiled calls
+#: release the GIL, so the worker's event loop answers the scheduler meanwhile
 ONE_PASS_BYTES = 32 << 20
 
 
