@@ -95,10 +95,10 @@ def rowtile_lines(w: _Writer, k: _Kernel, tile: RowTile, outer: dict, op_names) 
     i, s, e = f"{t}i", f"{t}t", f"{t}te"
     local[body.params[tile.z_operand]] = f"{t}z"
     stores, reds, tiled = {}, {}, {f"{t}z": dt}  # tiled: buffers of one tile's rows
-    for j, ((r, p, kind), res) in enumerate(zip(k._kinds(), k.op.results)):
+    for at, ((r, p, kind), res) in enumerate(zip(k._kinds(), k.op.results)):
         if kind == "array":
             stores[r] = f"{t}out{len(stores)}"
-            if j in tile.stored:
+            if at in tile.stored:
                 lines.append(f"    {stores[r]} = rt.empty({t}n, {np_dtype(r.type)})")
             else:
                 tiled[stores[r]] = np_dtype(r.type)

@@ -241,13 +241,17 @@ def shared(obj):
     return obj if nbytes(obj) <= INLINE_BYTES else dask.delayed(obj, pure=True)
 
 
+def part_bytes(leaves) -> int:
+    """Bytes of one partial result ``[value, *gradients]`` for parameters ``leaves``."""
+    return 16 + nbytes(leaves)
+
+
 def fan_in(split_every: int | None, leaves) -> int:
     """``split_every``, or the widest fan-in (2..32) whose inputs fit in
     :data:`REDUCE_BYTES` for partial results shaped like ``leaves`` (and a value)."""
     if split_every is not None:
         return split_every
-    part = 16 + nbytes(leaves)
-    return max(2, min(32, REDUCE_BYTES // part))
+    return max(2, min(32, REDUCE_BYTES // part_bytes(leaves)))
 
 
 def add_parts(*parts):
@@ -296,8 +300,8 @@ def graph(loss, params, data, mode: str, chunks=None, split_every: int | None = 
         parts.append(dask.delayed(chunk_value_and_grad, pure=True)(
             shared(shipped), mode == "mean", leaves_d, shared(frees), np.dtype(dtype).str, size,
             *[b[i] for b in blocks]))
-    part_bytes = 16 + nbytes(leaves)
-    while len(parts) > split_every or (len(parts) > 1 and len(parts) * part_bytes > INLINE_BYTES):
+    part = part_bytes(leaves)
+    while len(parts) > split_every or (len(parts) > 1 and len(parts) * part > INLINE_BYTES):
         parts = [dask.delayed(add_parts, pure=True)(*parts[j:j + split_every])
                  for j in range(0, len(parts), split_every)]
     return parts, treedef, sum(rows[i] for i in chunks)
