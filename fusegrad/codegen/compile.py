@@ -151,12 +151,12 @@ def _untrusted(path: str) -> str | None:
     return None
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to a new private file and rename it to ``path`` (a symlink at
-    ``path`` is replaced, its target never written)."""
+def write_atomic(path: str, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to a new private file and rename it to ``path`` (a
+    symlink at ``path`` is replaced, its target never written)."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:
