@@ -439,15 +439,17 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
     the Numba code generator's (``FUSEGRAD_BACKEND=numba``: always Numba's)."""
     if config.BACKEND == "numba":
         return Executable(fn, donated, reason)
+    # the lean generator runs loops on one thread: programs with loops worth threads
+    # stay on Numba's parallel entries
     try:
         fused = fuse(simplify(fn))
     except FusegradError:
         raise
     except Exception as e:
         raise _internal(fn, e) from e
-    t0 = time.perf_counter()
     try:
-        exe = lean_exec.build(fn, fused, reason)
+        exe = (None if _loop_size(fused) >= config.PARALLEL_THRESHOLD
+               else lean_exec.build(fn, fused, reason))
     except Exception as e:
         raise _internal(fn, e) from e
     if exe is None:
@@ -458,7 +460,7 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
         parts = ", ".join(f"{k} {_ms(v)}" for k, v in exe.phases.items())
         _log(f"compiled @{fn.name} ({reason}; lean code generator, {kernels} kernels: "
              f"{compiled} compiled, {kernels - compiled} reused or loaded) in "
-             f"{_ms(time.perf_counter() - t0 + sum(v for k, v in exe.phases.items() if k in ('trace', 'passes')))}: {parts}")
+             f"{_ms(sum(exe.phases.values()))}: {parts}")
     return exe
 
 

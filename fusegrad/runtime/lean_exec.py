@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import config
 from ..codegen import lean
 from ..ir import Function
 from ..ir.stats import take_phases
+from . import debug_nans
 from .interpreter import run
 
 
@@ -59,11 +61,17 @@ class LeanExecutable:
         conv = self._convert(args)
         if conv is None:
             return run(self.fn, *args)  # the interpreter raises the precise error
-        return tuple(self._native(conv))
+        out = tuple(self._native(conv))
+        if config.DEBUG_NANS:
+            debug_nans.check(self.fn, args, out)
+        return out
 
     def call_unchecked(self, args):
-        return self._native([a if a.flags.c_contiguous and a.flags.aligned
-                             else np.ascontiguousarray(a) for a in args])
+        out = self._native([a if a.flags.c_contiguous and a.flags.aligned
+                            else np.ascontiguousarray(a) for a in args])
+        if config.DEBUG_NANS:
+            debug_nans.check(self.fn, args, out)
+        return out
 
     def fast_caller(self, extra: tuple = ()):
         """``(args, first) -> results[first:]`` for ndarray arguments of the right types
@@ -71,6 +79,8 @@ class LeanExecutable:
         extra = tuple(np.asarray(a, dtype=p.type.dtype) for a, p in
                       zip(extra, self.fn.params[len(self.fn.params) - len(extra):]))
         native = self._native
+        if config.DEBUG_NANS:
+            return lambda args, first=0: self.call_unchecked((*args, *extra))[first:]
 
         def call(args, first=0):
             for a in args:

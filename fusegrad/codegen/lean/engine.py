@@ -15,10 +15,11 @@ address of this process and an object file is valid in any process.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
-import threading
+import warnings
 
 from ... import _forksafe, config
 from ..compile import _directory, salt, write_atomic
@@ -27,7 +28,8 @@ _lock = _forksafe.lock()
 _state: dict[str, object] = {}
 _added: set[str] = set()
 _stats = {"compiled": 0, "reused": 0, "loaded": 0}
-_times = threading.local()
+#: object files read for modules being added, handed to MCJIT by ``_get_buffer``
+_pending_objects: dict[str, bytes] = {}
 
 
 def _llvm():
@@ -98,19 +100,35 @@ def _object_path(name: str) -> str:
 
 
 def _notify(module, buffer: bytes) -> None:
-    try:
-        write_atomic(_object_path(module.name), buffer)
-    except OSError:
-        pass  # an unwritable cache costs a compile next time, nothing else
+    # the object file behind the hash of its bytes: a damaged file is never loaded; an
+    # unwritable cache costs a compile next time, nothing else
+    with contextlib.suppress(OSError):
+        write_atomic(_object_path(module.name), hashlib.sha256(buffer).digest() + buffer)
 
 
-def _get_buffer(module):
+def _read_object(name: str) -> bytes | None:
+    """The cached object file of module ``name``; a damaged one is removed (with one
+    warning) and None returned, so the module compiles again."""
+    path = _object_path(name)
     try:
-        with open(_object_path(module.name), "rb") as f:
+        with open(path, "rb") as f:
             data = f.read()
     except OSError:
         return None
-    _stats["loaded"] += 1
+    digest, body = data[:32], data[32:]
+    if hashlib.sha256(body).digest() == digest:
+        return body
+    warnings.warn(f"fusegrad: a damaged machine-code cache entry ({path}) was removed and "
+                  "is compiled again", RuntimeWarning, stacklevel=4)
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    return None
+
+
+def _get_buffer(module):
+    data = _pending_objects.pop(module.name, None)
+    if data is not None:
+        _stats["loaded"] += 1
     return data
 
 
@@ -139,8 +157,15 @@ def add(ir_text: str, name: str) -> bool:
         llvm = _llvm()
         mod = llvm.parse_assembly(ir_text)
         mod.name = name
-        cached = os.path.exists(_object_path(name))
-        if not cached:
+        data = _read_object(name)
+        cached = data is not None
+        if cached:
+            _pending_objects[name] = data
+        else:
+            if "cfunc." in ir_text:
+                from . import mathlib_ir
+
+                mathlib_ir.link_into(mod)
             _optimise(mod)
         ee = _engine()
         ee.add_module(mod)

@@ -21,6 +21,7 @@ from llvmlite import ir
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
 from ...ir.printer import format_op_header, value_names
+from . import engine
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
@@ -47,14 +48,17 @@ def check(fn: Function) -> None:
         elif op.name == "constant":
             if not sc.supported_dtype(op.results[0].type.dtype):
                 raise Unsupported("constant dtype")
-        elif op.name in ("count", *_VIEW_OPS, *_COPY_OPS):
-            continue
-        elif op.name.startswith("reduce_") and op.operands[0].type.shape == ():
-            continue
-        elif op.results and op.results[0].type.shape == () and sc.supports(op):
-            continue
-        else:
+        elif not _driver_op(op):
             raise Unsupported(f"op {op.name!r}")
+
+
+def _driver_op(op: Op) -> bool:
+    """Whether ``op``, outside kernels, is lowered here."""
+    if op.name in ("count", *_VIEW_OPS, *_COPY_OPS):
+        return True
+    if op.name.startswith("reduce_"):
+        return op.operands[0].type.shape == ()
+    return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
 
 
 class Entry:
@@ -67,6 +71,7 @@ class Entry:
         self.symbol = symbol
         self.arena_bytes = 0
         mod = ir.Module(name="entry")
+        mod.triple, mod.data_layout = engine.triple_and_layout()
         self.mod = mod
         fnty = ir.FunctionType(PTR, [PTR, PTR.as_pointer(), I64])
         f = ir.Function(mod, fnty, symbol)

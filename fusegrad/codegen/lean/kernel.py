@@ -23,7 +23,9 @@ from llvmlite import ir
 from ...ir import Op
 from ...ir.count_op import count_n
 from ...ir.printer import format_op_header, value_names
+from . import engine
 from . import scalar as sc
+from .mathlib_ir import RARE_OPS
 from .scalar import I8
 
 _HOISTED = ("constant", "count")
@@ -105,7 +107,8 @@ def _strides(shape, space) -> list[int]:
 
 def _reduce(b, name, acc, x, t):
     if name == "reduce_sum":
-        return b.fadd(acc, x) if sc._is_float(x) else b.add(acc, x)
+        # reassociable: LLVM sums in vector lanes (the same order on every call)
+        return b.fadd(acc, x, flags=("reassoc",)) if sc._is_float(x) else b.add(acc, x)
     fake = _FakeOp(t)
     return (sc.maximum if name == "reduce_max" else sc.minimum)(b, fake, [acc, x])
 
@@ -136,6 +139,7 @@ def build(op: Op) -> tuple[str, list[str]]:
     space = space_of(op)
     kind = kinds(op)
     mod = ir.Module(name="kernel")
+    mod.triple, mod.data_layout = engine.triple_and_layout()
     arg_types = [PTR if p.type.shape else sc.reg_type(p.type) for p in body.params]
     arg_types += [PTR if k != "full" else sc.mem_type(r.type).as_pointer()
                   for r, k in zip(body.results, kind)]
@@ -159,13 +163,10 @@ def build(op: Op) -> tuple[str, list[str]]:
             local[res] = sc.constant(value, res.type)
     producer = {r: o for o in body.ops for r in o.results}
     accs = {}
-    for r, k, out in zip(body.results, kind, outs):
+    for r, k in zip(body.results, kind):
         if k == "full":
-            acc = b.alloca(sc.reg_type(r.type))
-            b.store(reduce_init(producer[r].name, r.type), acc)
-            accs[r] = acc
-        elif k == "partial":
-            _fill(b, out, r.type, reduce_init(producer[r].name, r.type))
+            accs[r] = b.alloca(sc.reg_type(r.type))
+    _reset(b, body, kind, outs, accs, producer)
     flat = all(p.type.shape in ((), space) for p in body.params) and "partial" not in kind
     loop_space = (math.prod(space),) if flat else space
     typed = [b.bitcast(a, sc.mem_type(p.type).as_pointer())
@@ -173,7 +174,13 @@ def build(op: Op) -> tuple[str, list[str]]:
     typed_out = [b.bitcast(o, sc.mem_type(r.type).as_pointer()) if k != "full" else None
                  for r, k, o in zip(body.results, kind, outs)]
 
-    def point(b, idx):
+    rare_ops = [bop for bop in body.ops if bop.name in RARE_OPS
+                and bop.results[0].type.dtype.kind == "f"]
+    flag = b.alloca(ir.IntType(1)) if rare_ops else None
+    if flag is not None:
+        b.store(ir.Constant(ir.IntType(1), 0), flag)
+
+    def point(b, idx, variant="full"):
         vals = dict(local)
         for j, p in enumerate(body.params):
             if p.type.shape:
@@ -186,7 +193,12 @@ def build(op: Op) -> tuple[str, list[str]]:
             b.comment(format_op_header(bop, names))
             if bop.name.startswith("reduce_"):
                 continue
-            vals[res] = sc.emit(b, bop, [vals[v] for v in bop.operands])
+            args = [vals[v] for v in bop.operands]
+            vals[res] = sc.emit(b, bop, args, variant)
+            if variant == "fast" and bop in rare_ops:
+                rare = sc.library_call(b, bop.name, args, "rare")
+                if rare is not None:
+                    b.store(b.or_(b.load(flag), rare), flag)
         for j, (r, k) in enumerate(zip(body.results, kind)):
             p = producer[r]
             if k == "array":
@@ -204,12 +216,32 @@ def build(op: Op) -> tuple[str, list[str]]:
                 sc.store(b, _reduce(b, p.name, sc.load(b, ptr, r.type), x, r.type), ptr,
                          r.type)
 
-    b = loop_nest(b, fn, loop_space, point)
+    if flag is None:
+        b = loop_nest(b, fn, loop_space, point)
+    else:  # the vector path, and only if it met rare inputs, the whole loop again exactly
+        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "fast"))
+        again = fn.append_basic_block("rare")
+        done = fn.append_basic_block("exact_done")
+        b.cbranch(b.load(flag), again, done)
+        b.position_at_end(again)
+        _reset(b, body, kind, outs, accs, producer)
+        b = loop_nest(b, fn, loop_space, point)
+        b.branch(done)
+        b.position_at_end(done)
     for r, k, out in zip(body.results, kind, outs):
         if k == "full":
             sc.store(b, b.load(accs[r]), out, r.type)
     b.ret_void()
     return str(mod), kind
+
+
+def _reset(b, body, kind, outs, accs, producer) -> None:
+    """Reductions back to their initial values."""
+    for r, k, out in zip(body.results, kind, outs):
+        if k == "full":
+            b.store(reduce_init(producer[r].name, r.type), accs[r])
+        elif k == "partial":
+            _fill(b, out, r.type, reduce_init(producer[r].name, r.type))
 
 
 def _offset(b, idx, strides):

@@ -17,6 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.types import TensorType, dtype_name
+from . import mathlib_ir
 
 F64, F32, I1, I8 = ir.DoubleType(), ir.FloatType(), ir.IntType(1), ir.IntType(8)
 _INT_BITS = {"i64": 64, "i32": 32, "i16": 16, "i8": 8, "u8": 8}
@@ -298,6 +299,28 @@ def supports(op) -> bool:
     return True
 
 
-def emit(b: ir.IRBuilder, op, args: list) -> ir.Value:
-    """One element of ``op`` from its operands' elements ``args``."""
+def library_call(b: ir.IRBuilder, name: str, args: list, variant: str):
+    """A call of the math library's ``name`` (``variant`` of it), or None if it has none
+    for these operands' type. The kernel's module gets the library linked in."""
+    if name == "sqrt" or not _is_float(args[0]):
+        return None  # sqrt: one instruction, the same bits
+    dtype = np.float64 if isinstance(args[0].type, ir.DoubleType) else np.float32
+    sym = mathlib_ir.symbol(name, dtype, variant)
+    if sym is None:
+        return None
+    ret = I1 if variant == "rare" else args[0].type
+    fn = b.module.globals.get(sym) or ir.Function(
+        b.module, ir.FunctionType(ret, [a.type for a in args]), sym)
+    return b.call(fn, args)
+
+
+def emit(b: ir.IRBuilder, op, args: list, variant: str = "full") -> ir.Value:
+    """One element of ``op`` from its operands' elements ``args``; math functions from
+    the math library (``variant``: ``full`` is right for every input, ``fast`` may
+    miss the rare inputs its ``rare`` variant flags)."""
+    if op.name in mathlib_ir.OPS:
+        call = library_call(b, op.name, args, variant if op.name in mathlib_ir.RARE_OPS
+                            else "fast")
+        if call is not None:
+            return call
     return SCALAR_OPS[op.name](b, op, args)
