@@ -435,8 +435,8 @@ _building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 
 def _build(fn: Function, donated: frozenset[int], reason: str):
-    """The lean code generator's executable for ``fn`` where it lowers every op, else
-    the Numba code generator's (``FUSEGRAD_BACKEND=numba``: always Numba's)."""
+    """With ``FUSEGRAD_BACKEND=lean``, the lean code generator's executable for ``fn``
+    where it lowers every op; otherwise the Numba code generator's."""
     if config.BACKEND == "numba":
         return Executable(fn, donated, reason)
     # the lean generator runs loops on one thread: programs with loops worth threads

@@ -190,6 +190,10 @@ def assembly(ir_text: str) -> str:
     """The machine code LLVM makes of ``ir_text``, optimised as ``add`` does (for reading)."""
     with _lock:
         mod = _llvm().parse_assembly(ir_text)
+        if "cfunc." in ir_text:
+            from . import mathlib_ir
+
+            mathlib_ir.link_into(mod)
         _optimise(mod)
         return target_machine().emit_assembly(mod)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 
 import numpy as np
 
@@ -31,6 +32,7 @@ OPS = frozenset({
     "cosh", "arcsinh", "arccosh", "arctanh", "pow", "atan2"})
 RARE_OPS = frozenset({"sin", "cos", "tan"})
 _state: dict[str, object] = {}
+_TARGET_ATTRS = re.compile(r'"target-(?:cpu|features)"="[^"]*"')
 
 
 def _paths() -> tuple[str, str]:
@@ -69,7 +71,10 @@ def _build() -> tuple[bytes, dict]:
             if symbol in done:
                 continue
             done.add(symbol)
-            mod = llvm.parse_assembly(str(cres.library._get_module_for_linking()))
+            # without per-function CPU attributes (the target machine supplies them): LLVM
+            # inlines only into callers whose attributes include the callee's
+            text = _TARGET_ATTRS.sub("", str(cres.library._get_module_for_linking()))
+            mod = llvm.parse_assembly(text)
             for fn in mod.functions:  # kept by the linker even when nothing calls them yet
                 if not fn.is_declaration:
                     fn.linkage = "weak_odr"
@@ -77,8 +82,11 @@ def _build() -> tuple[bytes, dict]:
                 lib = mod
             else:
                 lib.link_in(mod)
-    for fn in lib.functions:
-        if fn.name.startswith("cfunc.") and not fn.is_declaration:
+    for fn in lib.functions:  # everything inlines into the calling loop (not the wrappers
+        # for calls from Python, which no kernel calls)
+        attrs = b" ".join(fn.attributes)
+        if not (fn.is_declaration or fn.name.startswith("_ZN7cpython")
+                or b"inline" in attrs):
             fn.add_function_attribute("alwaysinline")
     return lib.as_bitcode(), table
 
