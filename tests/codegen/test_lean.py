@@ -111,8 +111,6 @@ def test_kernels_are_shared_by_content():
     assert after["compiled"] - before["compiled"] <= 1  # the entry alone, if anything
 
 
-@pytest.mark.xfail(strict=True, reason="the math library's Numba-ABI function bodies are "
-                   "not inlined into the kernel yet (a call remains in the loop)")
 def test_math_library_loops_vectorise():
     """The math library is inlined into the kernel and the loop runs on vector registers."""
     from fusegrad.codegen.lean.kernel import PLACEHOLDER, build

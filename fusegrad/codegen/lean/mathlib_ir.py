@@ -33,6 +33,7 @@ OPS = frozenset({
 RARE_OPS = frozenset({"sin", "cos", "tan"})
 _state: dict[str, object] = {}
 _TARGET_ATTRS = re.compile(r'"target-(?:cpu|features)"="[^"]*"')
+_NOINLINE = re.compile(r"^(attributes #\d+ = \{[^}\n]*)\bnoinline\b", re.MULTILINE)
 
 
 def _paths() -> tuple[str, str]:
@@ -73,7 +74,9 @@ def _build() -> tuple[bytes, dict]:
             done.add(symbol)
             # without per-function CPU attributes (the target machine supplies them): LLVM
             # inlines only into callers whose attributes include the callee's
+            # nor the ``noinline`` Numba puts on its wrappers' calls
             text = _TARGET_ATTRS.sub("", str(cres.library._get_module_for_linking()))
+            text = _NOINLINE.sub(r"\1nounwind", text)
             mod = llvm.parse_assembly(text)
             for fn in mod.functions:  # kept by the linker even when nothing calls them yet
                 if not fn.is_declaration:
