@@ -72,16 +72,18 @@ def _sources() -> list[str]:
 
 
 def _salt() -> str:
+    import importlib.metadata
+
     import llvmlite
-    import numba
     import numpy
 
     h = hashlib.sha256()
     for rel in _sources():
         with open(os.path.join(_HERE, rel), "rb") as f:
             h.update(rel.encode() + f.read())
-    versions = (__version__, numba.__version__, llvmlite.__version__, numpy.__version__,
-                sys.version)
+    # Numba's version from its metadata: the lean generator never imports Numba
+    versions = (__version__, importlib.metadata.version("numba"), llvmlite.__version__,
+                numpy.__version__, sys.version)
     h.update(repr(versions).encode())
     return h.hexdigest()
 

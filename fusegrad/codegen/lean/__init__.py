@@ -22,7 +22,7 @@ from . import engine
 from .entry import Entry, check
 from .kernel import PLACEHOLDER, Unsupported, build
 
-__all__ = ["Compiled", "Unsupported", "check", "compile_function"]
+__all__ = ["Compiled", "Unsupported", "check", "compile_function", "source"]
 
 _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 
@@ -44,12 +44,9 @@ def _named(text: str, placeholder: str, prefix: str) -> tuple[str, str]:
     return bare.replace(placeholder, name), name
 
 
-def compile_function(fused: Function) -> Compiled:
-    """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered)."""
-    check(fused)
-    t0 = time.perf_counter()
-    names, texts, compiled = {}, [], 0
-    modules = []
+def _lowered(fused: Function):
+    """The kernel modules (bare text, name), their annotated texts and the entry."""
+    names, modules, texts = {}, [], []
     for op in fused.ops:
         if op.name == "fused":
             text, _ = build(op)
@@ -57,7 +54,24 @@ def compile_function(fused: Function) -> Compiled:
             names[op] = name
             modules.append((bare, name))
             texts.append(text.replace(PLACEHOLDER, name))
-    entry = Entry(fused, names, "__fusegrad_entry__")
+    return modules, texts, Entry(fused, names, "__fusegrad_entry__")
+
+
+def source(fused: Function) -> str:
+    """The annotated LLVM IR of ``fused``: the entry, then each kernel (each group of
+    instructions after a comment naming its IR op and source line)."""
+    check(fused)
+    _, texts, entry = _lowered(fused)
+    _, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
+    return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
+
+
+def compile_function(fused: Function) -> Compiled:
+    """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered)."""
+    check(fused)
+    t0 = time.perf_counter()
+    compiled = 0
+    modules, texts, entry = _lowered(fused)
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     t1 = time.perf_counter()
     add_phase("IR emission", t1 - t0)

@@ -20,11 +20,11 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from ...ir.printer import format_op_header, value_names
+from ...ir.printer import value_names
 from . import engine
 from . import kernel as kn
 from . import scalar as sc
-from .kernel import I64, PTR, Unsupported, loop_nest
+from .kernel import I64, PTR, Unsupported, annotation, loop_nest
 
 #: elements of loop work from which a call releases the GIL while it computes
 GIL_FREE_ELEMENTS = 1 << 14
@@ -103,7 +103,7 @@ class Entry:
                 self.home[r] = d
         self.names = value_names(fn)
         for op in fn.ops:
-            b.comment(format_op_header(op, self.names))
+            b.comment(annotation(op, self.names))
             self._op(op)
         for r, d in zip(fn.results, datas[len(fn.params):]):
             if self.home.get(r) is d:

@@ -38,6 +38,13 @@ class Unsupported(Exception):
     """An op or a kernel form the lean code generator does not lower (yet)."""
 
 
+def annotation(op: Op, names) -> str:
+    """The comment before an op's instructions: its IR and the user's line (comments
+    are not part of a module's content hash)."""
+    text = format_op_header(op, names)
+    return text + (f"  @ {op.loc}" if op.loc is not None else "")
+
+
 def space_of(op: Op) -> tuple[int, ...]:
     body = op.regions[0]
     for bop in body.ops:
@@ -190,7 +197,7 @@ def build(op: Op) -> tuple[str, list[str]]:
             if bop.name in _HOISTED:
                 continue
             res = bop.results[0]
-            b.comment(format_op_header(bop, names))
+            b.comment(annotation(bop, names))
             if bop.name.startswith("reduce_"):
                 continue
             args = [vals[v] for v in bop.operands]
