@@ -15,7 +15,7 @@ from .. import config
 from ..codegen import lean
 from ..ir import Function
 from ..ir.stats import take_phases
-from . import debug_nans
+from . import blas_threads, debug_nans
 from .interpreter import run
 
 
@@ -31,6 +31,9 @@ class LeanExecutable:
         self.spare: list = [np.empty(self.arena_bytes, np.uint8)]
         self.source = self.code.text
         self.phases = take_phases()
+        # small matrix products: one BLAS thread (see runtime/blas_threads.py)
+        self.serial = (blas_threads.serial()
+                       if blas_threads.wanted(fused, config.BLAS_SERIAL_MAX) else None)
         self.warm = True
 
     def kernels(self) -> tuple[int, int]:
@@ -43,7 +46,11 @@ class LeanExecutable:
             arena = self.spare.pop()
         except IndexError:
             arena = np.empty(self.arena_bytes, np.uint8)
-        self.code.call(*args, *outs, arena)
+        if self.serial is None:
+            self.code.call(*args, *outs, arena)
+        else:
+            with self.serial:
+                self.code.call(*args, *outs, arena)
         self.spare.append(arena)
         return outs
 

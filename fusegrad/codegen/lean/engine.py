@@ -49,6 +49,8 @@ def _register_symbols(llvm) -> None:
     api = ctypes.pythonapi
     for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread"):
         llvm.add_symbol(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
+    for name in ("dgemm", "sgemm"):
+        llvm.add_symbol(f"fusegrad_{name}", blas_address(name))
     libm = ctypes.CDLL(None)
     for name in _LIBM:
         try:
@@ -56,6 +58,19 @@ def _register_symbols(llvm) -> None:
         except AttributeError:
             continue
         llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+def blas_address(name: str) -> int:
+    """The address of SciPy's BLAS routine ``name`` (Fortran calling convention)."""
+    from scipy.linalg import cython_blas
+
+    capsule = cython_blas.__pyx_capi__[name]
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                 ctypes.c_char_p]
+    return get_pointer(capsule, get_name(capsule))
 
 
 #: the C math functions generated code may call (float64 and float32 versions)

@@ -56,6 +56,10 @@ def _driver_op(op: Op) -> bool:
     """Whether ``op``, outside kernels, is lowered here."""
     if op.name in ("count", *_VIEW_OPS, *_COPY_OPS):
         return True
+    if op.name == "matmul":
+        a, b = op.operands
+        return (a.type.ndim == b.type.ndim == 2 and a.type.dtype == b.type.dtype
+                and a.type.dtype in (np.float64, np.float32))
     if op.name.startswith("reduce_"):
         return op.operands[0].type.shape == ()
     return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
@@ -82,6 +86,8 @@ class Entry:
         work = sum(math.prod(kn.space_of(op)) for op in fn.ops if op.name == "fused")
         work += sum(math.prod(op.results[0].type.shape) for op in fn.ops
                     if op.name in _COPY_OPS)
+        work += sum(math.prod(op.operands[0].type.shape) * op.results[0].type.shape[-1]
+                    for op in fn.ops if op.name == "matmul")
         gil = None
         if work >= GIL_FREE_ELEMENTS:
             gil = b.call(self._declare("PyEval_SaveThread", PTR, []), [])
@@ -292,6 +298,32 @@ class Entry:
             self._copy(dst, at * st[axis], st, self.vals[x], 0, _c_strides(x.type.shape),
                        x.type.shape, out.type)
             at += x.type.shape[axis]
+        self.vals[out] = dst
+
+    def _matmul(self, op: Op) -> None:
+        """A 2-D product by BLAS ``gemm``: C order is the transposed column order, so
+        ``C = A B`` is computed as ``C^T = B^T A^T`` without copies."""
+        b = self.b
+        out, (x, y) = op.results[0], op.operands
+        (m, k), n = x.type.shape, y.type.shape[1]
+        dst = self._place(out)
+        ety = sc.mem_type(out.type)
+        i32 = ir.IntType(32)
+
+        def ref(value, ty):
+            slot = b.alloca(ty)
+            b.store(value, slot)
+            return slot
+
+        no = ref(ir.Constant(ir.IntType(8), ord("N")), ir.IntType(8))
+        ints = [ref(ir.Constant(i32, v), i32) for v in (n, m, k, max(1, n), max(1, k),
+                                                        max(1, n))]
+        one, zero = ref(ir.Constant(ety, 1.0), ety), ref(ir.Constant(ety, 0.0), ety)
+        args = [no, no, ints[0], ints[1], ints[2], one, self._typed(self.vals[y], out.type),
+                ints[3], self._typed(self.vals[x], out.type), ints[4], zero,
+                self._typed(dst, out.type), ints[5]]
+        name = "fusegrad_dgemm" if out.type.dtype == np.float64 else "fusegrad_sgemm"
+        b.call(self._declare(name, ir.VoidType(), [a.type for a in args]), args)
         self.vals[out] = dst
 
     def _iota(self, op: Op) -> None:

@@ -1,10 +1,11 @@
 """fusegrad's math library (``codegen.mathlib``) as LLVM bitcode, built once per machine.
 
 The library's functions are written for Numba; here each (function, dtype, variant)
-is compiled by Numba once, and the LLVM IR of its C-ABI wrapper
-(``double f(double)``, marked ``alwaysinline``) with everything it calls is linked
-into one module, kept as ``<cache>/lean/mathlib-<salt>.bc`` with a table of symbol
-names. Later processes read the bitcode and never import Numba. A kernel that
+is compiled by Numba once, the first time a kernel calls it, and the LLVM IR of its
+C-ABI wrapper (``double f(double)``, marked ``alwaysinline``) with everything it
+calls is kept as ``<cache>/lean/mathlib-<salt>-<name>-<dtype>-<variant>.bc`` (the
+symbol's name, then the bitcode): a program using ``exp`` waits for ``exp`` alone,
+and later processes read the bitcode and never import Numba. A kernel that
 calls the library gets a copy linked in before LLVM optimises it, so the functions
 are inlined into its loop and vectorised with it; the copy is made internal, so
 kernels never share (or clash on) its symbols.
@@ -13,7 +14,6 @@ kernels never share (or clash on) its symbols.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 
@@ -31,105 +31,95 @@ OPS = frozenset({
     "logistic", "softplus", "erf", "sqrt", "cbrt", "arctan", "arcsin", "arccos", "sinh",
     "cosh", "arcsinh", "arccosh", "arctanh", "pow", "atan2"})
 RARE_OPS = frozenset({"sin", "cos", "tan"})
-_state: dict[str, object] = {}
+_state: dict[str, str | None] = {}  # key -> symbol
+_bitcode: dict[str, bytes] = {}  # symbol -> bitcode of its module
 _TARGET_ATTRS = re.compile(r'"target-(?:cpu|features)"="[^"]*"')
 _NOINLINE = re.compile(r"^(attributes #\d+ = \{[^}\n]*)\bnoinline\b", re.MULTILINE)
 
 
-def _paths() -> tuple[str, str]:
+def _path(key: str) -> str:
     folder = os.path.join(cg_compile._directory(), "lean")
     os.makedirs(folder, mode=0o700, exist_ok=True)
-    stem = os.path.join(folder, f"mathlib-{cg_compile.salt()[:24]}")
-    return stem + ".bc", stem + ".json"
+    return os.path.join(folder, f"mathlib-{cg_compile.salt()[:24]}-{key.replace('/', '-')}.bc")
 
 
 def _key(name: str, dtype, variant: str) -> str:
     return f"{name}/{np.dtype(dtype).name}/{variant}"
 
 
-def _build() -> tuple[bytes, dict]:
-    """Compile every function with Numba and link their modules into one bitcode."""
+def _build(name: str, dtype, variant: str) -> tuple[str, bytes] | None:
+    """Compile one function with Numba: its C symbol and the bitcode of its module."""
     import numba
 
     from .. import mathlib as ml
 
-    llvm = engine._llvm()
-    lib = None
-    table = {}
-    done = set()
-    for (name, dtype), mf in sorted(ml.FUNCTIONS.items(), key=lambda kv: (kv[0][0],
-                                                                          str(kv[0][1]))):
-        scalar = numba.float64 if dtype == np.float64 else numba.float32
-        sig = (scalar,) * mf.nargs
-        for variant in VARIANTS:
-            disp = getattr(mf, variant)
-            if disp is None:
-                continue
-            disp.compile(sig)
-            cres = disp.overloads[sig]
-            symbol = "cfunc." + cres.fndesc.llvm_func_name
-            table[_key(name, dtype, variant)] = [symbol, mf.nout]
-            if symbol in done:
-                continue
-            done.add(symbol)
-            # without per-function CPU attributes (the target machine supplies them): LLVM
-            # inlines only into callers whose attributes include the callee's
-            # nor the ``noinline`` Numba puts on its wrappers' calls
-            text = _TARGET_ATTRS.sub("", str(cres.library._get_module_for_linking()))
-            text = _NOINLINE.sub(r"\1nounwind", text)
-            mod = llvm.parse_assembly(text)
-            for fn in mod.functions:  # kept by the linker even when nothing calls them yet
-                if not fn.is_declaration:
-                    fn.linkage = "weak_odr"
-            if lib is None:
-                lib = mod
-            else:
-                lib.link_in(mod)
-    for fn in lib.functions:  # everything inlines into the calling loop (not the wrappers
+    mf = ml.FUNCTIONS.get((name, np.dtype(dtype)))
+    disp = None if mf is None else getattr(mf, variant)
+    if disp is None:
+        return None
+    scalar = numba.float64 if np.dtype(dtype) == np.float64 else numba.float32
+    sig = (scalar,) * mf.nargs
+    disp.compile(sig)
+    cres = disp.overloads[sig]
+    # without per-function CPU attributes (the target machine supplies them: LLVM inlines
+    # only into callers whose attributes include the callee's), nor the ``noinline``
+    # Numba puts on its wrappers' calls
+    text = _TARGET_ATTRS.sub("", str(cres.library._get_module_for_linking()))
+    mod = engine._llvm().parse_assembly(_NOINLINE.sub(r"\1nounwind", text))
+    for fn in mod.functions:  # everything inlines into the calling loop (not the wrappers
         # for calls from Python, which no kernel calls)
         attrs = b" ".join(fn.attributes)
         if not (fn.is_declaration or fn.name.startswith("_ZN7cpython")
                 or b"inline" in attrs):
             fn.add_function_attribute("alwaysinline")
-    return lib.as_bitcode(), table
+    return "cfunc." + cres.fndesc.llvm_func_name, mod.as_bitcode()
 
 
-def library():
-    """(bitcode, table: key -> [symbol, number of results]), built on first use."""
-    lib = _state.get("lib")
-    if lib is None:
-        bc_path, table_path = _paths()
-        try:
-            with open(bc_path, "rb") as f:
-                bitcode = f.read()
-            with open(table_path) as f:
-                table = json.load(f)
-        except (OSError, ValueError):
-            bitcode, table = _build()
-            with contextlib.suppress(OSError):
-                cg_compile.write_atomic(bc_path, bitcode)
-                cg_compile.write_atomic(table_path, json.dumps(table))
-        lib = _state["lib"] = (bitcode, table)
-    return lib
+def _function(name: str, dtype, variant: str) -> str | None:
+    """The symbol of one library function, its bitcode read from the cache or built (and
+    kept in memory for ``link_into``)."""
+    key = _key(name, dtype, variant)
+    if key in _state:
+        return _state[key]
+    path = _path(key)
+    try:
+        with open(path, "rb") as f:
+            head, bitcode = f.read().split(b"\n", 1)
+        sym = head.decode()
+    except (OSError, ValueError):
+        built = _build(name, dtype, variant)
+        if built is None:
+            _state[key] = None
+            return None
+        sym, bitcode = built
+        with contextlib.suppress(OSError):
+            cg_compile.write_atomic(path, sym.encode() + b"\n" + bitcode)
+    _bitcode[sym] = bitcode
+    _state[key] = sym
+    return sym
 
 
 def symbol(name: str, dtype, variant: str = "fast") -> str | None:
-    """The C symbol of the math library's ``name`` at ``dtype`` (None: not in it)."""
+    """The C symbol of the math library's ``name`` at ``dtype`` (None: not in it); the
+    function is compiled (once per machine) the first time a kernel calls it."""
     if name not in OPS or np.dtype(dtype) not in (np.float64, np.float32):
         return None
-    entry = library()[1].get(_key(name, dtype, variant))
-    return None if entry is None else entry[0]
+    return _function(name, dtype, variant)
 
 
 def link_into(mod) -> None:
-    """Link a private copy of the library into ``mod`` (a parsed kernel module)."""
+    """Link private copies of the library functions ``mod`` (a parsed kernel module)
+    calls into it."""
     llvm = engine._llvm()
     own = {fn.name for fn in mod.functions if not fn.is_declaration}
-    lib = llvm.parse_bitcode(library()[0])
-    for fn in lib.functions:  # linked only where called
-        if not fn.is_declaration:
-            fn.linkage = "linkonce_odr"
-    mod.link_in(lib)
+    called = [fn.name for fn in mod.functions
+              if fn.is_declaration and fn.name.startswith("cfunc.")]
+    for sym in called:
+        lib = llvm.parse_bitcode(_bitcode[sym])
+        for fn in lib.functions:  # linked only where called
+            if not fn.is_declaration:
+                fn.linkage = "linkonce_odr"
+        mod.link_in(lib)
     for fn in mod.functions:
         if not fn.is_declaration and fn.name not in own:
             fn.linkage = "internal"
