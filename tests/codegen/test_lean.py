@@ -51,7 +51,15 @@ def clipped(x):
     return fnp.sum(fnp.concatenate([y, x[::-2]]) ** 2) + fnp.sum(fnp.cosh(x) / (1 + x * x))
 
 
+def mlp(x):
+    w = x[:12].reshape(3, 4)
+    h = fnp.tanh(w.T @ fnp.cos(w)) @ w.T
+    return fnp.mean((h - 0.5) ** 2) + fnp.sum(w @ w.T)
+
+
 CASES = [
+    (mlp, np.linspace(-1.0, 1.0, 12)),
+    (mlp, np.linspace(-1.0, 1.0, 12).astype(np.float32)),
     (rosen, np.array([1.0, 2.0, 3.0, 0.5])),
     (helical, np.array([1.0, 0.3, 0.7])),
     (mixed, np.linspace(-1.0, 2.0, 7)),
@@ -162,5 +170,16 @@ def test_backend_setting_picks_the_generator(backend, kind):
 def test_unlowered_ops_use_numba():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        seen, _ = _lean_executable(lambda w: fnp.sum((w @ w.T) ** 2), np.ones((3, 3)))
+        seen, _ = _lean_executable(lambda w: fnp.sum(fnp.cumsum(w, axis=0) ** 2),
+                                   np.ones((3, 3)))
     assert seen and not isinstance(seen[0], LeanExecutable)
+
+
+def test_dump_shows_annotated_llvm_ir(capsys):
+    def f(x):
+        return fnp.sum(fnp.exp(x) * x)
+
+    fg.dump(f, np.ones(3), stage="source", grad=True)
+    text = capsys.readouterr().out
+    assert "define i8* @\"e_" in text and "define external void @\"k_" in text
+    assert "; %" in text and "= exp %" in text and "test_lean.py:" in text
