@@ -18,7 +18,7 @@ import time
 
 from ...ir import Function
 from ...ir.stats import add_phase
-from . import engine
+from . import engine, mathlib_ir
 from .entry import Entry, check
 from .kernel import PLACEHOLDER, Unsupported, build
 
@@ -57,6 +57,11 @@ def _lowered(fused: Function):
     return modules, texts, Entry(fused, names, "__fusegrad_entry__")
 
 
+def _linker(text: str):
+    """What links the math library into a module that calls it (else None)."""
+    return mathlib_ir.link_into if "cfunc." in text else None
+
+
 def source(fused: Function) -> str:
     """The annotated LLVM IR of ``fused``: the entry, then each kernel (each group of
     instructions after a comment naming its IR op and source line)."""
@@ -76,8 +81,8 @@ def compile_function(fused: Function) -> Compiled:
     t1 = time.perf_counter()
     add_phase("IR emission", t1 - t0)
     for text, name in modules:
-        compiled += engine.add(text, "m" + name)
-    engine.add(bare, "m" + symbol)
+        compiled += engine.add(text, "m" + name, _linker(text))
+    engine.add(bare, "m" + symbol, _linker(bare))
     call = engine.builtin(symbol, fused.name)
     add_phase("LLVM", time.perf_counter() - t1)
     full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])

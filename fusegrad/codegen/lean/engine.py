@@ -161,10 +161,10 @@ def _optimise(mod) -> None:
     pb.getModulePassManager().run(mod, pb)
 
 
-def add(ir_text: str, name: str) -> bool:
-    """Make module ``name`` (IR ``ir_text``, whose ``ModuleID`` is ``name``) part of the
-    engine: from the disk cache, or optimised and compiled. Returns whether it was
-    compiled (False: reused in memory or loaded)."""
+def add(ir_text: str, name: str, link=None) -> bool:
+    """Make module ``name`` (IR ``ir_text``) part of the engine: from the disk cache, or
+    (after ``link(module)`` adds what it calls, if given) optimised and compiled.
+    Returns whether it was compiled (False: reused in memory or loaded)."""
     with _lock:
         if name in _added:
             _stats["reused"] += 1
@@ -177,10 +177,8 @@ def add(ir_text: str, name: str) -> bool:
         if cached:
             _pending_objects[name] = data
         else:
-            if "cfunc." in ir_text:
-                from . import mathlib_ir
-
-                mathlib_ir.link_into(mod)
+            if link is not None:
+                link(mod)
             _optimise(mod)
         ee = _engine()
         ee.add_module(mod)
@@ -201,14 +199,12 @@ def stats() -> dict[str, int]:
     return dict(_stats)
 
 
-def assembly(ir_text: str) -> str:
+def assembly(ir_text: str, link=None) -> str:
     """The machine code LLVM makes of ``ir_text``, optimised as ``add`` does (for reading)."""
     with _lock:
         mod = _llvm().parse_assembly(ir_text)
-        if "cfunc." in ir_text:
-            from . import mathlib_ir
-
-            mathlib_ir.link_into(mod)
+        if link is not None:
+            link(mod)
         _optimise(mod)
         return target_machine().emit_assembly(mod)
 
