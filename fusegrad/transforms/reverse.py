@@ -2,8 +2,8 @@
 stop_gradient and custom_vjp.
 
 Forward mode (jvp, jacfwd, hvp, hessian) lives in ``forward``, ``jacobian`` in
-``jacobian``, ``jit`` in ``jit_api``. Each transform traces the user's function to IR (``tracer``),
-applies reverse mode (``plan.vjp_pass``) and runs the result through a
+``jacobian``, ``jit`` in ``jit_api``. Each transform traces the user's function to
+IR (``tracer``), applies reverse mode (``plan.vjp_pass``) and runs the result through a
 ``plan._Plan`` or ``plan.call``: compiled on concrete arrays, inlined into the
 enclosing trace on tracers.
 """
