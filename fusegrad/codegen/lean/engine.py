@@ -49,8 +49,6 @@ def _register_symbols(llvm) -> None:
     api = ctypes.pythonapi
     for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread"):
         llvm.add_symbol(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
-    for name in ("dgemm", "sgemm"):
-        llvm.add_symbol(f"fusegrad_{name}", blas_address(name))
     libm = ctypes.CDLL(None)
     for name in _LIBM:
         try:
@@ -170,6 +168,10 @@ def add(ir_text: str, name: str, link=None) -> bool:
             _stats["reused"] += 1
             return False
         llvm = _llvm()
+        if "@\"fusegrad_" in ir_text and "blas" not in _state:  # SciPy's BLAS: imported
+            for routine in ("dgemm", "sgemm"):  # only for a program with products
+                llvm.add_symbol(f"fusegrad_{routine}", blas_address(routine))
+            _state["blas"] = True
         mod = llvm.parse_assembly(ir_text)
         mod.name = name
         data = _read_object(name)
