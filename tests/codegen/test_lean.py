@@ -183,3 +183,33 @@ def test_dump_shows_annotated_llvm_ir(capsys):
     text = capsys.readouterr().out
     assert "define i8* @\"e_" in text and "define external void @\"k_" in text
     assert "; %" in text and "= exp %" in text and "test_lean.py:" in text
+
+
+def test_threads_share_a_function():
+    """Threads calling one compiled function at once each get their own arena."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    g = fg.grad(lambda v: fnp.sum(fnp.exp(-v * v) * v ** 3))
+    xs = [np.linspace(-1.0, 1.0, 40_000) * (1 + k / 10) for k in range(8)]
+    expected = [g(x) for x in xs]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(g, xs * 3))
+    for k, r in enumerate(got):
+        np.testing.assert_array_equal(r, expected[k % len(xs)])
+
+
+def test_fork_child_computes():
+    """A child forked after compiled calls compiles and calls on its own."""
+    import multiprocessing
+
+    g = fg.grad(lambda v: fnp.sum(fnp.sin(v) * v))
+    x = np.linspace(0.0, 1.0, 9)
+    g(x)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply(_child_grad, (x,))
+    assert_close(got, np.sin(x) + x * np.cos(x), "exact64")
+
+
+def _child_grad(x):
+    return fg.grad(lambda v: fnp.sum(fnp.sin(v) * v + 0.0 * v ** 2))(x)
