@@ -208,11 +208,27 @@ class Generator:
         self._rng = np.random.default_rng()
         self._lock = _forksafe.lock()
         self._seed = None
+        self._key_data = np.random.SeedSequence().generate_state(2).astype(np.int64)
+        self._key_tensor = None
+        if TB._CLASS:
+            self._key  # noqa: B018  (made now, so a jitted step finds it as existing state)
+
+    @property
+    def _key(self):
+        """The key of the numbers traced code draws (``multinomial`` under ``fg.jit``): an
+        int64 Tensor of 2 words advanced in place, so a jitted step holds it as state."""
+        if self._key_tensor is None:
+            self._key_tensor = TB.make(self._key_data)
+        return self._key_tensor
 
     def manual_seed(self, seed: int):
         with self._lock:
             self._seed = int(seed)
             self._rng = np.random.default_rng(int(seed))
+            self._key_data[...] = np.random.SeedSequence(int(seed)).generate_state(2)
+            if self._key_tensor is not None:
+                self._key_tensor._cell.value[...] = self._key_data
+                self._key_tensor._vc.n += 1
         return self
 
     def initial_seed(self) -> int | None:

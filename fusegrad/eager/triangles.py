@@ -1,0 +1,73 @@
+"""``torch.tril`` / ``torch.triu`` and the Tensor methods ``tril``, ``triu``, ``tril_``, ``triu_``.
+
+The lower (upper) triangle of each matrix of a stack ``(..., M, N)``: element
+``(i, j)`` is kept where ``j - i <= diagonal`` (``>= diagonal`` for ``triu``),
+else 0. One ``select`` against an index band (``ir.matrix``), so the same code
+runs eagerly and under ``fg.jit``; the gradient is the same triangle of the
+incoming gradient (``TrilBackward0`` / ``TriuBackward0``), as in PyTorch.
+"""
+
+from __future__ import annotations
+
+from ..ir import matrix as M
+from .names import NAMES
+from .tensor import Tensor
+from .tensor_inplace import inplace
+from .out_arg import write_out
+from .tensor_math import op
+
+NAMES.setdefault("tril", "TrilBackward0")
+NAMES.setdefault("triu", "TriuBackward0")
+
+
+def _check(input, fn: str) -> int:
+    if input.ndim < 2:
+        raise RuntimeError(f"{fn}: input tensor must have at least 2 dimensions")
+    return input.ndim
+
+
+def _band(fn: str, diagonal):
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+        raise TypeError(f"{fn}(): argument 'diagonal' must be int, not "
+                        f"{type(diagonal).__name__}")
+    return M.tril if fn.startswith("tril") else M.triu
+
+
+def tril(input, diagonal: int = 0, *, out=None):
+    """The lower triangle of ``input`` (the last two dimensions): elements with
+    ``j - i <= diagonal`` kept, the others 0."""
+    return _triangle("tril", input, diagonal, out)
+
+
+def triu(input, diagonal: int = 0, *, out=None):
+    """The upper triangle of ``input`` (the last two dimensions): elements with
+    ``j - i >= diagonal`` kept, the others 0."""
+    return _triangle("triu", input, diagonal, out)
+
+
+def _triangle(fn: str, input, diagonal, out):
+    band = _band(fn, diagonal)
+    _check(input, fn)
+    res = op(fn, lambda: band(input, diagonal))
+    return res if out is None else write_out(fn, out, res)
+
+
+def tril_(self, diagonal: int = 0):
+    """``tril`` in place; returns ``self``."""
+    band = _band("tril_", diagonal)
+    _check(self, "tril_")
+    return inplace("tril", self, lambda old: band(old, diagonal))
+
+
+def triu_(self, diagonal: int = 0):
+    """``triu`` in place; returns ``self``."""
+    band = _band("triu_", diagonal)
+    _check(self, "triu_")
+    return inplace("triu", self, lambda old: band(old, diagonal))
+
+
+Tensor.tril = tril
+Tensor.triu = triu
+Tensor.tril_ = tril_
+Tensor.triu_ = triu_
+__all__ = ["tril", "triu"]
