@@ -263,8 +263,11 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
 
 def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
             requires_grad: bool = False):
+    """Integers uniform in [low, high); ``randint(high, size)`` draws from [0, high)."""
     _cpu(device)
-    if high is None:
+    if isinstance(high, tuple | list) or (high is None and size != ()):
+        low, high, size = 0, low, (size if high is None else high)
+    elif high is None:
         low, high = 0, low
     data = _rng(generator).integers(low, high, _shape((size,))).astype(_dt(dtype, D.int64))
     return _finish(TB.make(data), requires_grad)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ir import array as A
 from ..ir import ops
-from ._node import check_reduction, named
+from ._node import check_reduction, legacy_reduction, named
 from ._node import reduce as reduced
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss",
@@ -29,8 +29,10 @@ def _loss(name: str, fn: str, body, input, target, reduction, *extra, structure=
     return named(name, f, input, target, *extra, structure=(fn, reduction, *structure))
 
 
-def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean"):
     """``-(t log x + (1 - t) log(1 - x))`` with both logs clamped at -100, as PyTorch."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
 
     def body(x, t, *w):
         lx = ops.maximum(ops.log(x), -100.0)
@@ -47,9 +49,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      reduce=None, reduction: str = "mean", pos_weight=None):
     """``-(pos_weight t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``, computed as
     ``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)`` (finite for any logits)."""
-    if size_average is not None or reduce is not None:
-        raise TypeError("binary_cross_entropy_with_logits: size_average and reduce are "
-                        "deprecated; use reduction")
+    reduction = legacy_reduction(size_average, reduce, reduction)
 
     def body(x, t, *e):
         e = list(e)
@@ -66,14 +66,17 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                  structure=(weight is None, pos_weight is None))
 
 
-def l1_loss(input, target, reduction: str = "mean"):
+def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """``|input - target|`` (gradient 0 where they are equal, as PyTorch's)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     return _loss("L1LossBackward0" if reduction == "none" else "MeanBackward0", "l1_loss",
                  lambda x, t: ops.abs(x - t), input, target, reduction)
 
 
-def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``beta=0``: L1)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     beta = float(beta)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -107,8 +110,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     """``target * (log(target) - input)`` pointwise, ``input`` being log-probabilities
     (0 where ``target`` is 0); ``log_target``: ``exp(target) * (target - input)``.
     ``"batchmean"`` divides the sum by the batch size (PyTorch's recommended reduction)."""
-    if size_average is not None or reduce is not None:
-        raise TypeError("kl_div: size_average and reduce are deprecated; use reduction")
+    reduction = legacy_reduction(size_average, reduce, reduction)
     check_reduction("kl_div", reduction, ("mean", "sum", "none", "batchmean"))
     batch = A.shape(input)[0] if A.ndim(input) else 1
 
