@@ -16,7 +16,7 @@ Sequential(
 )
 """
 
-from . import functional, init
+from . import functional, init, utils
 from .layers import Linear, ReLU, Sequential, Sigmoid, Tanh
 from .layers_conv import (
     AvgPool1d,
@@ -99,4 +99,5 @@ __all__ = [
     "Unflatten",
     "functional",
     "init",
+    "utils",
 ]
