@@ -348,6 +348,8 @@ def _soft_cross_entropy(input, target, weight, cdim: int, reduction: str):
                   structure=("soft_cross_entropy", cdim, reduction))
 
 
+from .attention import *  # noqa: E402,F403  (scaled_dot_product_attention)
+from .attention import __all__ as _attention_all  # noqa: E402
 from .functional_conv import *  # noqa: E402,F403  (conv1d/2d/3d, max/avg pooling)
 from .functional_conv import __all__ as _conv_all  # noqa: E402
 from .functional_loss import *  # noqa: E402,F403  (bce, l1, smooth l1, huber, kl_div)
@@ -355,4 +357,4 @@ from .functional_loss import __all__ as _loss_all  # noqa: E402
 from .functional_norm import *  # noqa: E402,F403  (layer/batch norm, dropout, embedding)
 from .functional_norm import __all__ as _norm_all  # noqa: E402
 
-__all__ += [*_conv_all, *_loss_all, *_norm_all]
+__all__ += [*_attention_all, *_conv_all, *_loss_all, *_norm_all]
