@@ -8,6 +8,7 @@ array([0., 0., 0.])
 
 from . import (  # noqa: F401  (fills NumPy's protocol table)
     autograd,
+    masked,
     nn,
     numpy,
     optim,
@@ -82,6 +83,7 @@ __all__ = [
     "vmap",
     "BatchingError",
     "autograd",
+    "masked",
     "nn",
     "optim",
     "utils",

@@ -80,8 +80,8 @@ from .triangles import tril, triu
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 
 __all__ = [
-    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "argsort", "diagonal", "multinomial", "sort", "topk",
-    "tril", "triu",
+    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "argsort", "diagonal",
+    "multinomial", "sort", "topk", "tril", "triu",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
     "IntTensor", "LongTensor", "Size", "Tensor", "bool", "broadcast_tensors", "cat", "concat",
     "concatenate", "double", "dtype", "enable_grad", "float", "float16", "float32", "float64",

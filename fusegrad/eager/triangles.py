@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from ..ir import matrix as M
 from .names import NAMES
+from .out_arg import write_out
 from .tensor import Tensor
 from .tensor_inplace import inplace
-from .out_arg import write_out
 from .tensor_math import op
 
 NAMES.setdefault("tril", "TrilBackward0")

@@ -64,7 +64,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     if not any(isinstance(t, TensorBase) for t in tensors):
         return _attention_ops(query, key, value, attn_mask, keep, *statics)
     name = _FLASH if len(qs) == 4 and not dropout_p else _MATH
-    if all(t is None or isinstance(t, TensorBase) and isinstance(t._data, np.ndarray)
+    if all(t is None or (isinstance(t, TensorBase) and isinstance(t._data, np.ndarray))
            for t in tensors):
         node = _FlashNode if name == _FLASH else _MathNode
         return node.apply(*tensors, *statics)
