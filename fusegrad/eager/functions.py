@@ -33,15 +33,21 @@ METHOD_FUNCTIONS = (
 
 
 #: keyword names of ``torch.<name>`` that its Tensor method spells differently
-_KW_ALIASES = {"split": {"split_size_or_sections": "split_size"}}
+_KW_ALIASES = {"split": {"split_size_or_sections": "split_size"}, "dot": {"tensor": "other"},
+               "true_divide": {"divisor": "other"}}
+#: keyword arguments of ``torch.<name>`` that its Tensor method takes as ``*args``
+_KW_POSITIONAL = {"flip": "dims", "permute": "dims", "reshape": "shape"}
 
 
 def _method_function(name: str):
     aliases = _KW_ALIASES.get(name, {})
+    varargs = _KW_POSITIONAL.get(name)
 
     def f(input, *args, out=None, **kwargs):
         for k in aliases.keys() & kwargs.keys():
             kwargs[aliases[k]] = kwargs.pop(k)
+        if varargs in kwargs:
+            args = (kwargs.pop(varargs), *args)
         if not isinstance(input, TB.TensorBase):
             if name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2") and \
                     args and isinstance(args[0], TB.TensorBase):
