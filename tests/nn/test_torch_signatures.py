@@ -24,8 +24,15 @@ import fusegrad.nn.functional as F
 from fusegrad.eager.functions import _KW_ALIASES, _KW_POSITIONAL, METHOD_FUNCTIONS
 from tests.helpers import assert_close
 
-_UNARY = ["abs", "absolute", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos", "cosh", "erf", "exp", "expm1", "floor", "log", "log10", "log1p", "log2", "neg", "negative", "reciprocal", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh"]
-_BINARY = ["atan2", "eq", "ge", "gt", "le", "lt", "ne", "maximum", "minimum", "mul", "multiply", "floor_divide", "remainder", "logical_and", "logical_or", "logical_xor"]
+_UNARY = (
+    "abs", "absolute", "acos", "acosh", "asin", "asinh", "atan", "atanh", "ceil", "cos",
+    "cosh", "erf", "exp", "expm1", "floor", "log", "log10", "log1p", "log2", "neg", "negative",
+    "reciprocal", "rsqrt", "sigmoid", "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh",
+)
+_BINARY = (
+    "atan2", "eq", "ge", "gt", "le", "lt", "ne", "maximum", "minimum", "mul", "multiply",
+    "floor_divide", "remainder", "logical_and", "logical_or", "logical_xor",
+)
 
 TORCH: dict[str, str] = {
     **{n: "input * out" for n in _UNARY},
