@@ -15,7 +15,9 @@ attention weights are kept. With ``create_graph=True`` the backward recomputes
 the forward with recorded ops, so the gradient is differentiable again. On
 traced data (``fg.jit``, ``fg.grad``) and on arrays it is the same formula
 built from IR ops (``_attention_ops``), one node when the inputs are Tensors.
-The node is named as PyTorch's CPU kernels name theirs.
+The node is named as PyTorch's CPU kernels name theirs (its flash kernel's node
+for 4-d inputs of one batch shape and head size without dropout, else the math
+path's last node, ``UnsafeViewBackward0``).
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p: f
     tensors = (query, key, value, attn_mask, keep)
     if not any(isinstance(t, TensorBase) for t in tensors):
         return _attention_ops(query, key, value, attn_mask, keep, *statics)
-    name = _FLASH if len(qs) == 4 and not dropout_p else _MATH
+    flash = len(qs) == 4 and not dropout_p and qs[:-2] == ks[:-2] == vs[:-2] and vs[-1] == qs[-1]
+    name = _FLASH if flash else _MATH
     if all(t is None or (isinstance(t, TensorBase) and isinstance(t._data, np.ndarray))
            for t in tensors):
         node = _FlashNode if name == _FLASH else _MathNode
