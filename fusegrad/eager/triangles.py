@@ -9,6 +9,8 @@ incoming gradient (``TrilBackward0`` / ``TriuBackward0``), as in PyTorch.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..ir import matrix as M
 from .names import NAMES
 from .out_arg import write_out
@@ -20,16 +22,13 @@ NAMES.setdefault("tril", "TrilBackward0")
 NAMES.setdefault("triu", "TriuBackward0")
 
 
-def _check(input, fn: str) -> int:
-    if input.ndim < 2:
-        raise RuntimeError(f"{fn}: input tensor must have at least 2 dimensions")
-    return input.ndim
-
-
-def _band(fn: str, diagonal):
-    if isinstance(diagonal, bool) or not isinstance(diagonal, int):
+def _band(fn: str, input, diagonal):
+    """``ir.matrix.tril`` or ``triu`` for ``fn``, after checking the arguments."""
+    if isinstance(diagonal, bool) or not isinstance(diagonal, int | np.integer):
         raise TypeError(f"{fn}(): argument 'diagonal' must be int, not "
                         f"{type(diagonal).__name__}")
+    if input.ndim < 2:
+        raise RuntimeError(f"{fn}: input tensor must have at least 2 dimensions")
     return M.tril if fn.startswith("tril") else M.triu
 
 
@@ -46,24 +45,21 @@ def triu(input, diagonal: int = 0, *, out=None):
 
 
 def _triangle(fn: str, input, diagonal, out):
-    band = _band(fn, diagonal)
-    _check(input, fn)
-    res = op(fn, lambda: band(input, diagonal))
+    band = _band(fn, input, diagonal)
+    res = op(fn, lambda: band(input, int(diagonal)))
     return res if out is None else write_out(fn, out, res)
 
 
 def tril_(self, diagonal: int = 0):
     """``tril`` in place; returns ``self``."""
-    band = _band("tril_", diagonal)
-    _check(self, "tril_")
-    return inplace("tril", self, lambda old: band(old, diagonal))
+    band = _band("tril_", self, diagonal)
+    return inplace("tril", self, lambda old: band(old, int(diagonal)))
 
 
 def triu_(self, diagonal: int = 0):
     """``triu`` in place; returns ``self``."""
-    band = _band("triu_", diagonal)
-    _check(self, "triu_")
-    return inplace("triu", self, lambda old: band(old, diagonal))
+    band = _band("triu_", self, diagonal)
+    return inplace("triu", self, lambda old: band(old, int(diagonal)))
 
 
 Tensor.tril = tril
