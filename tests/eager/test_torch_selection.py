@@ -203,3 +203,21 @@ def test_against_torch():
     assert_close(f.grad.numpy(), t.grad.numpy(), "exact64")
     assert torch.multinomial(torch.tensor([0.2, 0.8]), 2).shape == \
         tuple(fg.multinomial(fg.tensor([0.2, 0.8]), 2).shape)
+
+
+@pytest.mark.compiled
+def test_compiled_tril_topk_multinomial():
+    """One compiled function using the three (compiled code, not the interpreter)."""
+    x = fg.tensor(RNG.standard_normal((3, 5)))
+
+    def f(a):
+        low = fg.tril(a, 1)
+        v, i = fg.topk(low, 2)
+        return low, v, i, fg.multinomial(fg.nn.functional.softmax(v, dim=-1), 4, True)
+
+    low, v, i, s = fg.jit(f)(x)
+    el, ev, ei, _ = f(x)
+    assert_close(low.numpy(), el.numpy(), "exact64")
+    assert_close(v.numpy(), ev.numpy(), "exact64")
+    assert_close(i.numpy(), ei.numpy(), "exact64")
+    assert tuple(s.shape) == (3, 4) and ((s.numpy() == 0) | (s.numpy() == 1)).all()

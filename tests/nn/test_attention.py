@@ -177,3 +177,21 @@ def test_against_torch():
         assert_close(out.detach().numpy(), tout.detach().numpy(), "exact64", case)
         for a, b in zip((q, k, v), (tq, tk, tv)):
             assert_close(a.grad.numpy(), b.grad.numpy(), "exact64", case)
+
+
+@pytest.mark.compiled
+def test_compiled_matches_the_fused_node():
+    m = fg.tensor(BOOL)
+    step = fg.jit(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=m))
+    got = []
+    for _ in range(2):
+        q, k, v = (fg.tensor(a, requires_grad=True) for a in (Q, K, V))
+        out = step(q, k, v)
+        out.pow(2).sum().backward()
+        got = [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v)]
+    assert out.grad_fn.name() == "CompiledFunctionBackward"
+    q, k, v = (fg.tensor(a, requires_grad=True) for a in (Q, K, V))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    out.pow(2).sum().backward()
+    for a, b in zip(got, [out.detach().numpy()] + [t.grad.numpy() for t in (q, k, v)]):
+        assert_close(a, b, "exact64")

@@ -73,7 +73,7 @@ class GPT(nn.Module):
         self.transformer.wte.weight = self.lm_head.weight
 
     def forward(self, idx, targets):
-        b, t = idx.size()
+        t = idx.size(1)
         pos = torch.arange(0, t, dtype=torch.long)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
@@ -92,7 +92,7 @@ class GPT(nn.Module):
 
     @torch.no_grad()
     def logits_last(self, idx):
-        b, t = idx.size()
+        t = idx.size(1)
         x = self.transformer.wte(idx) + self.transformer.wpe(torch.arange(0, t))
         for block in self.transformer.h:
             x = block(x)
