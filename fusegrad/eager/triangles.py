@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import matrix as M
+from . import dtypes as D
 from .names import NAMES
 from .out_arg import write_out
 from .tensor import Tensor
@@ -46,7 +47,10 @@ def triu(input, diagonal: int = 0, *, out=None):
 
 def _triangle(fn: str, input, diagonal, out):
     band = _band(fn, input, diagonal)
-    res = op(fn, lambda: band(input, int(diagonal)))
+    if input.dtype == D.bool:  # select against 0 would promote to int64
+        res = band(input.to(D.uint8), int(diagonal)).to(D.bool)
+    else:
+        res = op(fn, lambda: band(input, int(diagonal)))
     return res if out is None else write_out(fn, out, res)
 
 

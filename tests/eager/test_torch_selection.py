@@ -37,6 +37,10 @@ def test_triangles_in_place_and_out():
     assert_close(a.numpy(), np.tril(np.ones((3, 3)), -1), "exact64")
     b = fg.ones(2, 3, 3).triu_(1)
     assert_close(b.numpy(), np.triu(np.ones((2, 3, 3)), 1), "exact64")
+    mask = fg.tril(fg.ones(3, 3, dtype=fg.bool))
+    assert mask.dtype == fg.bool
+    assert (mask.numpy() == np.tril(np.ones((3, 3), bool))).all()
+    assert fg.triu(fg.ones(2, 3, dtype=fg.int64), 1).numpy().tolist() == [[0, 1, 1], [0, 0, 1]]
     out = fg.empty(3, 3)
     assert fg.triu(fg.ones(3, 3), out=out) is out
     assert_close(out.numpy(), np.triu(np.ones((3, 3))), "exact64")
