@@ -48,3 +48,10 @@ def legacy_reduction(size_average, reduce, reduction: str) -> str:
     if reduce is not None and not reduce:
         return "none"
     return "sum" if size_average is not None and not size_average else "mean"
+
+
+def check_weight(input, weight) -> None:
+    """The elementwise ``weight`` of a regression loss has the input's shape (PyTorch's
+    rule for ``mse_loss``, ``l1_loss``, ``huber_loss``)."""
+    if weight is not None and tuple(A.shape(weight)) != tuple(A.shape(input)):
+        raise ValueError("Weights and input must have the same size.")

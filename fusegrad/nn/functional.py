@@ -24,7 +24,7 @@ from ..eager.tensor_base import TensorBase
 from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
-from ._node import legacy_reduction
+from ._node import check_weight, legacy_reduction
 
 __all__ = ["cross_entropy", "erf", "gelu", "linear", "log_sigmoid", "log_softmax", "logsumexp",
            "mse_loss", "nll_loss", "relu", "sigmoid", "softmax", "softplus"]
@@ -194,8 +194,10 @@ def _check_reduction(fn: str, reduction) -> None:
                          f"{', '.join(map(repr, _REDUCTIONS))}")
 
 
-def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
-    """The squared error ``(input - target) ** 2``, averaged (default), summed or not reduced.
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None):
+    """The squared error ``(input - target) ** 2`` (times ``weight``, of the input's shape),
+    averaged over the elements (default), summed or not reduced.
 
     As PyTorch, a target whose shape differs from the input's is broadcast
     with a UserWarning (usually a mistake, e.g. (N,) against (N, 1)).
@@ -208,11 +210,14 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
                       "results due to broadcasting. Please ensure they have the same size.",
                       UserWarning, stacklevel=2)
 
-    def f(x, y):
-        d = x - y
-        return _reduce(d * d, reduction)
+    check_weight(input, weight)
 
-    return _named("MseLossBackward0", f, input, target, structure=("mse", reduction))
+    def f(x, y, *w):
+        d = x - y
+        return _reduce(d * d * w[0] if w else d * d, reduction)
+
+    return _named("MseLossBackward0", f, input, target, *(() if weight is None else (weight,)),
+                  structure=("mse", reduction, weight is None))
 
 
 def _class_dim(fn: str, shape) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ir import array as A
 from ..ir import ops
-from ._node import check_reduction, legacy_reduction, named
+from ._node import check_reduction, check_weight, legacy_reduction, named
 from ._node import reduce as reduced
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss",
@@ -66,11 +66,19 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                  structure=(weight is None, pos_weight is None))
 
 
-def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
-    """``|input - target|`` (gradient 0 where they are equal, as PyTorch's)."""
+def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+            weight=None):
+    """``|input - target|`` (times ``weight``; gradient 0 where they are equal, as PyTorch's)."""
     reduction = legacy_reduction(size_average, reduce, reduction)
+    check_weight(input, weight)
+
+    def body(x, t, *w):
+        d = ops.abs(x - t)
+        return d * w[0] if w else d
+
     return _loss("L1LossBackward0" if reduction == "none" else "MeanBackward0", "l1_loss",
-                 lambda x, t: ops.abs(x - t), input, target, reduction)
+                 body, input, target, reduction, *(() if weight is None else (weight,)),
+                 structure=(weight is None,))
 
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
@@ -91,18 +99,20 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
                  structure=(beta,))
 
 
-def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
-    """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
+    """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)`` (times ``weight``)."""
     delta = float(delta)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    check_weight(input, weight)
 
-    def body(x, t):
+    def body(x, t, *w):
         d = ops.abs(x - t)
-        return ops.select(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+        loss = ops.select(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+        return loss * w[0] if w else loss
 
     return _loss("HuberLossBackward0", "huber_loss", body, input, target, reduction,
-                 structure=(delta,))
+                 *(() if weight is None else (weight,)), structure=(delta, weight is None))
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",
