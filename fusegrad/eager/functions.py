@@ -11,6 +11,7 @@ import numpy as np
 
 from ..ir import array as A
 from . import tensor_base as TB
+from .creation import tensor
 from .out_arg import write_out
 from .tensor_math import _common, arg, op
 from .tensor_math import where as where  # fg.where: defined with the Tensor method it serves
@@ -34,7 +35,11 @@ METHOD_FUNCTIONS = (
 
 #: keyword names of ``torch.<name>`` that its Tensor method spells differently
 _KW_ALIASES = {"split": {"split_size_or_sections": "split_size"}, "dot": {"tensor": "other"},
-               "true_divide": {"divisor": "other"}}
+               "true_divide": {"divisor": "other"}, "max": {"other": "dim"},
+               "min": {"other": "dim"}}
+#: the reflected operator of ``torch.<name>(number, tensor)``
+_REFLECTED = {"add": "__radd__", "sub": "__rsub__", "mul": "__rmul__", "div": "__rtruediv__",
+              "pow": "__rpow__"}
 #: keyword arguments of ``torch.<name>`` that its Tensor method takes as ``*args``
 _KW_POSITIONAL = {"flip": "dims", "permute": "dims", "reshape": "shape"}
 
@@ -55,7 +60,12 @@ def _method_function(name: str):
             else:
                 raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
                                 f"{type(input).__name__}")
-        res = getattr(input, name)(*args, **kwargs)
+        if isinstance(input, TB.TensorBase):
+            res = getattr(input, name)(*args, **kwargs)
+        elif name in _REFLECTED and len(args) == 1 and not kwargs:  # fg.pow(2, x) is 2 ** x
+            res = getattr(args[0], _REFLECTED[name])(input)
+        else:
+            res = getattr(tensor(input), name)(*args, **kwargs)
         return res if out is None else write_out(name, out, res)
 
     f.__name__ = f.__qualname__ = name

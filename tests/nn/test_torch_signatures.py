@@ -47,7 +47,7 @@ TORCH: dict[str, str] = {
     "all": "input dim keepdim * out", "any": "input dim keepdim * out",
     "amax": "input dim keepdim * out", "amin": "input dim keepdim * out",
     "argmax": "input dim keepdim", "argmin": "input dim keepdim",
-    "max": "input dim keepdim * out", "min": "input dim keepdim * out",
+    "max": "input dim keepdim * out", "min": "input dim keepdim * out",  # and (input, other)
     "sum": "input dim keepdim * dtype", "mean": "input dim keepdim * dtype out",
     "prod": "input dim keepdim * dtype", "std": "input dim * correction keepdim out",
     "var": "input dim * correction keepdim out", "norm": "input p dim keepdim out dtype",
@@ -255,6 +255,15 @@ def test_keyword_calls_against_numpy(name, kwargs, ref):
     out = fg.empty(*got.shape, dtype=got.dtype)
     assert getattr(fg, name)(x, **kwargs, out=out) is out
     assert_close(out.numpy(), got.numpy(), "exact64")
+
+
+def test_number_first_and_other_overloads():
+    a = fg.tensor([1.0, 5.0], requires_grad=True)
+    b = fg.tensor([3.0, 2.0])
+    p = fg.pow(2, a)
+    assert p.grad_fn.name() == "PowBackward2" and p.tolist() == [2.0, 32.0]
+    assert fg.sub(1, a).tolist() == [0.0, -4.0] and fg.add(1, a, alpha=2).tolist() == [3, 11]
+    assert fg.max(a, b).tolist() == [3.0, 5.0] and fg.min(a, other=b).tolist() == [1.0, 2.0]
 
 
 def test_max_min_with_dim_return_values_and_indices():
