@@ -7,7 +7,9 @@ array([0., 0., 0.])
 """
 
 from . import (  # noqa: F401  (fills NumPy's protocol table)
+    amp,
     autograd,
+    masked,
     nn,
     numpy,
     optim,
@@ -16,6 +18,8 @@ from . import (  # noqa: F401  (fills NumPy's protocol table)
     utils,
 )
 from ._version import __version__ as __version__
+from .amp import autocast, get_float32_matmul_precision, set_float32_matmul_precision
+from .eager.dtypes import bfloat16
 from .eager.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .eager.tensor_api import __all__ as _tensor_all
 from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
@@ -81,7 +85,13 @@ __all__ = [
     "vjp",
     "vmap",
     "BatchingError",
+    "amp",
+    "autocast",
     "autograd",
+    "bfloat16",
+    "get_float32_matmul_precision",
+    "masked",
+    "set_float32_matmul_precision",
     "nn",
     "optim",
     "utils",

@@ -208,11 +208,27 @@ class Generator:
         self._rng = np.random.default_rng()
         self._lock = _forksafe.lock()
         self._seed = None
+        self._key_data = np.random.SeedSequence().generate_state(2).astype(np.int64)
+        self._key_tensor = None
+        if TB._CLASS:
+            self._key  # noqa: B018  (made now, so a jitted step finds it as existing state)
+
+    @property
+    def _key(self):
+        """The key of the numbers traced code draws (``multinomial`` under ``fg.jit``): an
+        int64 Tensor of 2 words advanced in place, so a jitted step holds it as state."""
+        if self._key_tensor is None:
+            self._key_tensor = TB.make(self._key_data)
+        return self._key_tensor
 
     def manual_seed(self, seed: int):
         with self._lock:
             self._seed = int(seed)
             self._rng = np.random.default_rng(int(seed))
+            self._key_data[...] = np.random.SeedSequence(int(seed)).generate_state(2)
+            if self._key_tensor is not None:
+                self._key_tensor._cell.value[...] = self._key_data
+                self._key_tensor._vc.n += 1
         return self
 
     def initial_seed(self) -> int | None:
@@ -247,8 +263,11 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
 
 def randint(low, high=None, size=(), *, generator=None, dtype=None, device=None,
             requires_grad: bool = False):
+    """Integers uniform in [low, high); ``randint(high, size)`` draws from [0, high)."""
     _cpu(device)
-    if high is None:
+    if isinstance(high, tuple | list) or (high is None and size != ()):
+        low, high, size = 0, low, (size if high is None else high)
+    elif high is None:
         low, high = 0, low
     data = _rng(generator).integers(low, high, _shape((size,))).astype(_dt(dtype, D.int64))
     return _finish(TB.make(data), requires_grad)

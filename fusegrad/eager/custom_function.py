@@ -120,7 +120,8 @@ class BackwardCFunction(Node, FunctionCtx):
 
 class Function:
     """Subclass with static ``forward(ctx, *args)`` and ``backward(ctx, *grads)``; call
-    ``.apply(*args)``."""
+    ``.apply(*args)``. The node is ``<Class>Backward`` (a ``_node_name`` class attribute,
+    used by fusegrad's own nodes, overrides it)."""
 
     @staticmethod
     def forward(ctx, *args, **kwargs):
@@ -144,7 +145,8 @@ class Function:
         from ..ir.bind import aval
 
         needs = tuple(isinstance(a, TB.TensorBase) and a._rg and _mode.grad for a in args)
-        ctx = node_class(f"{cls.__name__}Backward", BackwardCFunction)(cls, needs)
+        name = getattr(cls, "_node_name", None) or f"{cls.__name__}Backward"
+        ctx = node_class(name, BackwardCFunction)(cls, needs)
         with no_grad(), dual.suspended():
             if cls.setup_context is Function.setup_context:
                 outputs = cls.forward(ctx, *args, **kwargs)

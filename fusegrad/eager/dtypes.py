@@ -80,6 +80,37 @@ bool = dtype("bool", np.bool_)
 complex64 = cfloat = dtype("complex64", np.complex64)
 complex128 = cdouble = dtype("complex128", np.complex128)
 
+class _NameOnly(dtype):
+    """A PyTorch dtype NumPy has no type for (``bfloat16``): it can be named (a dtype
+    table, ``autocast(dtype=...)``) and compared, but no Tensor can hold it."""
+
+    __slots__ = ()
+
+    def __init__(self, name: str):
+        self._name = name
+
+    @property
+    def _np(self):
+        raise TypeError(f"fusegrad Tensors cannot hold {self._name}: NumPy has no "
+                        f"{self._name} type; use float32 (or float16)")
+
+    is_floating_point = property(lambda self: True)
+    is_complex = property(lambda self: False)
+    is_signed = property(lambda self: True)
+    itemsize = property(lambda self: 2)
+
+    def __eq__(self, other):
+        return self is other
+
+    def __hash__(self):
+        return hash(self._name)
+
+    def __reduce__(self):
+        return self._name  # pickled as the module attribute of that name
+
+
+bfloat16 = _NameOnly("bfloat16")
+
 _BY_NP = {d._np: d for d in (float16, float32, float64, uint8, int8, int16, int32, int64, bool,
                              complex64, complex128)}
 _BY_NAME = {d._name: d for d in _BY_NP.values()}

@@ -11,6 +11,8 @@ import numpy as np
 
 from ..ir import array as A
 from . import tensor_base as TB
+from .creation import tensor
+from .out_arg import write_out
 from .tensor_math import _common, arg, op
 from .tensor_math import where as where  # fg.where: defined with the Tensor method it serves
 
@@ -31,8 +33,26 @@ METHOD_FUNCTIONS = (
 )  # fmt: skip
 
 
+#: keyword names of ``torch.<name>`` that its Tensor method spells differently
+_KW_ALIASES = {"split": {"split_size_or_sections": "split_size"}, "dot": {"tensor": "other"},
+               "true_divide": {"divisor": "other"}, "max": {"other": "dim"},
+               "min": {"other": "dim"}}
+#: the reflected operator of ``torch.<name>(number, tensor)``
+_REFLECTED = {"add": "__radd__", "sub": "__rsub__", "mul": "__rmul__", "div": "__rtruediv__",
+              "pow": "__rpow__"}
+#: keyword arguments of ``torch.<name>`` that its Tensor method takes as ``*args``
+_KW_POSITIONAL = {"flip": "dims", "permute": "dims", "reshape": "shape"}
+
+
 def _method_function(name: str):
-    def f(input, *args, **kwargs):
+    aliases = _KW_ALIASES.get(name, {})
+    varargs = _KW_POSITIONAL.get(name)
+
+    def f(input, *args, out=None, **kwargs):
+        for k in aliases.keys() & kwargs.keys():
+            kwargs[aliases[k]] = kwargs.pop(k)
+        if varargs in kwargs:
+            args = (kwargs.pop(varargs), *args)
         if not isinstance(input, TB.TensorBase):
             if name in ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "atan2") and \
                     args and isinstance(args[0], TB.TensorBase):
@@ -40,10 +60,17 @@ def _method_function(name: str):
             else:
                 raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
                                 f"{type(input).__name__}")
-        return getattr(input, name)(*args, **kwargs)
+        if isinstance(input, TB.TensorBase):
+            res = getattr(input, name)(*args, **kwargs)
+        elif name in _REFLECTED and len(args) == 1 and not kwargs:  # fg.pow(2, x) is 2 ** x
+            res = getattr(args[0], _REFLECTED[name])(input)
+        else:
+            res = getattr(tensor(input), name)(*args, **kwargs)
+        return res if out is None else write_out(name, out, res)
 
     f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"``fusegrad.{name}(input, ...)`` is ``input.{name}(...)`` (PyTorch's function)."
+    f.__doc__ = (f"``fusegrad.{name}(input, ..., out=None)`` is ``input.{name}(...)`` (PyTorch's "
+                 "function); ``out=`` as in PyTorch (``out_arg``).")
     return f
 
 
@@ -51,18 +78,19 @@ for _name in METHOD_FUNCTIONS:
     globals()[_name] = _method_function(_name)
 
 
-def cat(tensors, dim: int = 0):
+def cat(tensors, dim: int = 0, *, out=None):
     """Join tensors along an existing dimension."""
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
-    return op("cat", lambda: A.concatenate(_common(tensors), axis=dim))
+    res = op("cat", lambda: A.concatenate(_common(tensors), axis=dim))
+    return res if out is None else write_out("cat", out, res)
 
 
 concat = concatenate = cat
 
 
-def stack(tensors, dim: int = 0):
+def stack(tensors, dim: int = 0, *, out=None):
     """Join tensors along a new dimension."""
     tensors = list(tensors)
     if not tensors:
@@ -74,8 +102,9 @@ def stack(tensors, dim: int = 0):
                                f"and {list(arg(t).shape)}")
     d = TB._norm_dim(dim, len(shape) + 1)
     new = shape[:d] + (1,) + shape[d:]
-    return op("stack", lambda: A.concatenate([A.reshape(t, new) for t in _common(tensors)],
-                                             axis=d))
+    res = op("stack", lambda: A.concatenate([A.reshape(t, new) for t in _common(tensors)],
+                                            axis=d))
+    return res if out is None else write_out("stack", out, res)
 
 
 def numel(input) -> int:

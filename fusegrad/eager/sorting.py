@@ -21,6 +21,7 @@ from ..ir import ops
 from . import dtypes as D
 from .creation import zeros
 from .names import NAMES
+from .out_arg import write_out
 from .tensor import Tensor
 from .tensor_inplace import inplace
 from .tensor_math import op
@@ -56,13 +57,15 @@ def argsort(input, dim: int = -1, descending: bool = False, *, stable: bool = Fa
     return op("argsort", lambda: ops.argsort(key, axis=d))
 
 
-def sort(input, dim: int = -1, descending: bool = False, *, stable: bool = False):
+def sort(input, dim: int = -1, descending: bool = False, *, stable: bool = False, out=None):
     """``(values, indices)`` sorted along ``dim``; differentiable in ``values``."""
     if input.ndim == 0:
-        return sort_result(input.clone(), zeros((), dtype=D.int64))
-    d = _dim(dim, input.ndim)
-    indices = argsort(input, d, descending)
-    return sort_result(op("sort", lambda: _take_along(input, indices, d)), indices)
+        res = sort_result(input.clone(), zeros((), dtype=D.int64))
+    else:
+        d = _dim(dim, input.ndim)
+        indices = argsort(input, d, descending)
+        res = sort_result(op("sort", lambda: _take_along(input, indices, d)), indices)
+    return res if out is None else write_out("sort", out, res)
 
 
 def _take_along(x, idx, d: int):

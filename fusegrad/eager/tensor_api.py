@@ -62,6 +62,7 @@ from .grad_mode import (
 from .inplace_functions import *  # noqa: F403
 from .inplace_functions import INPLACE_FUNCTIONS
 from .post_accumulate import register_post_accumulate_grad_hook as _post_accumulate  # noqa: F401
+from .selection import multinomial, topk
 from .sorting import argsort, sort
 from .tensor import (
     BoolTensor,
@@ -74,11 +75,13 @@ from .tensor import (
     Tensor,
 )
 from .tensor_base import Size
+from .triangles import tril, triu
 
 pi, e, inf, nan = math.pi, math.e, math.inf, math.nan
 
 __all__ = [
-    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "argsort", "diagonal", "sort",
+    *_creation_all, *METHOD_FUNCTIONS, *INPLACE_FUNCTIONS, "argsort", "diagonal",
+    "multinomial", "sort", "topk", "tril", "triu",
     "BoolTensor", "ByteTensor", "DoubleTensor", "FloatTensor", "HalfTensor",
     "IntTensor", "LongTensor", "Size", "Tensor", "bool", "broadcast_tensors", "cat", "concat",
     "concatenate", "double", "dtype", "enable_grad", "float", "float16", "float32", "float64",

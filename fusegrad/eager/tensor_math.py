@@ -21,6 +21,7 @@ from . import fast, replay
 from . import tensor_base as TB
 from .creation import from_numpy, tensor
 from .names import NAMES
+from .out_arg import write_out
 from .record import operation
 from .recorded import OpNode, scalar_edges
 
@@ -63,7 +64,7 @@ def _common(tensors):
     return [cast(t, dt) for t in tensors]
 
 
-def where(condition, input=None, other=None):
+def where(condition, input=None, other=None, *, out=None):
     """``input`` where ``condition`` is true, else ``other``; with one argument, the indices
     of the nonzero elements (a tuple of int64 tensors)."""
     if input is None and other is None:
@@ -72,7 +73,8 @@ def where(condition, input=None, other=None):
     condition = arg(condition)
     if condition._data.dtype != np.bool_:
         condition = ops.ne(condition, 0)
-    return op("where", lambda: ops.select(condition, *_common([input, other])))
+    res = op("where", lambda: ops.select(condition, *_common([input, other])))
+    return res if out is None else write_out("where", out, res)
 
 
 def to_float(x):
@@ -421,8 +423,12 @@ class TensorMath:
     def ceil(self):
         return ops.ceil(self)
 
-    def round(self):
-        return ops.round(self)
+    def round(self, *, decimals: int = 0):
+        """Round half to even; ``decimals`` digits after the point (negative: before)."""
+        if not decimals:
+            return ops.round(self)
+        scale = 10.0 ** decimals
+        return ops.round(to_float(self) * scale) / scale
 
     def atan2(self, other):
         return binary("atan2", "atan2", to_float(self), other)

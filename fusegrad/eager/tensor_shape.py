@@ -263,8 +263,9 @@ class TensorShape:
         d = _dim(dim, self.ndim)
         return op("index_select", lambda: ops.take(self, _index_arg(index), axis=d))
 
-    def gather(self, dim: int, index):
-        """``out[i][j] = self[index[i][j]][j]`` (dim 0) and likewise for other dims."""
+    def gather(self, dim: int, index, *, sparse_grad: bool = False):
+        """``out[i][j] = self[index[i][j]][j]`` (dim 0) and likewise for other dims
+        (``sparse_grad`` is accepted; the gradient is always dense)."""
         index = _index_arg(index)
         d = _dim(dim, self.ndim)
         s = tuple(self.shape)

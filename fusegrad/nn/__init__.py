@@ -16,7 +16,7 @@ Sequential(
 )
 """
 
-from . import functional, init
+from . import functional, init, parallel, utils
 from .layers import Linear, ReLU, Sequential, Sigmoid, Tanh
 from .layers_conv import (
     AvgPool1d,
@@ -55,6 +55,7 @@ from .loss_extra import (
     SmoothL1Loss,
 )
 from .module import Module
+from .parallel import DataParallel
 from .parameter import Parameter
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "Conv1d",
     "Conv2d",
     "CrossEntropyLoss",
+    "DataParallel",
     "Dropout",
     "Embedding",
     "Flatten",
@@ -99,4 +101,6 @@ __all__ = [
     "Unflatten",
     "functional",
     "init",
+    "parallel",
+    "utils",
 ]

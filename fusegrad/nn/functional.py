@@ -24,6 +24,7 @@ from ..eager.tensor_base import TensorBase
 from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
+from ._node import check_weight, legacy_reduction
 
 __all__ = ["cross_entropy", "erf", "gelu", "linear", "log_sigmoid", "log_softmax", "logsumexp",
            "mse_loss", "nll_loss", "relu", "sigmoid", "softmax", "softplus"]
@@ -33,20 +34,28 @@ def _f(x):
     return A.to_float(A.asarray(x) if not A.is_weak(x) else x)
 
 
-def sigmoid(x):
+def sigmoid(input):
     """1 / (1 + exp(-x)), the ``logistic`` op (exact in both tails)."""
-    return ops.logistic(_f(x))
+    return ops.logistic(_f(input))
 
 
-def relu(x):
-    """max(x, 0) with relu'(0) = 0 (PyTorch's convention); NaN stays NaN (as np.maximum)."""
-    x = A.asarray(x)
+def relu(input, inplace: bool = False):
+    """max(x, 0) with relu'(0) = 0 (PyTorch's convention); NaN stays NaN (as np.maximum).
+    ``inplace=True`` on a Tensor is ``input.relu_()``."""
+    if inplace and isinstance(input, TensorBase):
+        return input.relu_()
+    x = A.asarray(input)
     return ops.select(x <= 0, 0, x)
 
 
-def softplus(x):
-    """log(1 + exp(x)) = logaddexp(x, 0): no overflow for large x, smooth also at 0."""
-    return A.logaddexp(_f(x), 0)
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    """log(1 + exp(beta x)) / beta = logaddexp(beta x, 0) / beta (no overflow, smooth at 0);
+    ``x`` itself where ``beta x > threshold``, as PyTorch."""
+    x = _f(input)
+    if beta == 1.0 and threshold >= 20.0:  # logaddexp already equals x beyond the threshold
+        return A.logaddexp(x, 0)
+    bx = x * beta
+    return ops.select(bx > threshold, x, A.logaddexp(bx, 0) * (1.0 / beta))
 
 
 def log_sigmoid(x):
@@ -59,9 +68,9 @@ def erf(x):
     return ops.erf(_f(x))
 
 
-def gelu(x, approximate: bool | str = False):
-    """x * Phi(x); ``approximate=True`` or ``"tanh"`` uses the tanh form, as PyTorch."""
-    x = _f(x)
+def gelu(input, approximate: bool | str = "none"):
+    """x * Phi(x); ``approximate="tanh"`` (or True) uses the tanh form, as PyTorch."""
+    x = _f(input)
     if approximate in (True, "tanh"):
         c = math.sqrt(2.0 / math.pi)
         return 0.5 * x * (1 + ops.tanh(c * (x + 0.044715 * x * x * x)))
@@ -90,17 +99,48 @@ def logsumexp(x, axis=None, keepdims: bool = False):
                                 if i not in A.norm_axes(axis, A.ndim(x))))
 
 
-def softmax(x, axis=-1):
-    """exp(x) / sum(exp(x)) over ``axis``, computed from x - max(x)."""
-    x = _f(x)
-    e = ops.exp(x - _stable_max(x, axis))
-    return e / A.sum(e, axis, keepdims=True)
+def softmax(input, dim=None, _stacklevel: int = 3, dtype=None, *, axis=None):
+    """exp(x) / sum(exp(x)) over ``dim`` (or ``axis``, NumPy's name), computed from
+    x - max(x); ``dtype`` casts the input first (PyTorch's signature).
+
+    On a Tensor it is ``input.softmax(dim)`` (one ``SoftmaxBackward0`` node); without
+    ``dim`` a Tensor gets PyTorch's implicit choice (dim 0 for 0-, 1- and 3-d inputs,
+    else 1, with its warning) and an array or traced value gets the last axis.
+    """
+    x, dim = _softmax_args("softmax", input, dim, dtype, axis, _stacklevel)
+    if isinstance(x, TensorBase):
+        return x.softmax(dim)
+    e = ops.exp(x - _stable_max(x, dim))
+    return e / A.sum(e, dim, keepdims=True)
 
 
-def log_softmax(x, axis=-1):
-    """x - logsumexp(x) over ``axis``."""
-    x = _f(x)
+def log_softmax(input, dim=None, _stacklevel: int = 3, dtype=None, *, axis=None):
+    """x - logsumexp(x) over ``dim`` (or ``axis``); arguments as ``softmax``."""
+    x, dim = _softmax_args("log_softmax", input, dim, dtype, axis, _stacklevel)
+    if isinstance(x, TensorBase):
+        return x.log_softmax(dim)
+    return _log_softmax(x, dim)
+
+
+def _log_softmax(x, axis):
+    """log_softmax written with ops (the body the loss composites record)."""
     return x - logsumexp(x, axis, keepdims=True)
+
+
+def _softmax_args(fn: str, input, dim, dtype, axis, stacklevel: int):
+    if dim is not None and axis is not None:
+        raise TypeError(f"{fn}(): got both dim={dim} and axis={axis}; pass one of them")
+    dim = axis if dim is None else dim
+    if isinstance(input, TensorBase):
+        x = input if dtype is None else input.to(dtype)
+        if dim is None:
+            warnings.warn(f"Implicit dimension choice for {fn} has been deprecated. Change the "
+                          "call to include dim=X as an argument.", UserWarning,
+                          stacklevel=stacklevel)
+            dim = 0 if x.ndim in (0, 1, 3) else 1
+        return x, dim
+    x = _f(input) if dtype is None else A.astype(A.asarray(input), np.dtype(dtype))
+    return x, -1 if dim is None else dim
 
 
 # --- linear map and losses (PyTorch's torch.nn.functional) -----------------------------
@@ -154,12 +194,15 @@ def _check_reduction(fn: str, reduction) -> None:
                          f"{', '.join(map(repr, _REDUCTIONS))}")
 
 
-def mse_loss(input, target, reduction: str = "mean"):
-    """The squared error ``(input - target) ** 2``, averaged (default), summed or not reduced.
+def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+             weight=None):
+    """The squared error ``(input - target) ** 2`` (times ``weight``, of the input's shape),
+    averaged over the elements (default), summed or not reduced.
 
     As PyTorch, a target whose shape differs from the input's is broadcast
     with a UserWarning (usually a mistake, e.g. (N,) against (N, 1)).
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction("mse_loss", reduction)
     if tuple(A.shape(input)) != tuple(A.shape(target)):
         warnings.warn(f"Using a target size ({list(A.shape(target))}) that is different to the "
@@ -167,11 +210,14 @@ def mse_loss(input, target, reduction: str = "mean"):
                       "results due to broadcasting. Please ensure they have the same size.",
                       UserWarning, stacklevel=2)
 
-    def f(x, y):
-        d = x - y
-        return _reduce(d * d, reduction)
+    check_weight(input, weight)
 
-    return _named("MseLossBackward0", f, input, target, structure=("mse", reduction))
+    def f(x, y, *w):
+        d = x - y
+        return _reduce(d * d * w[0] if w else d * d, reduction)
+
+    return _named("MseLossBackward0", f, input, target, *(() if weight is None else (weight,)),
+                  structure=("mse", reduction, weight is None))
 
 
 def _class_dim(fn: str, shape) -> int:
@@ -198,7 +244,8 @@ def _check_targets(fn: str, target, n_classes: int, ignore_index: int) -> None:
                          f"{ignore_index})")
 
 
-def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
+def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = -100,
+             reduce=None, reduction: str = "mean"):
     """The negative log-likelihood of integer class ``target`` under log-probabilities ``input``.
 
     ``input`` is (N, C, d1, ...) or (C,), ``target`` the same without the class
@@ -206,6 +253,7 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
     ``ignore_index`` contribute nothing; ``"mean"`` divides by the summed
     weights of the counted targets (PyTorch's weighted mean).
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction("nll_loss", reduction)
     shape, tshape = tuple(A.shape(input)), tuple(A.shape(target))
     cdim = _class_dim("nll_loss", shape)
@@ -242,29 +290,60 @@ def nll_loss(input, target, weight=None, ignore_index: int = -100, reduction: st
                   structure=("nll", ignore_index, reduction))
 
 
-def cross_entropy(input, target, weight=None, ignore_index: int = -100,
-                  reduction: str = "mean"):
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
+                  reduce=None, reduction: str = "mean", label_smoothing: float = 0.0):
     """``nll_loss(log_softmax(input, class_dim), target)``, stable for any logits.
 
     ``target`` holds integer class indices (shape of the input without its
     class dimension 1), or class probabilities (a floating target of the
     input's shape; ``ignore_index`` does not apply), as in PyTorch.
+    ``label_smoothing=e`` mixes the target with the uniform distribution:
+    ``(1 - e) * loss + e * mean over classes of -log p`` (weighted as PyTorch).
     """
+    reduction = legacy_reduction(size_average, reduce, reduction)
     _check_reduction("cross_entropy", reduction)
+    eps = float(label_smoothing)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be in [0, 1], got {eps}")
     shape, tshape = tuple(A.shape(input)), tuple(A.shape(target))
     cdim = _class_dim("cross_entropy", shape)
     if np.dtype(A.dtype(target)).kind == "f" and tshape == shape:
+        if eps:
+            target = target * (1.0 - eps) + eps / shape[cdim]
         return _soft_cross_entropy(input, target, weight, cdim, reduction)
-    logp = _named("LogSoftmaxBackward0", lambda x: log_softmax(x, cdim), input,
+    logp = _named("LogSoftmaxBackward0", lambda x: _log_softmax(x, cdim), input,
                   structure=("log_softmax", cdim))
-    return nll_loss(logp, target, weight, ignore_index, reduction)
+    loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
+    if not eps:
+        return loss
+    return loss * (1.0 - eps) + _smoothing(logp, target, weight, ignore_index, reduction,
+                                           cdim) * eps
+
+
+def _smoothing(logp, target, weight, ignore_index: int, reduction: str, cdim: int):
+    """The uniform-target part of a label-smoothed cross-entropy over class indices."""
+    shape = tuple(A.shape(logp))
+    n = shape[cdim]
+    wshape = tuple(n if i == cdim else 1 for i in range(len(shape)))
+    w = None if weight is None else A.reshape(weight, wshape)
+    valid = ops.ne(target, ignore_index)
+    per = A.sum(logp if w is None else logp * w, cdim) * (-1.0 / n)
+    per = ops.select(valid, per, 0)
+    if reduction != "mean":
+        return _reduce(per, reduction)
+    if w is None:
+        return A.sum(per) / A.sum(A.astype(valid, A.dtype(logp)))
+    t = A.reshape(A.astype(target, np.int64), shape[:cdim] + (1,) + shape[cdim + 1:])
+    onehot = ops.eq(t, A.reshape(ops.iota(n=n, dtype="i64"), wshape))
+    wt = ops.select(valid, A.sum(ops.select(onehot, w, 0), cdim), 0)
+    return A.sum(per) / A.sum(wt)
 
 
 def _soft_cross_entropy(input, target, weight, cdim: int, reduction: str):
     wshape = tuple(A.shape(input)[cdim] if i == cdim else 1 for i in range(len(A.shape(input))))
 
     def f(x, t, *w):
-        prod = log_softmax(x, cdim) * t
+        prod = _log_softmax(x, cdim) * t
         if w:
             prod = prod * A.reshape(w[0], wshape)
         return _reduce(-A.sum(prod, cdim), reduction)
@@ -274,6 +353,8 @@ def _soft_cross_entropy(input, target, weight, cdim: int, reduction: str):
                   structure=("soft_cross_entropy", cdim, reduction))
 
 
+from .attention import *  # noqa: E402,F403  (scaled_dot_product_attention)
+from .attention import __all__ as _attention_all  # noqa: E402
 from .functional_conv import *  # noqa: E402,F403  (conv1d/2d/3d, max/avg pooling)
 from .functional_conv import __all__ as _conv_all  # noqa: E402
 from .functional_loss import *  # noqa: E402,F403  (bce, l1, smooth l1, huber, kl_div)
@@ -281,4 +362,4 @@ from .functional_loss import __all__ as _loss_all  # noqa: E402
 from .functional_norm import *  # noqa: E402,F403  (layer/batch norm, dropout, embedding)
 from .functional_norm import __all__ as _norm_all  # noqa: E402
 
-__all__ += [*_conv_all, *_loss_all, *_norm_all]
+__all__ += [*_attention_all, *_conv_all, *_loss_all, *_norm_all]

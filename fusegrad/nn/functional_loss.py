@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ir import array as A
 from ..ir import ops
-from ._node import check_reduction, named
+from ._node import check_reduction, check_weight, legacy_reduction, named
 from ._node import reduce as reduced
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "huber_loss",
@@ -29,8 +29,10 @@ def _loss(name: str, fn: str, body, input, target, reduction, *extra, structure=
     return named(name, f, input, target, *extra, structure=(fn, reduction, *structure))
 
 
-def binary_cross_entropy(input, target, weight=None, reduction: str = "mean"):
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction: str = "mean"):
     """``-(t log x + (1 - t) log(1 - x))`` with both logs clamped at -100, as PyTorch."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
 
     def body(x, t, *w):
         lx = ops.maximum(ops.log(x), -100.0)
@@ -47,9 +49,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      reduce=None, reduction: str = "mean", pos_weight=None):
     """``-(pos_weight t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``, computed as
     ``(1 - t) x + (1 + (pos_weight - 1) t) softplus(-x)`` (finite for any logits)."""
-    if size_average is not None or reduce is not None:
-        raise TypeError("binary_cross_entropy_with_logits: size_average and reduce are "
-                        "deprecated; use reduction")
+    reduction = legacy_reduction(size_average, reduce, reduction)
 
     def body(x, t, *e):
         e = list(e)
@@ -66,14 +66,25 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                  structure=(weight is None, pos_weight is None))
 
 
-def l1_loss(input, target, reduction: str = "mean"):
-    """``|input - target|`` (gradient 0 where they are equal, as PyTorch's)."""
+def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+            weight=None):
+    """``|input - target|`` (times ``weight``; gradient 0 where they are equal, as PyTorch's)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
+    check_weight(input, weight)
+
+    def body(x, t, *w):
+        d = ops.abs(x - t)
+        return d * w[0] if w else d
+
     return _loss("L1LossBackward0" if reduction == "none" else "MeanBackward0", "l1_loss",
-                 lambda x, t: ops.abs(x - t), input, target, reduction)
+                 body, input, target, reduction, *(() if weight is None else (weight,)),
+                 structure=(weight is None,))
 
 
-def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean",
+                   beta: float = 1.0):
     """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``beta=0``: L1)."""
+    reduction = legacy_reduction(size_average, reduce, reduction)
     beta = float(beta)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -88,18 +99,20 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0):
                  structure=(beta,))
 
 
-def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0):
-    """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)``."""
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
+    """``0.5 d**2`` where ``|d| < delta``, else ``delta (|d| - 0.5 delta)`` (times ``weight``)."""
     delta = float(delta)
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
+    check_weight(input, weight)
 
-    def body(x, t):
+    def body(x, t, *w):
         d = ops.abs(x - t)
-        return ops.select(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+        loss = ops.select(d < delta, d * d * 0.5, (d - 0.5 * delta) * delta)
+        return loss * w[0] if w else loss
 
     return _loss("HuberLossBackward0", "huber_loss", body, input, target, reduction,
-                 structure=(delta,))
+                 *(() if weight is None else (weight,)), structure=(delta, weight is None))
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean",
@@ -107,8 +120,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     """``target * (log(target) - input)`` pointwise, ``input`` being log-probabilities
     (0 where ``target`` is 0); ``log_target``: ``exp(target) * (target - input)``.
     ``"batchmean"`` divides the sum by the batch size (PyTorch's recommended reduction)."""
-    if size_average is not None or reduce is not None:
-        raise TypeError("kl_div: size_average and reduce are deprecated; use reduction")
+    reduction = legacy_reduction(size_average, reduce, reduction)
     check_reduction("kl_div", reduction, ("mean", "sum", "none", "batchmean"))
     batch = A.shape(input)[0] if A.ndim(input) else 1
 

@@ -3,8 +3,8 @@
 Where a seed and PyTorch disagree PyTorch wins (the seed's ``arrange`` is
 ``arange``; ``y + 3`` prints ``AddBackward0``; a detached path leaves
 ``x.grad`` None). Values from random numbers are checked by relation.
-DataParallel is out of scope, so the snippets that wrap a model in it run with a
-list of parameters; the disk hooks run with NumPy files and with ``fg.save``/``fg.load``.
+The snippet that wraps a model in ``nn.DataParallel`` runs with fusegrad's
+one-process wrapper; the disk hooks run with NumPy files and with ``fg.save``/``fg.load``.
 """
 
 from __future__ import annotations
@@ -237,9 +237,12 @@ def test_seed_003_saved_tensors_on_disk(tmp_path):
 
     pack_hook, unpack_hook = _disk_hooks(str(tmp_path), _np_save, _np_load, threshold=1000)
 
-    def forward(inp):  # the seed's Model.forward, without nn.Module / DataParallel
-        with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
-            return (inp * inp).sum() + (inp.exp() * 2).sum()
+    class Model(torch.nn.Module):  # the seed's model, wrapped in DataParallel as there
+        def forward(self, inp):
+            with torch.autograd.graph.saved_tensors_hooks(pack_hook, unpack_hook):
+                return (inp * inp).sum() + (inp.exp() * 2).sum()
+
+    forward = torch.nn.DataParallel(Model())
 
     big = torch.randn(2000, requires_grad=True)
     small = torch.randn(10, requires_grad=True)

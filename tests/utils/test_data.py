@@ -159,3 +159,15 @@ def test_random_sampler_with_replacement():
     s = RandomSampler(range(4), num_samples=10, generator=fg.Generator().manual_seed(3))
     draws = list(s)
     assert len(draws) == 10 and sorted(draws[:4]) == [0, 1, 2, 3]
+
+
+def test_random_sampler_with_replacement_draws_lazily():
+    """minGPT's trainer samples 1e10 indices with replacement: drawn as iterated."""
+    ds = TensorDataset(fg.arange(10))
+    sampler = RandomSampler(ds, replacement=True, num_samples=int(1e10))
+    assert len(sampler) == int(1e10)
+    it = iter(DataLoader(ds, sampler=sampler, batch_size=4, pin_memory=True))
+    for _ in range(20):
+        (batch,) = next(it)
+        assert tuple(batch.shape) == (4,) and int(batch.min()) >= 0 and int(batch.max()) < 10
+    assert len(list(RandomSampler(ds, replacement=True, num_samples=70))) == 70

@@ -51,8 +51,10 @@ class RandomSampler(Sampler):
     def __iter__(self):
         n = len(self.data_source)
         g = _child_generator(self.generator)
-        if self.replacement:
-            yield from randint(0, n, (self.num_samples,), generator=g).tolist()
+        if self.replacement:  # in chunks of 32, as PyTorch: num_samples may be huge (1e10)
+            for _ in range(self.num_samples // 32):
+                yield from randint(0, n, (32,), generator=g).tolist()
+            yield from randint(0, n, (self.num_samples % 32,), generator=g).tolist()
             return
         for _ in range(self.num_samples // n):
             yield from randperm(n, generator=g).tolist()
