@@ -26,5 +26,5 @@ class AdamW(Adam):
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
         factor = 1 - group["lr"] * group["weight_decay"]
-        p.mul_(factor.to(p.dtype) if H.traced(factor) else factor)
+        H.scale_(p, factor)
         self._adam(p, g, group)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import _fused as F
 from . import _hyper as H
 from .optimizer import Optimizer
 
@@ -18,6 +19,8 @@ class SGD(Optimizer):
             g = g + momentum * b if nesterov else b
         p = p - lr * g
 
+    Each step rounds as PyTorch's single-tensor (``foreach=False``) code does (see
+    ``_fused``): float32 parameters get the same bits as there, given the same gradients.
     Parameters whose ``grad`` is None are skipped. ``lr`` defaults to 1e-3 as
     in PyTorch 2. The momentum buffer is ``state[p]["momentum_buffer"]``.
     """
@@ -39,7 +42,8 @@ class SGD(Optimizer):
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
-            g = g.add(p, alpha=group["weight_decay"])
+            g = g.clone()
+            F.add_(g, p, group["weight_decay"])
         momentum = group["momentum"]
         if H.nonzero(momentum):
             state = self.state[p]
@@ -47,6 +51,11 @@ class SGD(Optimizer):
             if buf is None:
                 buf = state["momentum_buffer"] = g.detach().clone()
             else:
-                H.scale_(buf, momentum).add_(g, alpha=1 - group["dampening"])
-            g = H.plus_scaled(g, buf, momentum) if group["nesterov"] else buf
-        H.add_scaled(p, g, -group["lr"])
+                H.scale_(buf, momentum)
+                F.add_(buf, g, 1 - group["dampening"])
+            if group["nesterov"]:
+                g = g.clone()
+                F.add_(g, buf, momentum)
+            else:
+                g = buf
+        F.add_(p, g, -group["lr"])
