@@ -19,7 +19,8 @@ compiling the jitted step takes minutes today.
 The command re-runs itself in a process with one thread everywhere (the variables in
 ``run.ONE_THREAD_ENV``, ``torch.set_num_threads(1)``, pinned to CPU 0 with ``taskset``
 when it works) unless ``--in-process`` is given. ``--profile`` prints where fusegrad's
-eager step spends its time (cProfile).
+eager step spends its time: each part of the step and single operations at the
+model's sizes against PyTorch, then cProfile's view.
 """
 
 from __future__ import annotations
@@ -149,9 +150,68 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: (category, file suffix, function name): cumulative time of these calls, in step order
+PROFILE_PARTS = (
+    ("forward (all)", "gpt_model.py", "forward:GPT"),
+    ("  layer norm (5)", "layers_conv.py", "forward:LayerNorm"),
+    ("  attention block (2; its linears included)", "gpt_model.py",
+     "forward:CausalSelfAttention"),
+    ("    softmax (2)", "tensor_reduce.py", "softmax"),
+    ("  linear layers (9, all)", "layers.py", "forward:Linear"),
+    ("  GELU (2)", "layers_misc.py", "forward:GELU"),
+    ("  cross-entropy", "functional.py", "cross_entropy"),
+    ("  embeddings (2)", "layers_conv.py", "forward:Embedding"),
+    ("backward", "engine.py", "backward"),
+    ("gradient clipping (29 norms)", "gpt_model.py", "clip_grad_norm"),
+    ("AdamW step (29 tensors)", "optimizer.py", "step"),
+    ("zero_grad", "optimizer.py", "zero_grad"),
+)
+
+
+def _native(key) -> bool:
+    """A C function doing the arithmetic (NumPy, BLAS) rather than Python bookkeeping."""
+    file, _, name = key
+    return file == "~" and any(w in name for w in ("numpy", "ufunc", "ndarray", "matmul", "dot"))
+
+
+def breakdown(stats: pstats.Stats, steps: int) -> str:
+    """Milliseconds per step by part of the step, and native (NumPy/BLAS) vs Python time."""
+    table = stats.stats  # (file, line, name) -> (calls, prim calls, tottime, cumtime, callers)
+    total = max(v[3] for v in table.values())
+    lines = ["| part of fusegrad's eager step | ms/step | share |", "|---|---|---|"]
+    for label, suffix, name in PROFILE_PARTS:
+        fn, _, cls = name.partition(":")
+        cum = 0.0
+        for (file, line, func), v in table.items():
+            if func == fn and file.endswith(suffix) and (not cls or _defines(file, line, cls)):
+                cum += v[3]
+        lines.append(f"| {label} | {cum / steps * 1e3:.1f} | {cum / total:.0%} |")
+    native = sum(v[2] for k, v in table.items() if _native(k))
+    ops = sum(v[0] for k, v in table.items() if k[0].endswith("bind.py") and k[2] == "bind")
+    lines.append(f"| NumPy functions called by name (not operators/ufuncs, which count as "
+                 f"their caller's time) | {native / steps * 1e3:.1f} | {native / total:.0%} |")
+    lines.append(f"| IR ops bound per step (each one eager operation's dispatch) | "
+                 f"{ops / steps:.0f} ops | |")
+    lines.append(f"| whole step (under cProfile) | {total / steps * 1e3:.1f} | 100% |")
+    return "\n".join(lines)
+
+
+def _defines(file: str, line: int, cls: str) -> bool:
+    """Whether the function at ``file:line`` is a method of class ``cls`` (the nearest
+    ``class`` statement above it)."""
+    try:
+        text = Path(file).read_text().splitlines()[:line]
+    except OSError:
+        return False
+    for row in reversed(text):
+        if row.startswith("    class ") or row.startswith("class "):
+            return row.split("class ", 1)[1].startswith(cls)
+    return False
+
+
 def profile_eager(steps: int = 30, top: int = 25) -> str:
-    """cProfile of fusegrad's eager step (after 3 warm-up steps): the functions with the
-    most cumulative and own time."""
+    """cProfile of fusegrad's eager step (after 3 warm-up steps): time per part of the
+    step, then the functions with the most cumulative and own time."""
     r = Runner("fusegrad", 64)
     for _ in range(3):
         r.step()
@@ -164,7 +224,80 @@ def profile_eager(steps: int = 30, top: int = 25) -> str:
     stats = pstats.Stats(prof, stream=out)
     stats.sort_stats("cumulative").print_stats(top)
     stats.sort_stats("tottime").print_stats(top)
-    return out.getvalue()
+    return breakdown(stats, steps) + "\n" + out.getvalue()
+
+
+def phases(impl: str, steps: int = 20) -> dict[str, float]:
+    """Median milliseconds of each part of an eager step (no profiler)."""
+    lib = _lib(impl)
+    model, opt = G.build(lib, seed=0)
+    times: dict[str, list[float]] = {k: [] for k in ("forward", "backward", "clip", "step")}
+    for i in range(steps + 3):
+        x, y = G.batch(lib, i)
+        t0 = time.perf_counter()
+        opt.zero_grad()
+        loss = model(x, y)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        G.clip_grad_norm(lib, model.parameters(), 1.0)
+        t3 = time.perf_counter()
+        opt.step()
+        t4 = time.perf_counter()
+        if i >= 3:
+            for k, (a, b) in zip(times, ((t0, t1), (t1, t2), (t2, t3), (t3, t4))):
+                times[k].append((b - a) * 1e3)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def composites(impl: str, reps: int = 200) -> dict[str, float]:
+    """Microseconds per call of single operations at the model's sizes, inputs that
+    require grad (so each records its autograd node), forward only."""
+    lib = _lib(impl)
+    F = lib.nn.functional
+    rng = np.random.default_rng(0)
+
+    def t(*shape):
+        return lib.tensor(rng.standard_normal(shape).astype(np.float32), requires_grad=True)
+
+    h, att, wide, w = t(8, 16, 32), t(8, 2, 16, 16), t(8, 16, 128), t(96, 32)
+    logits, target = t(128, 65), lib.from_numpy(rng.integers(0, 65, 128))
+    gain, bias = t(32), t(32)
+    cases = {
+        "layer_norm (8,16,32)": lambda: F.layer_norm(h, (32,), gain, bias),
+        "softmax (8,2,16,16)": lambda: att.softmax(dim=-1),
+        "gelu (8,16,128)": lambda: F.gelu(wide),
+        "cross_entropy (128,65)": lambda: F.cross_entropy(logits, target),
+        "linear (8,16,32)x(32,96)": lambda: F.linear(h, w),
+        "add (8,16,32)": lambda: h + h,
+        "norm (96,32)": lambda: w.norm(),
+    }
+    out = {}
+    for name, fn in cases.items():
+        for _ in range(10):
+            fn()
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        out[name] = (time.perf_counter() - t0) / reps * 1e6
+    return out
+
+
+def profile_report(impls) -> str:
+    """Phases of the eager step and single-operation costs, fusegrad against PyTorch
+    (when timed), then cProfile's view of fusegrad's step."""
+    eager = [i for i in ("fusegrad", "torch") if i in impls]
+    ph = {i: phases(i) for i in eager}
+    ops = {i: composites(i) for i in eager}
+    lines = ["| part of the eager step (ms, median) | " + " | ".join(eager) + " |",
+             "|---|" + "---|" * len(eager)]
+    lines += [f"| {k} | " + " | ".join(f"{ph[i][k]:.2f}" for i in eager) + " |"
+              for k in ph["fusegrad"]]
+    lines += ["", "| one operation (us/call, forward, records autograd) | "
+              + " | ".join(eager) + " |", "|---|" + "---|" * len(eager)]
+    lines += [f"| {k} | " + " | ".join(f"{ops[i][k]:.0f}" for i in eager) + " |"
+              for k in ops["fusegrad"]]
+    return "\n".join(lines) + "\n\n" + profile_eager()
 
 
 def _pinned(argv: list[str]) -> list[str]:
@@ -216,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.torch_compile or args.all:
             impls.append("torch.compile")
     if args.profile:
-        print(profile_eager())
+        print(profile_report(impls))
         return 0
     rounds, inner = (3, 3) if args.quick else (args.rounds, args.inner)
     rows = measure(impls, rounds, inner)
