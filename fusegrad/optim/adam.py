@@ -30,13 +30,15 @@ class Adam(Optimizer):
     ``_fused``): the bias corrections are Python floats (``lr / (1 - beta1**t)`` and
     ``(1 - beta2**t) ** 0.5``), the first moment moves by ``lerp``, the parameter by
     ``addcdiv``. ``state[p]["step"]`` is a 0-d float tensor, as in PyTorch. Parameters
-    whose ``grad`` is None are skipped and get no state.
+    whose ``grad`` is None are skipped and get no state. ``decoupled_weight_decay=True``
+    is ``AdamW``.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
                  foreach=None, maximize: bool = False, capturable: bool = False,
-                 differentiable: bool = False, fused=None):
+                 differentiable: bool = False, fused=None,
+                 decoupled_weight_decay: bool = False):
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if eps < 0.0:
@@ -50,7 +52,8 @@ class Adam(Optimizer):
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, foreach=foreach,
                                       capturable=capturable, differentiable=differentiable,
-                                      fused=fused))
+                                      fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _state(self, p, amsgrad: bool) -> dict:
         state = self.state[p]
@@ -66,8 +69,11 @@ class Adam(Optimizer):
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
-            g = g.clone()
-            F.add_(g, p, group["weight_decay"])
+            if group["decoupled_weight_decay"]:  # AdamW: p *= 1 - lr * weight_decay
+                H.scale_(p, 1 - group["lr"] * group["weight_decay"])
+            else:
+                g = g.clone()
+                F.add_(g, p, group["weight_decay"])
         self._adam(p, g, group)
 
     def _adam(self, p, g, group: dict) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from . import _hyper as H
 from .adam import Adam
 
 
@@ -23,10 +22,5 @@ class AdamW(Adam):
                  differentiable: bool = False, fused=None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
                          amsgrad=amsgrad, foreach=foreach, maximize=maximize,
-                         capturable=capturable, differentiable=differentiable, fused=fused)
-
-    def _update(self, p, group: dict) -> None:
-        g = -p.grad if group["maximize"] else p.grad
-        factor = 1 - group["lr"] * group["weight_decay"]
-        H.scale_(p, factor)
-        self._adam(p, g, group)
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)
