@@ -352,10 +352,20 @@ def main(argv: list[str] | None = None) -> int:
         print(profile_report(impls))
         return 0
     rounds, inner = (3, 3) if args.quick else (args.rounds, args.inner)
+    from benchmarks import report
+
+    info = report.machine()
     rows = measure(impls, rounds, inner)
     print(table(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        info.update(command="python benchmarks/gpt.py " + " ".join(argv), rounds=rounds,
+                    inner=inner, rows=rows, markdown=table(rows),
+                    affinity=sorted(os.sched_getaffinity(0)),
+                    threads={k: os.environ.get(k) for k in ("OMP_NUM_THREADS",
+                                                            "NUMBA_NUM_THREADS",
+                                                            "OPENBLAS_NUM_THREADS",
+                                                            "OPENBLAS_CORETYPE")})
+        Path(args.json).write_text(json.dumps(info, indent=1, default=str))
     return 0 if all(r["status"] == "ok" for r in rows if r["impl"] != "torch.compile") else 1
 
 
