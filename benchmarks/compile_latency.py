@@ -9,7 +9,12 @@ their first argument in float64 (``fg.grad(f)`` against ``jax.jit(jax.grad(f))``
   gradient w.r.t. all weights (L = 2, 8, 32);
 - ``loops`` k: k loops in a row, alternately a ``fori_loop`` and a ``scan`` of 10 steps
   over a 64-vector (k = 1, 5, 20);
-- ``conds`` k: k ``cond``s nested in their true branches (k = 1, 5, 20).
+- ``conds`` k: k ``cond``s nested in their true branches (k = 1, 5, 20);
+- ``scalar`` k: small programs, where the compile is all there is: the gradients of
+  the scalar test functions of optimisation, 1 Beale (2 variables), 2 Himmelblau (2),
+  3 the helical valley (3), 4 Rosenbrock in 10 variables, and 5 the nested Jacobian
+  ``jacobian(jacobian(f))`` of ``f(x) = sin(outer(x, x)) + cos(x @ x)`` on a 2-vector
+  (``jax.jit(jax.jacrev(jax.jacrev(f)))``). k only numbers them: no growth exponent.
 
 Every measurement runs in a fresh Python process. A process first imports the library and
 runs a one-op program (``x + 1``): that is the process's one-time start-up (the JIT's
@@ -47,8 +52,13 @@ FAMILIES = {
     "mlp": (2, 8, 32),
     "loops": (1, 5, 20),
     "conds": (1, 5, 20),
+    "scalar": (1, 2, 3, 4, 5),
 }
-QUICK = {"elementwise": (5, 20, 80), "mlp": (2, 8), "loops": (1, 5), "conds": (1, 5)}
+QUICK = {"elementwise": (5, 20, 80), "mlp": (2, 8), "loops": (1, 5), "conds": (1, 5),
+         "scalar": (1, 5)}
+#: Families whose sizes only number their programs (no growth exponent), and the names.
+NAMED = {"scalar": {1: "beale", 2: "himmelblau", 3: "helical valley", 4: "rosenbrock 10",
+                    5: "jacobian(jacobian(f))"}}
 
 
 class _Lib:
@@ -60,6 +70,7 @@ class _Lib:
             import fusegrad.numpy as fnp
 
             self.np, self.grad, self.jit = fnp, fg.grad, fg.jit
+            self.nested_jacobian = lambda f: fg.jacobian(fg.jacobian(f))
             self.cond, self.fori_loop, self.scan = fg.cond, fg.fori_loop, fg.scan
         else:
             import jax
@@ -67,12 +78,14 @@ class _Lib:
 
             jax.config.update("jax_enable_x64", True)
             self.np, self.grad, self.jit = jnp, lambda f: jax.jit(jax.grad(f)), jax.jit
+            self.nested_jacobian = lambda f: jax.jit(jax.jacrev(jax.jacrev(f)))
             self.cond, self.fori_loop, self.scan = (jax.lax.cond, jax.lax.fori_loop,
                                                     jax.lax.scan)
 
 
 def program(lib: _Lib, family: str, size: int):
-    """``(f, args)``: the scalar function of the family at ``size`` and its arguments."""
+    """``(f, args)``: the scalar function of the family at ``size`` and its arguments, or
+    ``(f, args, transform)`` when the program is ``transform(f)`` rather than ``lib.grad(f)``."""
     import numpy as np
 
     xnp = lib.np
@@ -132,7 +145,46 @@ def program(lib: _Lib, family: str, size: int):
                             lambda v: xnp.cos(v) + v, x)
 
         return lambda x: xnp.sum(nest(0, x)), (np.linspace(-1, 1, 64),)
+    if family == "scalar":
+        return _scalar(lib, size)
     raise ValueError(f"unknown family {family!r}")
+
+
+def _scalar(lib: _Lib, k: int):
+    """The ``scalar`` family's program ``k`` (see the module docstring)."""
+    import numpy as np
+
+    xnp = lib.np
+    if k == 1:
+        def beale(x):
+            a, b = x[0], x[1]
+            return ((1.5 - a + a * b) ** 2 + (2.25 - a + a * b ** 2) ** 2
+                    + (2.625 - a + a * b ** 3) ** 2)
+
+        return beale, (np.array([1.0, 1.5]),)
+    if k == 2:
+        def himmelblau(x):
+            return (x[0] ** 2 + x[1] - 11) ** 2 + (x[0] + x[1] ** 2 - 7) ** 2
+
+        return himmelblau, (np.array([-1.0, 2.5]),)
+    if k == 3:
+        def helical_valley(x):
+            theta = xnp.arctan2(x[1], x[0]) / (2 * math.pi)
+            r = xnp.sqrt(x[0] ** 2 + x[1] ** 2)
+            return 100 * ((x[2] - 10 * theta) ** 2 + (r - 1) ** 2) + x[2] ** 2
+
+        return helical_valley, (np.array([-1.0, 0.5, 0.3]),)
+    if k == 4:
+        def rosenbrock(x):
+            return xnp.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+        return rosenbrock, (np.linspace(-1.2, 1.0, 10),)
+    if k == 5:
+        def f(x):
+            return xnp.sin(xnp.outer(x, x)) + xnp.cos(x @ x)
+
+        return f, (np.array([0.3, -0.7]),), lib.nested_jacobian
+    raise ValueError(f"no scalar program {k}: choose from 1 to 5")
 
 
 _CHILD = """
@@ -145,8 +197,8 @@ lib = _Lib({lib!r})
 t1 = time.perf_counter()
 np.asarray(lib.jit(lambda x: x + 1.0)(np.ones(3)))
 t2 = time.perf_counter()
-f, args = program(lib, {family!r}, {size})
-g = lib.grad(f)
+f, args, *how = program(lib, {family!r}, {size})
+g = (how[0] if how else lib.grad)(f)
 t3 = time.perf_counter()
 out = g(*args)
 leaves = out if isinstance(out, (list, tuple)) else [out]
@@ -236,14 +288,17 @@ def _format_row(r: dict) -> str:
     ratio = "-" if r["ratio_cold_to_jax"] is None else f"{r['ratio_cold_to_jax']:.1f}x"
     agree = {True: "", False: "  RESULTS DIFFER", None: ""}[r["agrees_with_jax"]]
     err = "".join(f"  {k}: {v}" for k, v in r.items() if k.endswith("_error"))
-    return (f"| {r['family']} | {r['size']} | {_fmt(r['cold_first_s'])} | "
+    size = r["size"]
+    name = NAMED.get(r["family"], {}).get(size)
+    return (f"| {r['family']} | {size}{f' ({name})' if name else ''} | "
+            f"{_fmt(r['cold_first_s'])} | "
             f"{_fmt(r['warm_first_s'])} | {_fmt(r['jax_first_s'])} | {ratio} |{agree}{err}")
 
 
 def exponents(rows: list[dict], key: str) -> dict[str, float]:
     """Per family, the least-squares slope of log(time) against log(size)."""
     out = {}
-    for family in dict.fromkeys(r["family"] for r in rows):
+    for family in dict.fromkeys(r["family"] for r in rows if r["family"] not in NAMED):
         pts = [(math.log(r["size"]), math.log(r[key])) for r in rows
                if r["family"] == family and r.get(key)]
         if len(pts) >= 2:

@@ -31,13 +31,13 @@ from .transforms.export import cfunc
 from .transforms.forward import hessian, hvp, jacfwd, jvp
 from .transforms.guards import RetraceWarning
 from .transforms.inspection import dump, make_ir
+from .transforms.jacobian import jacobian
 from .transforms.jit_api import jit
 from .transforms.plan import GradError, SideEffectWarning
 from .transforms.reverse import (
     custom_vjp,
     elementwise_grad,
     grad,
-    jacobian,
     stop_gradient,
     value_and_grad,
     vjp,

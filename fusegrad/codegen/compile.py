@@ -72,16 +72,18 @@ def _sources() -> list[str]:
 
 
 def _salt() -> str:
+    import importlib.metadata
+
     import llvmlite
-    import numba
     import numpy
 
     h = hashlib.sha256()
     for rel in _sources():
         with open(os.path.join(_HERE, rel), "rb") as f:
             h.update(rel.encode() + f.read())
-    versions = (__version__, numba.__version__, llvmlite.__version__, numpy.__version__,
-                sys.version)
+    # Numba's version from its metadata: the lean generator never imports Numba
+    versions = (__version__, importlib.metadata.version("numba"), llvmlite.__version__,
+                numpy.__version__, sys.version)
     h.update(repr(versions).encode())
     return h.hexdigest()
 
@@ -151,12 +153,12 @@ def _untrusted(path: str) -> str | None:
     return None
 
 
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to a new private file and rename it to ``path`` (a symlink at
-    ``path`` is replaced, its target never written)."""
+def write_atomic(path: str, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to a new private file and rename it to ``path`` (a
+    symlink at ``path`` is replaced, its target never written)."""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, "wb" if isinstance(text, bytes) else "w") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:

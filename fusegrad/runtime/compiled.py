@@ -34,7 +34,7 @@ from ..ir.printer import print_function
 from ..ir.stats import add_phase, count_compile, take_phases
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
-from . import blas_threads, debug_nans, numba_fork, threading_layer
+from . import blas_threads, debug_nans, lean_exec, numba_fork, threading_layer
 from .buffer_pool import BufferPool
 from .hot_call import hot_call
 from .interpreter import run
@@ -83,11 +83,11 @@ class Executable:
                  "warm")
 
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset(),
-                 reason: str = "new function"):
+                 reason: str = "new function", fused: Function | None = None):
         self.fn, self.reason = fn, reason
         _refuse_float16(fn)
         try:
-            self.fused = fuse(simplify(fn))
+            self.fused = fuse(simplify(fn)) if fused is None else fused
             t0 = time.perf_counter()
             buffers = buffer_plan(self.fused, donated, config.REUSE_BUFFERS)
             self.source, dims = _generate(self.fused, buffers)
@@ -434,6 +434,36 @@ _CACHE_SIZE = 512
 _building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 
+def _build(fn: Function, donated: frozenset[int], reason: str):
+    """With ``FUSEGRAD_BACKEND=lean``, the lean code generator's executable for ``fn``
+    where it lowers every op; otherwise the Numba code generator's."""
+    if config.BACKEND == "numba":
+        return Executable(fn, donated, reason)
+    # the lean generator runs loops on one thread: programs with loops worth threads
+    # stay on Numba's parallel entries
+    try:
+        fused = fuse(simplify(fn))
+    except FusegradError:
+        raise
+    except Exception as e:
+        raise _internal(fn, e) from e
+    try:
+        exe = (None if _loop_size(fused) >= config.PARALLEL_THRESHOLD
+               else lean_exec.build(fn, fused, reason))
+    except Exception as e:
+        raise _internal(fn, e) from e
+    if exe is None:
+        take_phases()  # the Numba path counts its own phases again
+        return Executable(fn, donated, reason, fused)
+    if config.LOG_COMPILES:
+        kernels, compiled = exe.kernels()
+        parts = ", ".join(f"{k} {_ms(v)}" for k, v in exe.phases.items())
+        _log(f"compiled @{fn.name} ({reason}; lean code generator, {kernels} kernels: "
+             f"{compiled} compiled, {kernels - compiled} reused or loaded) in "
+             f"{_ms(sum(exe.phases.values()))}: {parts}")
+    return exe
+
+
 def executable(fn: Function, reason: str = "new function",
                donated: frozenset[int] = frozenset()) -> Executable:
     """The compiled form of ``fn`` (kept for the most recently used Functions), which may
@@ -452,7 +482,7 @@ def executable(fn: Function, reason: str = "new function",
             if hit is not None and hit[0] is fn:
                 return hit[1]
         try:
-            exe = Executable(fn, donated, reason)
+            exe = _build(fn, donated, reason)
             count_compile(fn.name)
             with _cache_lock:
                 _cache[key] = (fn, exe)

@@ -1,7 +1,8 @@
 """The functional face: transforms of NumPy-style Python functions.
 
-``reverse`` (grad, value_and_grad, vjp, elementwise_grad, jacobian, custom_vjp,
-stop_gradient), ``forward`` (jvp, jacfwd, hvp, hessian), ``vectorize`` (vmap),
+``reverse`` (grad, value_and_grad, vjp, elementwise_grad, custom_vjp, stop_gradient),
+``jacobian`` (jacobian, and the batched Jacobian programs of jacfwd and hessian),
+``forward`` (jvp, jacfwd, hvp, hessian), ``vectorize`` (vmap),
 ``jit_api`` (jit: static and keyword arguments, donation), ``control`` (cond,
 while_loop, fori_loop, scan, checkpoint) and ``inspection`` (make_ir, stages, dump),
 all built on ``plan`` (argument leaves, signatures, ``_Plan``: trace, apply passes,

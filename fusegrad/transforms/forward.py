@@ -10,7 +10,6 @@ is what makes nested transforms of closures correct.
 from __future__ import annotations
 
 import functools
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -18,7 +17,6 @@ import numpy as np
 
 from .. import _forksafe
 from ..ir import Function
-from ..ir import array as A
 from ..ir.bind import aval, is_weak
 from ..ir.printer import print_function
 from ..passes.autodiff import jvp as _jvp_pass
@@ -27,6 +25,7 @@ from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from . import guards
 from .export import attach
+from .jacobian import forward_program
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -72,11 +71,14 @@ class _Pushforward:
     A plan's Function takes the argument leaves, then one tangent per
     differentiated leaf, then the closed-over values; it returns ``f``'s results
     (unless ``primal_out`` is false: then they are not computed where the tangents
-    do not need them), then their tangents.
+    do not need them), then their tangents. ``finish(fn, number of argument leaves,
+    number of tangents)``, if given, turns that Function into the one the plan runs
+    (``jacfwd``'s Jacobian).
     """
 
-    def __init__(self, f: Callable, primal_out: bool = True):
-        self.f, self.primal_out = f, primal_out
+    def __init__(self, f: Callable, primal_out: bool = True,
+                 finish: Callable[[Function, int, int], Function] | None = None):
+        self.f, self.primal_out, self.finish = f, primal_out, finish
         self.plans: dict = {}
         self.wrts: dict = {}  # signature -> the differentiated leaves
         self.lock = _forksafe.rlock()
@@ -109,7 +111,10 @@ class _Pushforward:
         fn = simplify(fn)
         n, nf = len(flat), len(traced.free)
         p = fn.params
-        fn = _canonical(fn.replace(params=(*p[:n], *p[n + nf:], *p[n:n + nf])))
+        fn = fn.replace(params=(*p[:n], *p[n + nf:], *p[n:n + nf]))
+        if self.finish is not None:
+            fn = self.finish(fn, n, len(wrt))
+        fn = _canonical(fn)
         plan = _Plan(fn, traced, reason=_reason(self.plans, key))
         if plan.cacheable:
             self.wrts[key] = wrt
@@ -210,14 +215,17 @@ def hvp(f: Callable) -> Callable:
 
 
 def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
-    """The Jacobian by forward mode: one JVP per input element.
+    """The Jacobian by forward mode: one JVP batched over every input element.
 
     Same result structure as ``fg.jacobian`` (JAX's ``jacrev``): the output's
     structure, each leaf holding an array of shape ``out.shape + in.shape`` per
     differentiated argument. Cheaper than reverse mode when the inputs are
-    fewer than the outputs.
+    fewer than the outputs. The program is one JVP plus its batching
+    (``jacobian.forward_program``), whatever the number of inputs.
     """
-    push = _Pushforward(f, primal_out=False)
+
+    push = _Pushforward(f, primal_out=False, finish=lambda fn, n_args, n_wrt: forward_program(
+        fn, n_args, n_wrt, fn.name.removesuffix("_jvp") + "_jacfwd"))
 
     @functools.wraps(f)
     @api_boundary
@@ -226,47 +234,26 @@ def jacfwd(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
         nums = _argnums_tuple(argnums, len(args), "jacfwd")
         _diff_leaves(args, nums, "jacfwd")  # integer inputs are an error, as in jacobian
         plan, wrt = push.plan(args, tuple(sorted(set(nums))))
-        leaves = tree_flatten(args)[0]
-        zeros = [np.zeros(aval(leaves[k]).shape, aval(leaves[k]).dtype) for k in wrt]
-        columns: dict[int, list] = {}  # leaf index -> the tangent outputs, one per element
-        for w, k in enumerate(wrt):
-            columns[k] = []
-            for j in range(zeros[w].size):
-                basis = zeros[w].copy()
-                basis.flat[j] = 1
-                columns[k].append(plan((*leaves, *zeros[:w], basis, *zeros[w + 1:])))
-        traced = plan.traced
+        blocks = plan(tree_flatten(args)[0])
+        column = {k: w for w, k in enumerate(wrt)}
         starts = np.cumsum([0] + [len(tree_flatten(a)[0]) for a in args]).tolist()
-        out_leaves = traced.function.out_types
         results = []
-        for o, ot in enumerate(out_leaves):
+        for o in range(len(plan.traced.function.results)):
             per_arg = []
             for i in nums:
-                in_leaves, in_tree = tree_flatten(args[i])
-                blocks = [_columns([c[o] for c in columns[k]], ot, aval(in_leaves[k - starts[i]]))
-                          for k in range(starts[i], starts[i + 1])]
-                per_arg.append(tree_unflatten(in_tree, blocks))
+                td = tree_flatten(args[i])[1]
+                per_arg.append(tree_unflatten(td, [blocks[o * len(wrt) + column[k]]
+                                                   for k in range(starts[i], starts[i + 1])]))
             results.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
-        return tree_unflatten(traced.out_tree, results)
+        return tree_unflatten(plan.traced.out_tree, results)
 
     return jac
-
-
-def _columns(parts, out_t, in_t):
-    """Tangent outputs, one per input element, as one ``out.shape + in.shape`` array."""
-    shape = out_t.shape + in_t.shape
-    if not parts:
-        return np.zeros(shape, out_t.dtype)
-    if all(isinstance(p, np.ndarray) for p in parts):
-        return np.stack(parts, axis=-1).reshape(shape)
-    cols = [A.reshape(p, (math.prod(out_t.shape), 1)) for p in parts]
-    return A.reshape(A.concatenate(cols, axis=1), shape)
 
 
 def hessian(f: Callable, argnums: int | Sequence[int] = 0) -> Callable:
     """The Hessian of scalar ``f``: the forward-mode Jacobian of its gradient.
 
-    One JVP of the gradient per input element (forward over reverse), each
-    costing a small multiple of one gradient.
+    One JVP of the gradient (forward over reverse) batched over every input element:
+    the program of one Hessian-vector product plus its batching.
     """
     return jacfwd(grad(f, argnums), argnums)

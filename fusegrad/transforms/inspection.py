@@ -7,6 +7,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
+from .. import config
 from ..ir import Function
 from ..ir.printer import print_function
 from ..passes.autodiff import vjp as _vjp_pass
@@ -78,7 +79,16 @@ def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None,
 
 
 def _source(fn: Function) -> str:
-    """The generated module's text (the code generator, and Numba with it, load here)."""
+    """The generated code: with ``FUSEGRAD_BACKEND=lean``, the LLVM IR of the entry and its
+    kernels where the lean generator lowers ``fn``; else the Numba module's text (the
+    code generator, and Numba with it, load here)."""
+    if config.BACKEND == "lean":
+        from ..codegen import lean
+
+        try:
+            return lean.source(fn)
+        except lean.Unsupported:
+            pass
     from ..codegen.module import generate
 
     return generate(fn)[0]

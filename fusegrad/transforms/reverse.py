@@ -1,9 +1,9 @@
-"""Reverse-mode transforms: grad, value_and_grad, vjp, elementwise_grad, jacobian,
+"""Reverse-mode transforms: grad, value_and_grad, vjp, elementwise_grad,
 stop_gradient and custom_vjp.
 
-Forward mode (jvp, jacfwd, hvp, hessian) lives in ``forward``, ``jit`` in
-``jit_api``. Each transform traces the user's function to IR (``tracer``),
-applies reverse mode (``plan.vjp_pass``) and runs the result through a
+Forward mode (jvp, jacfwd, hvp, hessian) lives in ``forward``, ``jacobian`` in
+``jacobian``, ``jit`` in ``jit_api``. Each transform traces the user's function to
+IR (``tracer``), applies reverse mode (``plan.vjp_pass``) and runs the result through a
 ``plan._Plan`` or ``plan.call``: compiled on concrete arrays, inlined into the
 enclosing trace on tracers.
 """
@@ -11,7 +11,6 @@ enclosing trace on tracers.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -19,12 +18,11 @@ import numpy as np
 from .. import _forksafe, config
 from ..ir import ops
 from ..ir.bind import aval
-from ..ir.types import TensorType
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
 from . import guards
-from .complex_checks import check_complex_jacobian, check_holomorphic_inputs
+from .complex_checks import check_holomorphic_inputs
 from .export import attach
 from .plan import (
     GradError,
@@ -316,69 +314,6 @@ def elementwise_grad(f: Callable, argnums: int = 0):
         return vjp_fn(tree_map(_ones_like, out))[0]
 
     return ew
-
-
-def jacobian(f: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = False):
-    """The Jacobian by reverse mode: one VJP per output element.
-
-    The result has the output's structure, each leaf holding an array of shape
-    ``out.shape + in.shape`` per differentiated argument (JAX's ``jacrev``).
-    Complex inputs or outputs need ``holomorphic=True`` (then all must be complex).
-    """
-
-    @functools.wraps(f)
-    @api_boundary
-    def jac(*args):
-        args = tree_map(_leaf, args)
-        nums = _argnums_tuple(argnums, len(args), "jacobian")
-        check_complex_jacobian(args, nums, holomorphic, None)
-
-        def sub(*dyn):
-            full = list(args)
-            for i, d in zip(nums, dyn):
-                full[i] = d
-            return f(*full)
-
-        out, vjp_fn = vjp(sub, *(args[i] for i in nums))
-        out_leaves, out_tree = tree_flatten(out)
-        check_complex_jacobian(args, nums, holomorphic, out_leaves)
-        rows_per_leaf = []
-        for k, o in enumerate(out_leaves):
-            t = aval(o)
-            rows = []
-            for j in range(t.size):
-                cts = [np.zeros(aval(x).shape, aval(x).dtype) for x in out_leaves]
-                basis = np.zeros(t.size, t.dtype)
-                basis[j] = 1
-                cts[k] = basis.reshape(t.shape)
-                rows.append(vjp_fn(tree_unflatten(out_tree, cts)))
-            rows_per_leaf.append((t, rows))
-        results = []
-        for t, rows in rows_per_leaf:
-            per_arg = []
-            for a_i in range(len(nums)):
-                in_leaves, in_tree = tree_flatten(args[nums[a_i]])
-                stacked = []
-                for li, x in enumerate(in_leaves):
-                    xs = aval(x).shape
-                    parts = [tree_flatten(r[a_i])[0][li] for r in rows]
-                    stacked.append(_stack(parts, t.shape + xs, t, x))
-                per_arg.append(tree_unflatten(in_tree, stacked))
-            results.append(per_arg[0] if isinstance(argnums, int) else tuple(per_arg))
-        return tree_unflatten(out_tree, results)
-
-    return jac
-
-
-def _stack(parts, shape, out_t: TensorType, x):
-    from ..ir import array as A
-
-    if not parts:
-        return np.zeros(shape, aval(x).dtype)
-    if all(isinstance(p, np.ndarray) for p in parts):
-        return np.stack(parts).reshape(shape)
-    rows = [A.reshape(p, (1, math.prod(aval(p).shape))) for p in parts]
-    return A.reshape(A.concatenate(rows, axis=0), shape)
 
 
 def stop_gradient(x):

@@ -93,6 +93,24 @@ def test_bench_compile_runs_fresh_processes_and_fits_exponents(tmp_path, capsys)
     assert "growth exponents, fusegrad cold: elementwise" in capsys.readouterr().out
 
 
+def test_bench_compile_scalar_family_quick(tmp_path, capsys):
+    """The small scalar programs (Beale's gradient, the nested Jacobian), cold and warm."""
+    out = tmp_path / "scalar.json"
+    from fusegrad.bench import _suite
+
+    latency = _suite("compile_latency")
+    assert latency.main(["--quick", "--families", "scalar", "--no-jax", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())
+    assert [(r["family"], r["size"]) for r in rows] == [("scalar", 1), ("scalar", 5)]
+    for r in rows:
+        assert r["cold_first_s"] > 0 and r["warm_first_s"] > 0
+        assert "cold_error" not in r and "warm_error" not in r
+        assert r["jax_first_s"] is None and r["ratio_cold_to_jax"] is None
+    text = capsys.readouterr().out
+    assert "| scalar | 1 (beale) |" in text and "| scalar | 5 (jacobian(jacobian(f))) |" in text
+    assert "growth exponents" not in text  # the sizes only number the programs
+
+
 def test_bench_compile_exponents_are_log_log_slopes():
     from fusegrad.bench import _suite
 

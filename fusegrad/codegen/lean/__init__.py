@@ -1,0 +1,89 @@
+"""The lean code generator: fused IR -> LLVM IR with llvmlite -> machine code.
+
+``compile(fused)`` lowers each loop kernel (``kernel.py``) to its own small LLVM
+module named by the hash of its text, and the ops between them to an entry module
+(``entry.py``) that CPython calls directly (``engine.builtin``). Modules are
+optimised one at a time and their machine code is kept on disk by content
+(``engine.py``): a kernel two functions share compiles once. Element rules are in
+``scalar.py``. Programs with ops it does not lower yet (``Unsupported``) go to the
+Numba code generator (``codegen.module``).
+
+May import ``config``, ``ir`` and ``codegen``'s own modules; never ``runtime``.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from ...ir import Function
+from ...ir.stats import add_phase
+from . import engine, mathlib_ir
+from .entry import Entry, check
+from .kernel import PLACEHOLDER, Unsupported, build
+
+__all__ = ["Compiled", "Unsupported", "check", "compile_function", "source"]
+
+_COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
+
+
+class Compiled:
+    """A fused Function's machine code: ``call(*params, *results, arena)``."""
+
+    def __init__(self, call, entry: Entry, kernels: int, compiled: int, text: str):
+        self.call = call
+        self.arena_bytes = entry.arena_bytes
+        self.kernels, self.compiled = kernels, compiled
+        self.text = text  # the annotated LLVM IR, entry first (for ``fusegrad dump``)
+
+
+def _named(text: str, placeholder: str, prefix: str) -> tuple[str, str]:
+    """``text`` without comments, its placeholder symbol replaced by a content name."""
+    bare = _COMMENT.sub("", text)
+    name = prefix + engine.module_name(bare)[4:]
+    return bare.replace(placeholder, name), name
+
+
+def _lowered(fused: Function):
+    """The kernel modules (bare text, name), their annotated texts and the entry."""
+    names, modules, texts = {}, [], []
+    for op in fused.ops:
+        if op.name == "fused":
+            text, _ = build(op)
+            bare, name = _named(text, PLACEHOLDER, "k_")
+            names[op] = name
+            modules.append((bare, name))
+            texts.append(text.replace(PLACEHOLDER, name))
+    return modules, texts, Entry(fused, names, "__fusegrad_entry__")
+
+
+def _linker(text: str):
+    """What links the math library into a module that calls it (else None)."""
+    return mathlib_ir.link_into if "cfunc." in text else None
+
+
+def source(fused: Function) -> str:
+    """The annotated LLVM IR of ``fused``: the entry, then each kernel (each group of
+    instructions after a comment naming its IR op and source line)."""
+    check(fused)
+    _, texts, entry = _lowered(fused)
+    _, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
+    return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
+
+
+def compile_function(fused: Function) -> Compiled:
+    """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered)."""
+    check(fused)
+    t0 = time.perf_counter()
+    compiled = 0
+    modules, texts, entry = _lowered(fused)
+    bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
+    t1 = time.perf_counter()
+    add_phase("IR emission", t1 - t0)
+    for text, name in modules:
+        compiled += engine.add(text, "m" + name, _linker(text))
+    engine.add(bare, "m" + symbol, _linker(bare))
+    call = engine.builtin(symbol, fused.name)
+    add_phase("LLVM", time.perf_counter() - t1)
+    full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
+    return Compiled(call, entry, len(modules), compiled, full)

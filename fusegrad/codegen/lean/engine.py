@@ -1,0 +1,231 @@
+"""llvmlite's MCJIT, shared by every lean module of the process, with a disk cache of
+machine code keyed by the hash of each module's own IR.
+
+A module is optimised and compiled once per machine: ``add(ir_text)`` parses the
+text, and unless its object file is in the cache (``<cache>/lean/<hash>.o``), runs
+LLVM's pass pipeline on it alone (so optimisation cost grows with the number of
+kernels, not with their product) before MCJIT compiles it. A module already in
+the engine (a kernel shared by two functions, or by two layers of one model) is
+never added twice: its symbols are simply used again.
+
+The host symbols generated code calls (libm, ``Py_IncRef``, ``PyEval_SaveThread``
+/ ``PyEval_RestoreThread``) are registered by address, so machine code holds no
+address of this process and an object file is valid in any process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import os
+import warnings
+
+from ... import _forksafe, config
+from ..compile import _directory, salt, write_atomic
+
+_lock = _forksafe.lock()
+_state: dict[str, object] = {}
+_added: set[str] = set()
+_stats = {"compiled": 0, "reused": 0, "loaded": 0}
+#: object files read for modules being added, handed to MCJIT by ``_get_buffer``
+_pending_objects: dict[str, bytes] = {}
+
+
+def _llvm():
+    """``llvmlite.binding``, initialised once (its native target and printer)."""
+    llvm = _state.get("llvm")
+    if llvm is None:
+        import llvmlite.binding as llvm
+
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        _register_symbols(llvm)
+        _state["llvm"] = llvm
+    return llvm
+
+
+def _register_symbols(llvm) -> None:
+    api = ctypes.pythonapi
+    for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread"):
+        llvm.add_symbol(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
+    libm = ctypes.CDLL(None)
+    for name in _LIBM:
+        try:
+            fn = getattr(libm, name)
+        except AttributeError:
+            continue
+        llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+def blas_address(name: str) -> int:
+    """The address of SciPy's BLAS routine ``name`` (Fortran calling convention)."""
+    from scipy.linalg import cython_blas
+
+    capsule = cython_blas.__pyx_capi__[name]
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                 ctypes.c_char_p]
+    return get_pointer(capsule, get_name(capsule))
+
+
+#: the C math functions generated code may call (float64 and float32 versions)
+_LIBM = tuple(n + s for n in (
+    "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tan", "asin",
+    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "cbrt",
+    "pow", "erf", "erfc", "fmod", "sqrt", "floor", "ceil", "rint", "fabs", "trunc",
+) for s in ("", "f"))
+
+
+def target_machine():
+    tm = _state.get("tm")
+    if tm is None:
+        llvm = _llvm()
+        target = llvm.Target.from_default_triple()
+        tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                          features=llvm.get_host_cpu_features().flatten(),
+                                          opt=3, reloc="default", codemodel="jitdefault")
+        _state["tm"] = tm
+    return tm
+
+
+def triple_and_layout() -> tuple[str, str]:
+    tm = target_machine()
+    return tm.triple, str(tm.target_data)
+
+
+def _engine():
+    ee = _state.get("ee")
+    if ee is None:
+        llvm = _llvm()
+        ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
+        ee.set_object_cache(_notify, _get_buffer)
+        _state["ee"] = ee
+    return ee
+
+
+def _object_path(name: str) -> str:
+    folder = os.path.join(_directory(), "lean")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return os.path.join(folder, f"{name}.o")
+
+
+def _notify(module, buffer: bytes) -> None:
+    # the object file behind the hash of its bytes: a damaged file is never loaded; an
+    # unwritable cache costs a compile next time, nothing else
+    with contextlib.suppress(OSError):
+        write_atomic(_object_path(module.name), hashlib.sha256(buffer).digest() + buffer)
+
+
+def _read_object(name: str) -> bytes | None:
+    """The cached object file of module ``name``; a damaged one is removed (with one
+    warning) and None returned, so the module compiles again."""
+    path = _object_path(name)
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    digest, body = data[:32], data[32:]
+    if hashlib.sha256(body).digest() == digest:
+        return body
+    warnings.warn(f"fusegrad: a damaged machine-code cache entry ({path}) was removed and "
+                  "is compiled again", RuntimeWarning, stacklevel=4)
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    return None
+
+
+def _get_buffer(module):
+    data = _pending_objects.pop(module.name, None)
+    if data is not None:
+        _stats["loaded"] += 1
+    return data
+
+
+def module_name(ir_text: str) -> str:
+    """The content hash naming a module: its IR and the code generator's salt."""
+    return "fgl_" + hashlib.sha256((salt() + ir_text).encode()).hexdigest()[:32]
+
+
+def _optimise(mod) -> None:
+    llvm = _llvm()
+    pto = llvm.create_pipeline_tuning_options(speed_level=config.OPT)
+    pto.loop_vectorization = config.OPT >= 2
+    pto.slp_vectorization = config.OPT >= 2
+    pb = llvm.create_pass_builder(target_machine(), pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def add(ir_text: str, name: str, link=None) -> bool:
+    """Make module ``name`` (IR ``ir_text``) part of the engine: from the disk cache, or
+    (after ``link(module)`` adds what it calls, if given) optimised and compiled.
+    Returns whether it was compiled (False: reused in memory or loaded)."""
+    with _lock:
+        if name in _added:
+            _stats["reused"] += 1
+            return False
+        llvm = _llvm()
+        if "@\"fusegrad_" in ir_text and "blas" not in _state:  # SciPy's BLAS: imported
+            for routine in ("dgemm", "sgemm"):  # only for a program with products
+                llvm.add_symbol(f"fusegrad_{routine}", blas_address(routine))
+            _state["blas"] = True
+        mod = llvm.parse_assembly(ir_text)
+        mod.name = name
+        data = _read_object(name)
+        cached = data is not None
+        if cached:
+            _pending_objects[name] = data
+        else:
+            if link is not None:
+                link(mod)
+            _optimise(mod)
+        ee = _engine()
+        ee.add_module(mod)
+        ee.finalize_object()
+        _added.add(name)
+        if not cached:
+            _stats["compiled"] += 1
+        return not cached
+
+
+def address(symbol: str) -> int:
+    with _lock:
+        return _engine().get_function_address(symbol)
+
+
+def stats() -> dict[str, int]:
+    """Modules compiled, reused in memory and loaded from the disk cache so far."""
+    return dict(_stats)
+
+
+def assembly(ir_text: str, link=None) -> str:
+    """The machine code LLVM makes of ``ir_text``, optimised as ``add`` does (for reading)."""
+    with _lock:
+        mod = _llvm().parse_assembly(ir_text)
+        if link is not None:
+            link(mod)
+        _optimise(mod)
+        return target_machine().emit_assembly(mod)
+
+
+class _MethodDef(ctypes.Structure):
+    _fields_ = [("ml_name", ctypes.c_char_p), ("ml_meth", ctypes.c_void_p),
+                ("ml_flags", ctypes.c_int), ("ml_doc", ctypes.c_char_p)]
+
+
+_METH_FASTCALL = 0x80
+_new_cfunction = ctypes.pythonapi.PyCFunction_NewEx
+_new_cfunction.restype = ctypes.py_object
+_new_cfunction.argtypes = [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
+_keep: list = []  # method definitions live as long as the process (as CPython requires)
+
+
+def builtin(symbol: str, label: str):
+    """A Python builtin function calling the generated ``symbol``, a ``METH_FASTCALL``
+    C function ``(self, args, nargs) -> self``: no ctypes conversion per call."""
+    md = _MethodDef(label.encode(), address(symbol), _METH_FASTCALL, None)
+    _keep.append(md)
+    return _new_cfunction(ctypes.addressof(md), None, None)

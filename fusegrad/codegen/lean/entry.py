@@ -1,0 +1,357 @@
+"""A fused Function -> its entry module: the ops between loop kernels, as LLVM IR.
+
+The entry is a CPython ``METH_FASTCALL`` function over concrete shapes, called as
+``entry(*params, *results, arena)`` with C-contiguous NumPy arrays of the right
+types (the caller checks): it reads each array's data pointer from the array
+object, runs the Function's ops in order and writes the results into the result
+arrays. Scalar values live in registers; every other array value has its own
+place in the arena (or, for a result, in its result array), laid out here, so a
+call allocates nothing but its results and one arena. Kernels (``kernel.py``) are
+separate modules the entry calls by name. Around work of at least
+``GIL_FREE_ELEMENTS`` elements the entry releases the GIL.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from ...ir import Function, Op, Value
+from ...ir.count_op import count_n
+from ...ir.printer import value_names
+from . import engine
+from . import kernel as kn
+from . import scalar as sc
+from .kernel import I64, PTR, Unsupported, annotation, loop_nest
+
+#: elements of loop work from which a call releases the GIL while it computes
+GIL_FREE_ELEMENTS = 1 << 14
+#: where NumPy keeps an array's data pointer in its object (``PyArrayObject_fields.data``)
+_DATA_OFFSET = 16
+_ALIGN = 64
+_VIEW_OPS = ("reshape", "stop_gradient")
+_COPY_OPS = ("slice", "transpose", "broadcast_to", "update_slice", "concatenate", "iota")
+
+
+def check(fn: Function) -> None:
+    """Raise ``Unsupported`` naming the first op the lean path cannot lower."""
+    for v in (*fn.params, *fn.results):
+        if not sc.supported_dtype(v.type.dtype):
+            raise Unsupported(f"dtype {v.type.dtype}")
+    for op in fn.ops:
+        if any(r.type.dtype.kind not in "fiub" for r in op.results):
+            raise Unsupported(f"dtype of {op.name}")
+        if op.name == "fused":
+            kn.check(op)
+        elif op.name == "constant":
+            if not sc.supported_dtype(op.results[0].type.dtype):
+                raise Unsupported("constant dtype")
+        elif not _driver_op(op):
+            raise Unsupported(f"op {op.name!r}")
+
+
+def _driver_op(op: Op) -> bool:
+    """Whether ``op``, outside kernels, is lowered here."""
+    if op.name in ("count", *_VIEW_OPS, *_COPY_OPS):
+        return True
+    if op.name == "matmul":
+        a, b = op.operands
+        return (a.type.ndim == b.type.ndim == 2 and a.type.dtype == b.type.dtype
+                and a.type.dtype in (np.float64, np.float32))
+    if op.name.startswith("reduce_"):
+        return op.operands[0].type.shape == ()
+    return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
+
+
+class Entry:
+    """The entry module of one fused Function: its IR text (with the kernel names it
+    calls still to be linked), its arena size, and its kernels."""
+
+    def __init__(self, fn: Function, kernel_names: dict[Op, str], symbol: str):
+        check(fn)
+        self.fn = fn
+        self.symbol = symbol
+        self.arena_bytes = 0
+        mod = ir.Module(name="entry")
+        mod.triple, mod.data_layout = engine.triple_and_layout()
+        self.mod = mod
+        fnty = ir.FunctionType(PTR, [PTR, PTR.as_pointer(), I64])
+        f = ir.Function(mod, fnty, symbol)
+        self.f = f
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        self.b = b
+        self.kernel_names = kernel_names
+        work = sum(math.prod(kn.space_of(op)) for op in fn.ops if op.name == "fused")
+        work += sum(math.prod(op.results[0].type.shape) for op in fn.ops
+                    if op.name in _COPY_OPS)
+        work += sum(math.prod(op.operands[0].type.shape) * op.results[0].type.shape[-1]
+                    for op in fn.ops if op.name == "matmul")
+        gil = None
+        if work >= GIL_FREE_ELEMENTS:
+            gil = b.call(self._declare("PyEval_SaveThread", PTR, []), [])
+        args = f.args[1]
+        datas = []
+        nparams = len(fn.params) + len(fn.results)
+        for i in range(nparams + 1):
+            obj = b.load(b.gep(args, [ir.Constant(I64, i)]))
+            slot = b.bitcast(b.gep(obj, [ir.Constant(I64, _DATA_OFFSET)]), PTR.as_pointer())
+            datas.append(b.load(slot))
+        self.arena = datas[-1]
+        self.vals: dict[Value, ir.Value] = {}
+        for p, d in zip(fn.params, datas):
+            self.vals[p] = sc.load(b, b.bitcast(d, sc.mem_type(p.type).as_pointer()),
+                                   p.type) if p.type.shape == () else d
+        self.home: dict[Value, ir.Value] = {}  # result values computed in place
+        for r, d in zip(fn.results, datas[len(fn.params):]):
+            if r.type.shape != () and r not in self.home and r not in fn.params:
+                self.home[r] = d
+        self.names = value_names(fn)
+        for op in fn.ops:
+            b.comment(annotation(op, self.names))
+            self._op(op)
+        for r, d in zip(fn.results, datas[len(fn.params):]):
+            if self.home.get(r) is d:
+                continue
+            v = self.vals[r]
+            if r.type.shape == ():
+                sc.store(b, v, b.bitcast(d, sc.mem_type(r.type).as_pointer()), r.type)
+            else:
+                self._memcpy(d, v, r.type)
+        if gil is not None:
+            b.call(self._declare("PyEval_RestoreThread", ir.VoidType(), [PTR]), [gil])
+        b.call(self._declare("Py_IncRef", ir.VoidType(), [PTR]), [f.args[0]])
+        b.ret(f.args[0])
+        self.text = str(mod)
+
+    def _declare(self, name, ret, args):
+        g = self.mod.globals.get(name)
+        return g or ir.Function(self.mod, ir.FunctionType(ret, args), name)
+
+    def _place(self, v: Value) -> ir.Value:
+        """Memory for array value ``v``: its result array, or a new place in the arena."""
+        home = self.home.get(v)
+        if home is not None:
+            return home
+        off = self.arena_bytes
+        nbytes = math.prod(v.type.shape) * v.type.dtype.itemsize
+        self.arena_bytes += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        return self.b.gep(self.arena, [ir.Constant(I64, off)])
+
+    def _typed(self, ptr, t):
+        return self.b.bitcast(ptr, sc.mem_type(t).as_pointer())
+
+    def _op(self, op: Op) -> None:
+        b, vals = self.b, self.vals
+        out = op.results[0] if op.results else None
+        if op.name == "fused":
+            return self._kernel(op)
+        if op.name == "constant":
+            return self._constant(op)
+        if op.name == "count":
+            vals[out] = sc.constant(count_n(op.attrs["shape"], op.attrs["axes"]), out.type)
+            return None
+        x = op.operands[0] if op.operands else None
+        if op.name.startswith("reduce_") or (out.type.shape == () and x is not None
+                                              and x.type.shape == () and op.name in _VIEW_OPS):
+            vals[out] = vals[x]
+            return None
+        if out.type.shape == () and op.name not in _COPY_OPS and op.name not in _VIEW_OPS:
+            vals[out] = sc.emit(b, op, [vals[v] for v in op.operands])
+            return None
+        if op.name in _VIEW_OPS:
+            return self._view(op)
+        return getattr(self, "_" + op.name)(op)
+
+    def _view(self, op: Op) -> None:
+        out, x = op.results[0], op.operands[0]
+        if out.type.shape == ():  # one element read out
+            self.vals[out] = sc.load(self.b, self._typed(self.vals[x], x.type), x.type)
+        elif x.type.shape == ():  # one element put in memory
+            dst = self._place(out)
+            sc.store(self.b, self.vals[x], self._typed(dst, out.type), out.type)
+            self.vals[out] = dst
+        elif out in self.home:
+            self._memcpy(self.home[out], self.vals[x], out.type)
+            self.vals[out] = self.home[out]
+        else:
+            self.vals[out] = self.vals[x]
+
+    def _constant(self, op: Op) -> None:
+        out = op.results[0]
+        value = np.asarray(op.attrs["value"])
+        if out.type.shape == () and value.ndim == 0:
+            self.vals[out] = sc.constant(value[()], out.type)
+            return
+        data = np.broadcast_to(value.astype(out.type.dtype), out.type.shape).ravel()
+        ety = sc.mem_type(out.type)
+        arr = ir.ArrayType(ety, data.size)
+        g = ir.GlobalVariable(self.mod, arr, f"const{len(self.mod.globals)}")
+        g.global_constant = True
+        g.linkage = "internal"
+        g.initializer = ir.Constant(arr, [int(v) if isinstance(ety, ir.IntType) else float(v)
+                                          for v in data])
+        src = self.b.bitcast(g, PTR)
+        dst = self._place(out)
+        self._memcpy(dst, src, out.type)
+        self.vals[out] = dst
+
+    def _kernel(self, op: Op) -> None:
+        b = self.b
+        kind = kn.kinds(op)
+        args, reds = [], []
+        for v in op.operands:
+            args.append(self.vals[v])
+        outs = []
+        for r, k in zip(op.results, kind):
+            if k == "full":
+                slot = b.alloca(sc.mem_type(r.type))
+                reds.append((r, slot))
+                args.append(slot)
+            else:
+                ptr = self._place(r)
+                outs.append((r, ptr))
+                args.append(ptr)
+        name = self.kernel_names[op]
+        callee = self._declare(name, ir.VoidType(), [a.type for a in args])
+        b.call(callee, args)
+        for r, ptr in outs:
+            self.vals[r] = ptr
+        for r, slot in reds:
+            self.vals[r] = sc.load(b, slot, r.type)
+
+    def _memcpy(self, dst, src, t) -> None:
+        n = math.prod(t.shape) * t.dtype.itemsize
+        b = self.b
+        fn = self._declare("llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(),
+                           [PTR, PTR, I64, ir.IntType(1)])
+        b.call(fn, [dst, src, ir.Constant(I64, n), ir.Constant(ir.IntType(1), 0)])
+
+    def _copy(self, dst, dst_off, dst_strides, src, src_off, src_strides, shape, t,
+              scalar=None) -> None:
+        """``dst[dst_off + i . dst_strides] = src[src_off + i . src_strides]`` over
+        ``shape`` (element strides; ``scalar``: a register value instead of ``src``)."""
+        tdst = self._typed(dst, t)
+        tsrc = None if scalar is not None else self._typed(src, t)
+
+        def body(b, idx):
+            v = scalar if scalar is not None else sc.load(
+                b, b.gep(tsrc, [_lin(b, src_off, idx, src_strides)]), t)
+            sc.store(b, v, b.gep(tdst, [_lin(b, dst_off, idx, dst_strides)]), t)
+        self.b = loop_nest(self.b, self.f, shape, body)
+
+    def _source(self, v: Value):
+        """(pointer, register value) of an operand: arrays by pointer, scalars by value."""
+        return (None, self.vals[v]) if v.type.shape == () else (self.vals[v], None)
+
+    def _slice(self, op: Op) -> None:
+        out, x = op.results[0], op.operands[0]
+        st = _c_strides(x.type.shape)
+        starts, steps = op.attrs["starts"], op.attrs["steps"]
+        dst = self._place(out)
+        self._copy(dst, 0, _c_strides(out.type.shape), self.vals[x],
+                   sum(a * s for a, s in zip(starts, st)),
+                   [c * s for c, s in zip(steps, st)], out.type.shape, out.type)
+        self.vals[out] = dst
+
+    def _transpose(self, op: Op) -> None:
+        out, x = op.results[0], op.operands[0]
+        st = _c_strides(x.type.shape)
+        dst = self._place(out)
+        self._copy(dst, 0, _c_strides(out.type.shape), self.vals[x], 0,
+                   [st[p] for p in op.attrs["perm"]], out.type.shape, out.type)
+        self.vals[out] = dst
+
+    def _broadcast_to(self, op: Op) -> None:
+        out, x = op.results[0], op.operands[0]
+        dst = self._place(out)
+        src, value = self._source(x)
+        self._copy(dst, 0, _c_strides(out.type.shape), src, 0,
+                   kn._strides(x.type.shape, out.type.shape) if src is not None else None,
+                   out.type.shape, out.type, scalar=value)
+        self.vals[out] = dst
+
+    def _update_slice(self, op: Op) -> None:
+        out, x, y = op.results[0], op.operands[0], op.operands[1]
+        dst = self._place(out)
+        self._memcpy(dst, self.vals[x], out.type)
+        st = _c_strides(out.type.shape)
+        starts, steps, stops = op.attrs["starts"], op.attrs["steps"], op.attrs["stops"]
+        shape = y.type.shape if y.type.shape else tuple(
+            len(range(a, b if b >= 0 else (n if c > 0 else -1), c))
+            for a, b, c, n in zip(starts, stops, steps, out.type.shape))
+        src, value = self._source(y)
+        self._copy(dst, sum(a * s for a, s in zip(starts, st)),
+                   [c * s for c, s in zip(steps, st)], src, 0,
+                   kn._strides(y.type.shape, shape) if src is not None else None,
+                   shape, out.type, scalar=value)
+        self.vals[out] = dst
+
+    def _concatenate(self, op: Op) -> None:
+        out = op.results[0]
+        axis = op.attrs["axis"] % len(out.type.shape)
+        dst = self._place(out)
+        st = _c_strides(out.type.shape)
+        at = 0
+        for x in op.operands:
+            self._copy(dst, at * st[axis], st, self.vals[x], 0, _c_strides(x.type.shape),
+                       x.type.shape, out.type)
+            at += x.type.shape[axis]
+        self.vals[out] = dst
+
+    def _matmul(self, op: Op) -> None:
+        """A 2-D product by BLAS ``gemm``: C order is the transposed column order, so
+        ``C = A B`` is computed as ``C^T = B^T A^T`` without copies."""
+        b = self.b
+        out, (x, y) = op.results[0], op.operands
+        (m, k), n = x.type.shape, y.type.shape[1]
+        dst = self._place(out)
+        ety = sc.mem_type(out.type)
+        i32 = ir.IntType(32)
+
+        def ref(value, ty):
+            slot = b.alloca(ty)
+            b.store(value, slot)
+            return slot
+
+        no = ref(ir.Constant(ir.IntType(8), ord("N")), ir.IntType(8))
+        ints = [ref(ir.Constant(i32, v), i32) for v in (n, m, k, max(1, n), max(1, k),
+                                                        max(1, n))]
+        one, zero = ref(ir.Constant(ety, 1.0), ety), ref(ir.Constant(ety, 0.0), ety)
+        args = [no, no, ints[0], ints[1], ints[2], one, self._typed(self.vals[y], out.type),
+                ints[3], self._typed(self.vals[x], out.type), ints[4], zero,
+                self._typed(dst, out.type), ints[5]]
+        name = "fusegrad_dgemm" if out.type.dtype == np.float64 else "fusegrad_sgemm"
+        b.call(self._declare(name, ir.VoidType(), [a.type for a in args]), args)
+        self.vals[out] = dst
+
+    def _iota(self, op: Op) -> None:
+        out = op.results[0]
+        dst = self._place(out)
+        t = out.type
+        tdst = self._typed(dst, t)
+
+        def body(b, idx):
+            i = idx[0]
+            v = (b.sitofp(i, sc.reg_type(t)) if t.dtype.kind == "f" else
+                 b.trunc(i, sc.reg_type(t)) if sc.reg_type(t).width < 64 else i)
+            sc.store(b, v, b.gep(tdst, [i]), t)
+        self.b = loop_nest(self.b, self.f, out.type.shape, body)
+        self.vals[out] = dst
+
+
+def _c_strides(shape) -> list[int]:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
+def _lin(b, off, idx, strides):
+    total = ir.Constant(I64, off)
+    for i, s in zip(idx, strides):
+        if s:
+            total = b.add(total, b.mul(i, ir.Constant(I64, s)) if s != 1 else i)
+    return total

@@ -1,0 +1,295 @@
+"""A ``fused`` op -> one small LLVM module holding its loop kernel, named by its content.
+
+The kernel is a function ``void(i8* in..., <scalar> in..., i8* out..., <elem>* red...)``
+over concrete shapes: array inputs are read with broadcasting strides (a size-1
+axis against a longer one reads index 0), elementwise results are stored per
+element, full reductions accumulate into one scalar, partial reductions into
+their output array indexed by the kept axes, in the order of the iteration space
+(as the reference interpreter's loops: the same bits on every call). When every
+array input has the full iteration shape and no reduction is partial, the nest
+is one flat loop, which LLVM vectorises.
+
+Two kernels with the same text (the same body and shapes) are one module: a
+model's repeated layers, or two functions sharing a loop, compile it once.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from ...ir import Op
+from ...ir.count_op import count_n
+from ...ir.printer import format_op_header, value_names
+from . import engine
+from . import scalar as sc
+from .mathlib_ir import RARE_OPS
+from .scalar import I8
+
+_HOISTED = ("constant", "count")
+PLACEHOLDER = "__fusegrad_kernel__"
+I64 = ir.IntType(64)
+PTR = I8.as_pointer()
+
+
+class Unsupported(Exception):
+    """An op or a kernel form the lean code generator does not lower (yet)."""
+
+
+def annotation(op: Op, names) -> str:
+    """The comment before an op's instructions: its IR and the user's line (comments
+    are not part of a module's content hash)."""
+    text = format_op_header(op, names)
+    return text + (f"  @ {op.loc}" if op.loc is not None else "")
+
+
+def space_of(op: Op) -> tuple[int, ...]:
+    body = op.regions[0]
+    for bop in body.ops:
+        if bop.name not in _HOISTED:
+            return (bop.operands[0].type.shape if bop.name.startswith("reduce_")
+                    else bop.results[0].type.shape)
+    raise Unsupported("a kernel without loop ops")
+
+
+def kinds(op: Op) -> list[str]:
+    """For each body result: 'array', 'partial' or 'full'."""
+    body = op.regions[0]
+    producer = {r: o for o in body.ops for r in o.results}
+    out = []
+    for r in body.results:
+        p = producer.get(r)
+        if p is not None and p.name.startswith("reduce_"):
+            out.append("full" if r.type.shape == () else "partial")
+        elif p is None or p.name in _HOISTED:
+            raise Unsupported("a kernel result that is not computed in its loop")
+        else:
+            out.append("array")
+    return out
+
+
+def check(op: Op) -> None:
+    """Raise ``Unsupported`` unless this kernel can be lowered here."""
+    body = op.regions[0]
+    space = space_of(op)
+    reduced = set()
+    for bop in body.ops:
+        if bop.name in _HOISTED:
+            if bop.name == "constant" and np.ndim(bop.attrs["value"]) != 0:
+                raise Unsupported("an array constant inside a kernel")
+            continue
+        if any(v in reduced for v in bop.operands):
+            raise Unsupported("a reduction's result used inside its kernel")
+        if bop.name in ("reduce_sum", "reduce_max", "reduce_min"):
+            if bop.operands[0].type.shape != space:
+                raise Unsupported("a reduction over less than the iteration space")
+            if not sc.supported_dtype(bop.results[0].type.dtype):
+                raise Unsupported(f"dtype {bop.results[0].type.dtype}")
+            reduced.add(bop.results[0])
+        elif not sc.supports(bop):
+            raise Unsupported(f"op {bop.name!r} on {[str(v.type) for v in bop.operands]}")
+    for r, kind in zip(body.results, kinds(op)):
+        if kind == "array" and r.type.shape != space:
+            raise Unsupported("a kernel result smaller than its iteration space")
+    for p in body.params:
+        if not sc.supported_dtype(p.type.dtype):
+            raise Unsupported(f"dtype {p.type.dtype}")
+        if len(p.type.shape) > len(space):
+            raise Unsupported("an input larger than the iteration space")
+
+
+def _strides(shape, space) -> list[int]:
+    """Element strides of a C-contiguous ``shape`` read over ``space`` (0: broadcast)."""
+    lead = len(space) - len(shape)
+    out = [0] * len(space)
+    step = 1
+    for j in range(len(shape) - 1, -1, -1):
+        if not (shape[j] == 1 and space[lead + j] != 1):
+            out[lead + j] = step
+        step *= shape[j]
+    return out
+
+
+def _reduce(b, name, acc, x, t):
+    if name == "reduce_sum":
+        # reassociable: LLVM sums in vector lanes (the same order on every call)
+        return b.fadd(acc, x, flags=("reassoc",)) if sc._is_float(x) else b.add(acc, x)
+    fake = _FakeOp(t)
+    return (sc.maximum if name == "reduce_max" else sc.minimum)(b, fake, [acc, x])
+
+
+class _FakeOp:
+    """Just enough of an Op for the element rules that look at operand dtypes."""
+
+    def __init__(self, t):
+        self.operands = [type("V", (), {"type": t})()]
+
+
+def reduce_init(name: str, t) -> ir.Constant:
+    if name == "reduce_sum":
+        return sc.constant(0, t)
+    if t.dtype.kind == "f":
+        return sc.constant(-np.inf if name == "reduce_max" else np.inf, t)
+    if t.dtype == np.bool_:
+        return sc.constant(name == "reduce_min", t)
+    info = np.iinfo(t.dtype)
+    return sc.constant(info.min if name == "reduce_max" else info.max, t)
+
+
+def build(op: Op) -> tuple[str, list[str]]:
+    """The kernel module's IR text (function named ``PLACEHOLDER``) and, per result, its
+    kind."""
+    check(op)
+    body = op.regions[0]
+    space = space_of(op)
+    kind = kinds(op)
+    mod = ir.Module(name="kernel")
+    mod.triple, mod.data_layout = engine.triple_and_layout()
+    arg_types = [PTR if p.type.shape else sc.reg_type(p.type) for p in body.params]
+    arg_types += [PTR if k != "full" else sc.mem_type(r.type).as_pointer()
+                  for r, k in zip(body.results, kind)]
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), arg_types), PLACEHOLDER)
+    fn.linkage = "external"
+    for a in fn.args:
+        if isinstance(a.type, ir.PointerType):
+            a.add_attribute("noalias")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    names = value_names(body)
+    local: dict = {}
+    nparams = len(body.params)
+    for p, a in zip(body.params, fn.args[:nparams]):
+        local[p] = a
+    outs = fn.args[nparams:]
+    for bop in body.ops:  # constants before the loops
+        if bop.name in _HOISTED:
+            res = bop.results[0]
+            value = (count_n(bop.attrs["shape"], bop.attrs["axes"]) if bop.name == "count"
+                     else bop.attrs["value"])
+            local[res] = sc.constant(value, res.type)
+    producer = {r: o for o in body.ops for r in o.results}
+    accs = {}
+    for r, k in zip(body.results, kind):
+        if k == "full":
+            accs[r] = b.alloca(sc.reg_type(r.type))
+    _reset(b, body, kind, outs, accs, producer)
+    flat = all(p.type.shape in ((), space) for p in body.params) and "partial" not in kind
+    loop_space = (math.prod(space),) if flat else space
+    typed = [b.bitcast(a, sc.mem_type(p.type).as_pointer())
+             if p.type.shape else None for p, a in zip(body.params, fn.args[:nparams])]
+    typed_out = [b.bitcast(o, sc.mem_type(r.type).as_pointer()) if k != "full" else None
+                 for r, k, o in zip(body.results, kind, outs)]
+
+    rare_ops = [bop for bop in body.ops if bop.name in RARE_OPS
+                and bop.results[0].type.dtype.kind == "f"]
+    flag = b.alloca(ir.IntType(1)) if rare_ops else None
+    if flag is not None:
+        b.store(ir.Constant(ir.IntType(1), 0), flag)
+
+    def point(b, idx, variant="full"):
+        vals = dict(local)
+        for j, p in enumerate(body.params):
+            if p.type.shape:
+                st = [1] if flat else _strides(p.type.shape, space)
+                vals[p] = sc.load(b, b.gep(typed[j], [_offset(b, idx, st)]), p.type)
+        for bop in body.ops:
+            if bop.name in _HOISTED:
+                continue
+            res = bop.results[0]
+            b.comment(annotation(bop, names))
+            if bop.name.startswith("reduce_"):
+                continue
+            args = [vals[v] for v in bop.operands]
+            vals[res] = sc.emit(b, bop, args, variant)
+            if variant == "fast" and bop in rare_ops:
+                rare = sc.library_call(b, bop.name, args, "rare")
+                if rare is not None:
+                    b.store(b.or_(b.load(flag), rare), flag)
+        for j, (r, k) in enumerate(zip(body.results, kind)):
+            p = producer[r]
+            if k == "array":
+                sc.store(b, vals[r], b.gep(typed_out[j], [_offset(b, idx, [1] if flat else
+                                                               _strides(space, space))]), r.type)
+            elif k == "full":
+                x = vals[p.operands[0]]
+                b.store(_reduce(b, p.name, b.load(accs[r]), x, r.type), accs[r])
+            else:
+                keep = [ax for ax in range(len(space)) if ax not in p.attrs["axes"]]
+                kept_shape = [space[ax] for ax in keep]
+                st = _strides(kept_shape, kept_shape)
+                ptr = b.gep(typed_out[j], [_offset(b, [idx[ax] for ax in keep], st)])
+                x = vals[p.operands[0]]
+                sc.store(b, _reduce(b, p.name, sc.load(b, ptr, r.type), x, r.type), ptr,
+                         r.type)
+
+    if flag is None:
+        b = loop_nest(b, fn, loop_space, point)
+    else:  # the vector path, and only if it met rare inputs, the whole loop again exactly
+        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "fast"))
+        again = fn.append_basic_block("rare")
+        done = fn.append_basic_block("exact_done")
+        b.cbranch(b.load(flag), again, done)
+        b.position_at_end(again)
+        _reset(b, body, kind, outs, accs, producer)
+        b = loop_nest(b, fn, loop_space, point)
+        b.branch(done)
+        b.position_at_end(done)
+    for r, k, out in zip(body.results, kind, outs):
+        if k == "full":
+            sc.store(b, b.load(accs[r]), out, r.type)
+    b.ret_void()
+    return str(mod), kind
+
+
+def _reset(b, body, kind, outs, accs, producer) -> None:
+    """Reductions back to their initial values."""
+    for r, k, out in zip(body.results, kind, outs):
+        if k == "full":
+            b.store(reduce_init(producer[r].name, r.type), accs[r])
+        elif k == "partial":
+            _fill(b, out, r.type, reduce_init(producer[r].name, r.type))
+
+
+def _offset(b, idx, strides):
+    off = ir.Constant(I64, 0)
+    for i, s in zip(idx, strides):
+        if s:
+            off = b.add(off, b.mul(i, ir.Constant(I64, s)) if s != 1 else i)
+    return off
+
+
+def _fill(b, ptr, t, value) -> None:
+    n = math.prod(t.shape)
+    typed = b.bitcast(ptr, sc.mem_type(t).as_pointer())
+
+    def body(b, idx):
+        sc.store(b, value, b.gep(typed, [idx[0]]), t)
+    loop_nest(b, b.function, (n,), body)  # the builder continues after the loop
+
+
+def loop_nest(b: ir.IRBuilder, fn, shape, body) -> ir.IRBuilder:
+    """Loops over ``shape`` (outermost first) calling ``body(builder, indices)`` in the
+    innermost; returns a builder positioned after the loops."""
+    idx = []
+    exits = []
+    for n in shape:
+        head = fn.append_basic_block("loop")
+        inner = fn.append_basic_block("body")
+        done = fn.append_basic_block("done")
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(ir.Constant(I64, 0), pre)
+        b.cbranch(b.icmp_signed("<", i, ir.Constant(I64, n)), inner, done)
+        b.position_at_end(inner)
+        idx.append(i)
+        exits.append((head, i, done))
+    body(b, idx)
+    for head, i, done in reversed(exits):
+        nxt = b.add(i, ir.Constant(I64, 1))
+        i.add_incoming(nxt, b.block)
+        b.branch(head)
+        b.position_at_end(done)
+    return b

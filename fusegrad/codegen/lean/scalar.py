@@ -1,0 +1,326 @@
+"""One element of an op as LLVM instructions: the lean code generator's op table.
+
+``SCALAR_OPS`` maps an op name to a flat function ``(b, op, args) -> value`` that
+builds the instructions computing one element (``b`` an ``llvmlite.ir.IRBuilder``,
+``args`` the operands' elements, already of the op's operand types). Elementwise
+ops of loop kernels and scalar ops between them share it. NumPy's semantics:
+``maximum``/``minimum`` propagate NaN, ``sign`` of NaN is NaN, ``round`` halves to
+even, comparisons with NaN are false (``ne`` true).
+
+Math functions call the C library (``exp``, ``sinh``, ...) through LLVM's
+intrinsics where LLVM has one, so LLVM may constant-fold and vectorise them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from ...ir.types import TensorType, dtype_name
+from . import mathlib_ir
+
+F64, F32, I1, I8 = ir.DoubleType(), ir.FloatType(), ir.IntType(1), ir.IntType(8)
+_INT_BITS = {"i64": 64, "i32": 32, "i16": 16, "i8": 8, "u8": 8}
+_FLOATS = {"f64": F64, "f32": F32}
+
+
+def reg_type(t: TensorType | np.dtype) -> ir.Type:
+    """The LLVM type of one element in a register (bool: ``i1``)."""
+    name = dtype_name(t.dtype if isinstance(t, TensorType) else np.dtype(t))
+    if name in _FLOATS:
+        return _FLOATS[name]
+    if name == "bool":
+        return I1
+    if name in _INT_BITS:
+        return ir.IntType(_INT_BITS[name])
+    raise KeyError(name)
+
+
+def mem_type(t: TensorType | np.dtype) -> ir.Type:
+    """The LLVM type of one element in memory (bool: a byte, as NumPy stores it)."""
+    r = reg_type(t)
+    return I8 if r is I1 else r
+
+
+def supported_dtype(dtype: np.dtype) -> bool:
+    try:
+        reg_type(dtype)
+    except KeyError:
+        return False
+    return True
+
+
+def load(b: ir.IRBuilder, ptr, t) -> ir.Value:
+    v = b.load(ptr)
+    return b.icmp_unsigned("!=", v, ir.Constant(I8, 0)) if reg_type(t) is I1 else v
+
+
+def store(b: ir.IRBuilder, value, ptr, t) -> None:
+    b.store(b.zext(value, I8) if reg_type(t) is I1 else value, ptr)
+
+
+def constant(value, t) -> ir.Constant:
+    ty = reg_type(t)
+    if isinstance(ty, ir.IntType):
+        return ir.Constant(ty, int(bool(value)) if ty is I1 else int(value))
+    return ir.Constant(ty, float(value))
+
+
+def _is_float(v) -> bool:
+    return isinstance(v.type, ir.DoubleType | ir.FloatType)
+
+
+def _unsigned(op) -> bool:
+    return op.operands[0].type.dtype.kind in "ub"
+
+
+def _intrinsic(b, name, args):
+    ty = args[0].type
+    suffix = "f64" if isinstance(ty, ir.DoubleType) else "f32"
+    fnty = ir.FunctionType(ty, [a.type for a in args])
+    mod = b.module
+    full = f"llvm.{name}.{suffix}"
+    fn = mod.globals.get(full) or ir.Function(mod, fnty, full)
+    return b.call(fn, args)
+
+
+def _libm(b, name, args):
+    ty = args[0].type
+    full = name if isinstance(ty, ir.DoubleType) else name + "f"
+    mod = b.module
+    fn = mod.globals.get(full)
+    if fn is None:
+        fn = ir.Function(mod, ir.FunctionType(ty, [a.type for a in args]), full)
+        fn.attributes.add("nounwind")
+    return b.call(fn, args)
+
+
+def add(b, op, a):
+    return b.fadd(*a) if _is_float(a[0]) else b.add(*a)
+
+
+def sub(b, op, a):
+    return b.fsub(*a) if _is_float(a[0]) else b.sub(*a)
+
+
+def mul(b, op, a):
+    return b.fmul(*a) if _is_float(a[0]) else b.mul(*a)
+
+
+def div(b, op, a):
+    return b.fdiv(*a)
+
+
+def neg(b, op, a):
+    return b.fneg(a[0]) if _is_float(a[0]) else b.neg(a[0])
+
+
+def _fcmp(pred):
+    def cmp(b, op, a):
+        if _is_float(a[0]):
+            return (b.fcmp_unordered if pred == "!=" else b.fcmp_ordered)(pred, *a)
+        return (b.icmp_unsigned if _unsigned(op) else b.icmp_signed)(pred, *a)
+    return cmp
+
+
+def maximum(b, op, a):
+    x, y = a
+    if _is_float(x):  # x if (x >= y or x != x) else y
+        keep = b.or_(b.fcmp_ordered(">=", x, y), b.fcmp_unordered("uno", x, x))
+        return b.select(keep, x, y)
+    cmp = b.icmp_unsigned if _unsigned(op) else b.icmp_signed
+    return b.select(cmp(">=", x, y), x, y)
+
+
+def minimum(b, op, a):
+    x, y = a
+    if _is_float(x):
+        keep = b.or_(b.fcmp_ordered("<=", x, y), b.fcmp_unordered("uno", x, x))
+        return b.select(keep, x, y)
+    cmp = b.icmp_unsigned if _unsigned(op) else b.icmp_signed
+    return b.select(cmp("<=", x, y), x, y)
+
+
+def clamp(b, op, a):
+    return minimum(b, op, [maximum(b, op, a[:2]), a[2]])
+
+
+def select(b, op, a):
+    return b.select(*a)
+
+
+def logical_and(b, op, a):
+    return b.and_(*a)
+
+
+def logical_or(b, op, a):
+    return b.or_(*a)
+
+
+def logical_xor(b, op, a):
+    return b.xor(*a)
+
+
+def logical_not(b, op, a):
+    return b.not_(a[0])
+
+
+def abs_(b, op, a):
+    x = a[0]
+    if _is_float(x):
+        return _intrinsic(b, "fabs", [x])
+    if _unsigned(op):
+        return x
+    return b.select(b.icmp_signed("<", x, ir.Constant(x.type, 0)), b.neg(x), x)
+
+
+def sign(b, op, a):
+    x = a[0]
+    zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
+    if _is_float(x):
+        minus = ir.Constant(x.type, -1.0)
+        s = b.select(b.fcmp_ordered(">", x, zero), one,
+                     b.select(b.fcmp_ordered("<", x, zero), minus, zero))
+        return b.select(b.fcmp_unordered("uno", x, x), x, s)
+    if _unsigned(op):
+        return b.zext(b.icmp_unsigned("!=", x, zero), x.type)
+    minus = ir.Constant(x.type, -1)
+    return b.select(b.icmp_signed(">", x, zero), one,
+                    b.select(b.icmp_signed("<", x, zero), minus, zero))
+
+
+def isnan(b, op, a):
+    x = a[0]
+    return b.fcmp_unordered("uno", x, x) if _is_float(x) else ir.Constant(I1, 0)
+
+
+def isfinite(b, op, a):
+    x = a[0]
+    if not _is_float(x):
+        return ir.Constant(I1, 1)
+    return b.fcmp_ordered("<", _intrinsic(b, "fabs", [x]), ir.Constant(x.type, float("inf")))
+
+
+def pow_(b, op, a):
+    x, y = a
+    if isinstance(y, ir.Constant) and y.constant == 2.0:  # x ** 2 -> x * x, as NumPy
+        return b.fmul(x, x)
+    return _intrinsic(b, "pow", [x, y])
+
+
+def logistic(b, op, a):
+    x = a[0]  # 1 / (1 + exp(-x)) for x >= 0, else e / (1 + e), e = exp(x)
+    one, zero = ir.Constant(x.type, 1.0), ir.Constant(x.type, 0.0)
+    nonneg = b.fcmp_ordered(">=", x, zero)
+    e = _intrinsic(b, "exp", [b.select(nonneg, b.fneg(x), x)])
+    return b.select(nonneg, b.fdiv(one, b.fadd(one, e)), b.fdiv(e, b.fadd(one, e)))
+
+
+def convert(b, op, a):
+    x = a[0]
+    src, dst = op.operands[0].type.dtype, op.results[0].type.dtype
+    to = reg_type(dst)
+    if dst == np.bool_:
+        if _is_float(x):
+            return b.fcmp_unordered("!=", x, ir.Constant(x.type, 0.0))
+        return b.icmp_unsigned("!=", x, ir.Constant(x.type, 0))
+    if _is_float(x):
+        if isinstance(to, ir.IntType):
+            return b.fptoui(x, to) if dst.kind == "u" else b.fptosi(x, to)
+        return b.fpext(x, to) if to is F64 and x.type is F32 else (
+            b.fptrunc(x, to) if to is F32 and x.type is F64 else x)
+    if isinstance(to, ir.IntType):
+        if to.width > x.type.width:
+            return b.zext(x, to) if src.kind in "ub" else b.sext(x, to)
+        return b.trunc(x, to) if to.width < x.type.width else x
+    return b.uitofp(x, to) if src.kind in "ub" else b.sitofp(x, to)
+
+
+def identity(b, op, a):
+    return a[0]
+
+
+def _unary_intrinsic(name):
+    def fn(b, op, a):
+        return _intrinsic(b, name, a)
+    fn.__name__ = name
+    return fn
+
+
+def _unary_libm(name):
+    def fn(b, op, a):
+        return _libm(b, name, a)
+    fn.__name__ = name
+    return fn
+
+
+def atan2(b, op, a):
+    return _libm(b, "atan2", a)
+
+
+SCALAR_OPS = {
+    "add": add, "sub": sub, "mul": mul, "div": div, "neg": neg, "pow": pow_,
+    "maximum": maximum, "minimum": minimum, "clamp": clamp, "select": select,
+    "lt": _fcmp("<"), "le": _fcmp("<="), "gt": _fcmp(">"), "ge": _fcmp(">="),
+    "eq": _fcmp("=="), "ne": _fcmp("!="),
+    "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor,
+    "logical_not": logical_not, "abs": abs_, "sign": sign, "isnan": isnan,
+    "isfinite": isfinite, "logistic": logistic, "convert": convert, "atan2": atan2,
+    "stop_gradient": identity, "broadcast_to": identity,
+    "round": _unary_intrinsic("rint"), "sqrt": _unary_intrinsic("sqrt"),
+    "floor": _unary_intrinsic("floor"), "ceil": _unary_intrinsic("ceil"),
+    "exp": _unary_intrinsic("exp"), "log": _unary_intrinsic("log"),
+    "sin": _unary_intrinsic("sin"), "cos": _unary_intrinsic("cos"),
+    **{n: _unary_libm(c) for n, c in (
+        ("log1p", "log1p"), ("expm1", "expm1"), ("tan", "tan"), ("arcsin", "asin"),
+        ("arccos", "acos"), ("arctan", "atan"), ("sinh", "sinh"), ("cosh", "cosh"),
+        ("tanh", "tanh"), ("arcsinh", "asinh"), ("arccosh", "acosh"),
+        ("arctanh", "atanh"), ("cbrt", "cbrt"), ("erf", "erf"))},
+}  # fmt: skip
+
+#: ops whose operands and result must be floating point here (integer forms go elsewhere)
+FLOAT_ONLY = frozenset(SCALAR_OPS) - {
+    "add", "sub", "mul", "neg", "maximum", "minimum", "clamp", "select", "lt", "le", "gt",
+    "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor", "logical_not", "abs",
+    "sign", "isnan", "isfinite", "convert", "stop_gradient", "broadcast_to"}
+
+
+def supports(op) -> bool:
+    """Whether ``op`` (elementwise, one result) has an element rule here for its types."""
+    if op.name not in SCALAR_OPS or len(op.results) != 1:
+        return False
+    types = [v.type for v in (*op.operands, *op.results)]
+    if not all(supported_dtype(t.dtype) for t in types):
+        return False
+    if op.name in FLOAT_ONLY:
+        floats = [t for t in (*(v.type for v in op.operands), op.results[0].type)
+                  if t.dtype != np.bool_]
+        return all(t.dtype.kind == "f" for t in floats)
+    return True
+
+
+def library_call(b: ir.IRBuilder, name: str, args: list, variant: str):
+    """A call of the math library's ``name`` (``variant`` of it), or None if it has none
+    for these operands' type. The kernel's module gets the library linked in."""
+    if name == "sqrt" or not _is_float(args[0]):
+        return None  # sqrt: one instruction, the same bits
+    dtype = np.float64 if isinstance(args[0].type, ir.DoubleType) else np.float32
+    sym = mathlib_ir.symbol(name, dtype, variant)
+    if sym is None:
+        return None
+    ret = I1 if variant == "rare" else args[0].type
+    fn = b.module.globals.get(sym) or ir.Function(
+        b.module, ir.FunctionType(ret, [a.type for a in args]), sym)
+    return b.call(fn, args)
+
+
+def emit(b: ir.IRBuilder, op, args: list, variant: str = "full") -> ir.Value:
+    """One element of ``op`` from its operands' elements ``args``; math functions from
+    the math library (``variant``: ``full`` is right for every input, ``fast`` may
+    miss the rare inputs its ``rare`` variant flags)."""
+    if op.name in mathlib_ir.OPS:
+        call = library_call(b, op.name, args, variant if op.name in mathlib_ir.RARE_OPS
+                            else "fast")
+        if call is not None:
+            return call
+    return SCALAR_OPS[op.name](b, op, args)

@@ -1,0 +1,185 @@
+"""The lean code generator (codegen/lean): compiled results equal the interpreter's, kernels
+are shared by content, the math library is inlined and vectorised, and its cache heals."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.numpy as fnp
+from fusegrad import config
+from fusegrad.codegen.lean import engine, mathlib_ir
+from fusegrad.runtime import compiled
+from fusegrad.runtime.interpreter import run
+from fusegrad.runtime.lean_exec import LeanExecutable
+from tests.helpers import assert_close
+
+pytestmark = pytest.mark.compiled
+
+
+@pytest.fixture(autouse=True)
+def lean(monkeypatch):
+    monkeypatch.setattr(config, "BACKEND", "lean")
+
+
+def rosen(x):
+    return fnp.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
+
+
+def helical(x):
+    theta = fnp.arctan2(x[1], x[0]) / (2 * np.pi)
+    return 100 * ((x[2] - 10 * theta) ** 2 + (fnp.sqrt(x[0] ** 2 + x[1] ** 2) - 1) ** 2) + x[2] ** 2
+
+
+def mixed(x):
+    return fnp.sum(fnp.tanh(x) * fnp.exp(-x ** 2) + fnp.log1p(x * x)) + fnp.max(fnp.sin(x))
+
+
+def rows(x):
+    m = x.reshape(3, 4)
+    return fnp.sum(fnp.sum(m * m[0], axis=0) ** 2) + fnp.mean(m.T[1:] ** 3)
+
+
+def clipped(x):
+    y = fnp.where(x > 0.5, x, 0.5 * x) + fnp.minimum(x, 0.2) - fnp.abs(x) * fnp.sign(x)
+    return fnp.sum(fnp.concatenate([y, x[::-2]]) ** 2) + fnp.sum(fnp.cosh(x) / (1 + x * x))
+
+
+def mlp(x):
+    w = x[:12].reshape(3, 4)
+    h = fnp.tanh(w.T @ fnp.cos(w)) @ w.T
+    return fnp.mean((h - 0.5) ** 2) + fnp.sum(w @ w.T)
+
+
+CASES = [
+    (mlp, np.linspace(-1.0, 1.0, 12)),
+    (mlp, np.linspace(-1.0, 1.0, 12).astype(np.float32)),
+    (rosen, np.array([1.0, 2.0, 3.0, 0.5])),
+    (helical, np.array([1.0, 0.3, 0.7])),
+    (mixed, np.linspace(-1.0, 2.0, 7)),
+    (rows, np.linspace(-1.0, 2.0, 12)),
+    (clipped, np.linspace(-1.0, 1.5, 9)),
+    (mixed, np.linspace(-1.0, 2.0, 7).astype(np.float32)),
+]
+
+
+def _lean_executable(f, x):
+    """The executable ``fg.value_and_grad(f)(x)`` ran on, and its results."""
+    seen = []
+    real = compiled._build
+
+    def spy(fn, donated, reason):
+        exe = real(fn, donated, reason)
+        seen.append(exe)
+        return exe
+
+    compiled._build = spy
+    try:
+        out = fg.value_and_grad(f)(x)
+    finally:
+        compiled._build = real
+    return seen, out
+
+
+@pytest.mark.parametrize("f,x", CASES, ids=lambda c: getattr(c, "__name__", None))
+def test_lean_equals_interpreter(f, x):
+    seen, (_, grad) = _lean_executable(f, x)
+    assert seen and all(isinstance(e, LeanExecutable) for e in seen)
+    exe = seen[0]
+    args = [x, np.asarray(1.0, dtype=x.dtype)]
+    ref = run(exe.fn, *args)
+    got = exe(*args)
+    kind = "f32" if x.dtype == np.float32 else "exact64"
+    for r, g in zip(ref, got):
+        assert g.dtype == r.dtype and g.shape == r.shape
+        assert_close(g, r, kind)
+    assert_close(grad, ref[1], kind)
+
+
+def test_rare_trig_inputs_take_the_exact_path():
+    x = np.array([0.5, 3.0e8, -1.0e9, 2.0])
+    got = fg.grad(lambda v: fnp.sum(fnp.sin(v) * fnp.cos(v)))(x)
+    assert_close(got, np.cos(2 * x), "exact64")
+
+
+def test_kernels_are_shared_by_content():
+    """A second function with the same loop compiles only its own entry."""
+    x = np.linspace(0.1, 0.9, 11)
+    fg.grad(lambda v: fnp.sum(fnp.exp(v) * v ** 3 + 0.25 * v))(x)
+    before = engine.stats()
+    fg.grad(lambda w: fnp.sum(fnp.exp(w) * w ** 3 + 0.25 * w))(x)
+    after = engine.stats()
+    assert after["reused"] > before["reused"]
+    assert after["compiled"] - before["compiled"] <= 1  # the entry alone, if anything
+
+
+def test_math_library_loops_vectorise():
+    """The math library is inlined into the kernel and the loop runs on vector registers."""
+    from fusegrad.codegen.lean.kernel import PLACEHOLDER, build
+    from fusegrad.passes.fusion import fuse
+    from fusegrad.passes.simplify import simplify
+
+    fn = fg.make_ir(lambda v: fnp.exp(v) * fnp.log1p(v * v))(np.ones(4096))
+    op = next(o for o in fuse(simplify(fn)).ops if o.name == "fused")
+    text, _ = build(op)
+    asm = engine.assembly(text.replace(PLACEHOLDER, "k_test"), mathlib_ir.link_into)
+    assert "call" not in asm.split("k_test:")[1].split(".Lfunc_end")[0]
+    assert any(f"{op}pd" in asm for op in ("vmul", "vfmadd", "vadd"))
+
+
+def test_damaged_object_file_is_recompiled(tmp_path):
+    code = (
+        "import warnings, numpy as np, fusegrad as fg, fusegrad.numpy as fnp\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    g = fg.grad(lambda x: fnp.sum((x[1:] - x[:-1] ** 2) ** 2))(np.arange(4.0))\n"
+        "print(list(g), [str(m.message)[:40] for m in w])\n")
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path), FUSEGRAD_BACKEND="lean")
+    first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, check=True).stdout
+    objects = list((tmp_path / "lean").glob("*.o"))
+    assert objects
+    for path in objects:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                            text=True, check=True).stdout
+    assert first.split("]")[0] == second.split("]")[0]
+    assert "damaged" in second
+
+
+@pytest.mark.parametrize("backend,kind", [("numba", "Executable"), ("lean", "LeanExecutable")])
+def test_backend_setting_picks_the_generator(backend, kind):
+    code = ("import numpy as np, fusegrad as fg, fusegrad.numpy as fnp\n"
+            "from fusegrad.runtime import compiled\n"
+            "fg.grad(lambda x: fnp.sum(x * x))(np.ones(3))\n"
+            "print(sorted({type(e).__name__ for _, e in compiled._cache.values()}))\n")
+    env = dict(os.environ, FUSEGRAD_BACKEND=backend)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == f"['{kind}']"
+
+
+def test_unlowered_ops_use_numba():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        seen, _ = _lean_executable(lambda w: fnp.sum(fnp.cumsum(w, axis=0) ** 2),
+                                   np.ones((3, 3)))
+    assert seen and not isinstance(seen[0], LeanExecutable)
+
+
+def test_dump_shows_annotated_llvm_ir(capsys):
+    def f(x):
+        return fnp.sum(fnp.exp(x) * x)
+
+    fg.dump(f, np.ones(3), stage="source", grad=True)
+    text = capsys.readouterr().out
+    assert "define i8* @\"e_" in text and "define external void @\"k_" in text
+    assert "; %" in text and "= exp %" in text and "test_lean.py:" in text
