@@ -69,3 +69,10 @@ def run_compile(quick: bool = False, json_path: str | None = None, rounds: int |
             *(["--rounds", str(rounds)] if rounds else []),
             *(["--families", families] if families else [])]
     return _suite("compile_latency").main(argv)
+
+
+def run_gpt(argv: list[str]) -> int:
+    """``fusegrad bench gpt``: a small GPT's training step, fusegrad eager and ``fg.jit``
+    against PyTorch eager and ``torch.compile`` (``benchmarks/gpt.py``, which takes
+    ``argv``); returns the exit code."""
+    return _suite("gpt").main(argv)

@@ -131,6 +131,15 @@ def _cmd_demo(args) -> int:
 def _cmd_bench(args) -> int:
     from . import bench
 
+    if args.what == "gpt" or (args.only or "").strip().lower() == "gpt":
+        try:
+            bench._suite("gpt")
+        except bench.BenchUnavailable as e:
+            raise UsageError(str(e)) from None
+        argv = [*(["--quick"] if args.quick else []), *(["--json", args.json] if args.json else []),
+                *(["--rounds", str(args.rounds)] if args.rounds else []),
+                *(["--in-process"] if args.in_process else []), *args.gpt]
+        return bench.run_gpt(argv)
     if args.what == "compile":
         try:
             families = bench._suite("compile_latency").FAMILIES
@@ -159,10 +168,13 @@ def _cmd_bench(args) -> int:
 def _add_bench(sub) -> None:
     b = sub.add_parser("bench", help="time the workloads W1-W5 against NumPy, Numba, JAX, "
                        "PyTorch, or compile latency against JAX (needs a source checkout)")
-    b.add_argument("what", nargs="?", choices=("workloads", "compile"), default="workloads",
+    b.add_argument("what", nargs="?", choices=("workloads", "compile", "gpt"),
+                   default="workloads",
                    help="the workloads W1-W5 (default), or `compile`: cold and warm "
                    "compile latency by program size (--only takes its families: "
-                   "elementwise,mlp,loops,conds)")
+                   "elementwise,mlp,loops,conds), or `gpt` (also `--only gpt`): a small "
+                   "GPT's training step against PyTorch (benchmarks/gpt.py; add --gpt=--all "
+                   "for fg.jit and torch.compile)")
     b.add_argument("--quick", action="store_true", help="small sizes and few rounds")
     b.add_argument("--only", metavar="W1,W4", help="run only these workloads (W1..W5)")
     b.add_argument("--json", metavar="PATH",
@@ -174,6 +186,9 @@ def _add_bench(sub) -> None:
     b.add_argument("--rounds", type=int, metavar="N", help="timing rounds (default 7, quick 3)")
     b.add_argument("--in-process", action="store_true",
                    help="run in this process with its thread settings (no re-exec)")
+    b.add_argument("--gpt", action="append", default=[], metavar="OPTION",
+                   help="an option for `bench gpt` (--jit, --torch-compile, --all, --profile, "
+                   "--inner N, --no-torch), e.g. --gpt=--all")
     b.add_argument("--worker", choices=("1", "default"), help=argparse.SUPPRESS)
     b.add_argument("--partial", help=argparse.SUPPRESS)
     b.set_defaults(run=_cmd_bench)

@@ -3,6 +3,11 @@
 learning-rate schedules (``lr_scheduler``), and functional optimizers for compiled steps
 (``sgd``, ``momentum``, ``adam``, ``adamw``).
 
+The eager optimizers round every step as PyTorch's single-tensor (``foreach=False``)
+code does, so float32 parameters get PyTorch's bits given the same gradients (see
+``_fused``). ``foreach``, ``fused``, ``capturable`` and ``differentiable`` are accepted
+and kept in the parameter groups, as PyTorch's; the update is the single-tensor one.
+
 >>> import fusegrad as fg
 >>> w = fg.tensor([1.0, -2.0], requires_grad=True)
 >>> opt = fg.optim.SGD([w], lr=0.1)

@@ -25,25 +25,3 @@ def nonzero(v) -> bool:
 def scale_(t, s):
     """``t *= s`` in place."""
     return t.mul_(_like(s, t) if traced(s) else s)
-
-
-def add_scaled(p, g, scale):
-    """``p += scale * g`` in place."""
-    if traced(scale):
-        return p.add_(g * _like(scale, g))
-    return p.add_(g, alpha=scale)
-
-
-def plus_scaled(a, b, scale):
-    """``a + scale * b`` (a new tensor)."""
-    if traced(scale):
-        return a + b * _like(scale, b)
-    return a.add(b, alpha=scale)
-
-
-def add_quotient(p, num, den, scale) -> None:
-    """``p += scale * num / den`` in place, as PyTorch's ``addcdiv_(num, den, value=scale)``."""
-    if traced(scale):
-        p.add_(num * _like(scale, num) / den)
-    else:
-        p.add_(num * scale / den)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..eager.creation import zeros_like
+from . import _fused as F
 from . import _hyper as H
 from ._state import step_tensor
 from .optimizer import Optimizer
@@ -36,7 +37,8 @@ class Adadelta(Optimizer):
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
-            g = g.add(p, alpha=group["weight_decay"])
+            g = g.clone()
+            F.add_(g, p, group["weight_decay"])
         state = self.state[p]
         if not state:
             state["step"] = step_tensor()
@@ -45,8 +47,10 @@ class Adadelta(Optimizer):
         state["step"].add_(1)
         rho, eps = group["rho"], group["eps"]
         v, u = state["square_avg"], state["acc_delta"]
-        v.mul_(rho).add_(g * g, alpha=1 - rho)
+        H.scale_(v, rho)
+        F.addcmul_(v, g, g, 1 - rho)
         std = (v + eps).sqrt()
         delta = (u + eps).sqrt() / std * g
-        u.mul_(rho).add_(delta * delta, alpha=1 - rho)
-        H.add_scaled(p, delta, -group["lr"])
+        H.scale_(u, rho)
+        F.addcmul_(u, delta, delta, 1 - rho)
+        F.add_(p, delta, -group["lr"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..eager import tensor_base as TB
 from ..eager.creation import full_like
+from . import _fused as F
 from . import _hyper as H
 from ._state import step_tensor
 from .optimizer import Optimizer
@@ -21,6 +22,8 @@ class Adagrad(Optimizer):
         p = p - clr * g / (sqrt(s) + eps)
 
     The state is created with the optimizer (as PyTorch does), not on the first step.
+    Each step rounds as PyTorch's single-tensor (``foreach=False``) code does (see
+    ``_fused``).
     """
 
     def __init__(self, params, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
@@ -46,17 +49,18 @@ class Adagrad(Optimizer):
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
-            g = g.add(p, alpha=group["weight_decay"])
+            g = g.clone()
+            F.add_(g, p, group["weight_decay"])
         state = self.state[p]
         step = state["step"]
         step.add_(1)
         s = state["sum"]
-        s.add_(g * g)
+        F.addcmul_(s, g, g, 1)
         std = s.sqrt().add_(group["eps"])
         lr, decay = group["lr"], group["lr_decay"]
         if TB.is_concrete(step._data) and not H.traced(lr):
-            H.add_quotient(p, g, std, -(lr / (1 + (step.item() - 1) * decay)))
+            F.addcdiv_(p, g, std, -(lr / (1 + (step.item() - 1) * decay)))
             return
         # a compiled step: the step count (and maybe lr) are traced 0-d tensors
         clr = lr / (1 + (step.double() - 1) * decay)
-        H.add_quotient(p, g, std, -clr)
+        F.addcdiv_(p, g, std, -clr)

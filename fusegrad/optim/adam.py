@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 from ..eager import dtypes as D
 from ..eager import tensor_base as TB
 from ..eager.creation import tensor, zeros_like
+from . import _fused as F
 from . import _hyper as H
 from .optimizer import Optimizer
 
@@ -27,13 +26,19 @@ class Adam(Optimizer):
     AMSGrad keeps the maximum of the raw second moments and bias-corrects it
     afterwards, as PyTorch's code does (its docs before PyTorch 2.6 showed the
     maximum of bias-corrected moments; see pytorch/pytorch#142323).
-    ``state[p]["step"]`` is a 0-d float tensor, as in PyTorch. Parameters
-    whose ``grad`` is None are skipped and get no state.
+    Each step rounds as PyTorch's single-tensor (``foreach=False``) code does (see
+    ``_fused``): the bias corrections are Python floats (``lr / (1 - beta1**t)`` and
+    ``(1 - beta2**t) ** 0.5``), the first moment moves by ``lerp``, the parameter by
+    ``addcdiv``. ``state[p]["step"]`` is a 0-d float tensor, as in PyTorch. Parameters
+    whose ``grad`` is None are skipped and get no state. ``decoupled_weight_decay=True``
+    is ``AdamW``.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
-                 maximize: bool = False):
+                 foreach=None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None,
+                 decoupled_weight_decay: bool = False):
         if lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if eps < 0.0:
@@ -45,7 +50,10 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
-                                      maximize=maximize))
+                                      maximize=maximize, foreach=foreach,
+                                      capturable=capturable, differentiable=differentiable,
+                                      fused=fused,
+                                      decoupled_weight_decay=decoupled_weight_decay))
 
     def _state(self, p, amsgrad: bool) -> dict:
         state = self.state[p]
@@ -61,7 +69,11 @@ class Adam(Optimizer):
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
-            g = g.add(p, alpha=group["weight_decay"])
+            if group["decoupled_weight_decay"]:  # AdamW: p *= 1 - lr * weight_decay
+                H.scale_(p, 1 - group["lr"] * group["weight_decay"])
+            else:
+                g = g.clone()
+                F.add_(g, p, group["weight_decay"])
         self._adam(p, g, group)
 
     def _adam(self, p, g, group: dict) -> None:
@@ -71,17 +83,20 @@ class Adam(Optimizer):
         step = state["step"]
         step.add_(1)
         m, v = state["exp_avg"], state["exp_avg_sq"]
-        H.add_scaled(m, g - m, 1 - beta1)  # PyTorch's lerp_(g, 1 - beta1)
-        H.add_scaled(H.scale_(v, beta2), g * g, 1 - beta2)
+        F.lerp_(m, g, 1 - beta1)
+        H.scale_(v, beta2)
+        F.addcmul_(v, g, g, 1 - beta2)
         if group["amsgrad"]:
             v_max = state["max_exp_avg_sq"]
             v = v_max.copy_(v_max.maximum(v))
         if TB.is_concrete(step._data) and not any(map(H.traced, (group["lr"], beta1, beta2))):
             t = step.item()
-            denom = (v.sqrt() / math.sqrt(1 - beta2**t)).add_(group["eps"])
-            p.add_(m / denom, alpha=-group["lr"] / (1 - beta1**t))
+            step_size = group["lr"] / (1 - beta1**t)
+            denom = (v.sqrt() / (1 - beta2**t) ** 0.5).add_(group["eps"])
+            F.addcdiv_(p, m, denom, -step_size)
             return
-        # traced step count (a compiled training step): the same formula on a 0-d tensor
+        # traced step count (a compiled training step): the same formula on 0-d tensors
         t = step.double()
+        step_size = group["lr"] / (1 - beta1**t)
         denom = (v.sqrt() / (1 - beta2**t).sqrt().to(v.dtype)).add_(group["eps"])
-        p.sub_(m / denom * (group["lr"] / (1 - beta1**t)).to(p.dtype))
+        F.addcdiv_(p, m, denom, -step_size)

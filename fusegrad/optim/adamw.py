@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from . import _hyper as H
 from .adam import Adam
 
 
@@ -19,12 +18,9 @@ class AdamW(Adam):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
                  eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
-                 maximize: bool = False):
+                 foreach=None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused=None):
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, maximize=maximize)
-
-    def _update(self, p, group: dict) -> None:
-        g = -p.grad if group["maximize"] else p.grad
-        factor = 1 - group["lr"] * group["weight_decay"]
-        p.mul_(factor.to(p.dtype) if H.traced(factor) else factor)
-        self._adam(p, g, group)
+                         amsgrad=amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
+                         decoupled_weight_decay=True)

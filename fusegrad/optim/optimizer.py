@@ -153,8 +153,9 @@ class Optimizer:
             else:
                 state[p] = {name: _cast(p, name, value) for name, value in v.items()}
         self.state = state
-        self.param_groups = [dict(s, params=g["params"]) for g, s in zip(self.param_groups,
-                                                                           saved)]
+        # a state dict saved before an option existed gets its default
+        self.param_groups = [{**self.defaults, **s, "params": g["params"]}
+                             for g, s in zip(self.param_groups, saved)]
 
     def __repr__(self) -> str:
         text = type(self).__name__ + " ("

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..eager.creation import zeros_like
+from . import _fused as F
 from . import _hyper as H
 from ._state import step_tensor
 from .optimizer import Optimizer
@@ -20,6 +21,9 @@ class RMSprop(Optimizer):
         else:        d = sqrt(v) + eps
         if momentum > 0: b = momentum * b + g / d; p = p - lr * b   (state "momentum_buffer")
         else:            p = p - lr * g / d
+
+    Each step rounds as PyTorch's single-tensor (``foreach=False``) code does (see
+    ``_fused``).
     """
 
     def __init__(self, params, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
@@ -50,22 +54,27 @@ class RMSprop(Optimizer):
     def _update(self, p, group: dict) -> None:
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
-            g = g.add(p, alpha=group["weight_decay"])
+            g = g.clone()
+            F.add_(g, p, group["weight_decay"])
         state = self._state(p, group)
         state["step"].add_(1)
         alpha = group["alpha"]
         v = state["square_avg"]
-        v.mul_(alpha).add_(g * g, alpha=1 - alpha)
+        H.scale_(v, alpha)
+        F.addcmul_(v, g, g, 1 - alpha)
         if group["centered"]:
             a = state["grad_avg"]
-            a.add_(g - a, alpha=1 - alpha)
-            d = (v - a * a).sqrt()
+            F.lerp_(a, g, 1 - alpha)
+            d = v.clone()
+            F.addcmul_(d, a, a, -1)
+            d = d.sqrt()
         else:
             d = v.sqrt()
         d = d.add_(group["eps"])
         if H.nonzero(group["momentum"]):
             b = state["momentum_buffer"]
-            H.scale_(b, group["momentum"]).add_(g / d)
-            H.add_scaled(p, b, -group["lr"])
+            H.scale_(b, group["momentum"])
+            F.addcdiv_(b, g, d, 1)
+            F.add_(p, b, -group["lr"])
         else:
-            H.add_quotient(p, g, d, -group["lr"])
+            F.addcdiv_(p, g, d, -group["lr"])

@@ -573,7 +573,10 @@ def test_param_groups_and_optimizer_errors():
     opt = fg.optim.SGD([{"params": a}, {"params": [b], "lr": 0.5}], lr=0.1, momentum=0.9)
     assert [g["lr"] for g in opt.param_groups] == [0.1, 0.5]
     assert opt.param_groups[0]["params"] == [a] and opt.param_groups[1]["momentum"] == 0.9
-    assert repr(opt).startswith("SGD (\nParameter Group 0\n    dampening: 0\n    lr: 0.1\n")
+    assert repr(opt).startswith(  # PyTorch's text
+        "SGD (\nParameter Group 0\n    dampening: 0\n    differentiable: False\n"
+        "    foreach: None\n    fused: None\n    lr: 0.1\n    maximize: False\n"
+        "    momentum: 0.9\n    nesterov: False\n    weight_decay: 0\n\nParameter Group 1\n")
     cases = [
         (lambda: fg.optim.SGD([], lr=0.1), ValueError, "empty parameter list"),
         (lambda: fg.optim.SGD(a, lr=0.1), TypeError, "iterable of Tensors"),
