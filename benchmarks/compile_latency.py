@@ -234,7 +234,9 @@ def measure(families: dict, rounds: int = 1, jax: bool = True) -> list[dict]:
     import numpy as np
 
     rows = []
-    base = {k: v for k, v in os.environ.items() if not k.startswith("FUSEGRAD_")}
+    # the code generator chosen with FUSEGRAD_BACKEND carries over; no other setting does
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("FUSEGRAD_") or k == "FUSEGRAD_BACKEND"}
     base["OMP_NUM_THREADS"] = base["NUMBA_NUM_THREADS"] = "1"
     base["OPENBLAS_NUM_THREADS"] = base["MKL_NUM_THREADS"] = "1"
     base["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
@@ -351,6 +353,7 @@ def main(argv=None) -> int:
             p.error(f"--sizes takes integers, got {args.sizes!r}")
         families = {f: sizes for f in families}
     jax = not args.no_jax and _has_jax()
+    print(f"code generator: {os.environ.get('FUSEGRAD_BACKEND', 'numba')} (FUSEGRAD_BACKEND)")
     print("| family | size | fusegrad cold | fusegrad warm | JAX first call | cold / JAX |")
     rows = measure(families, rounds=max(1, args.rounds), jax=jax)
     print()

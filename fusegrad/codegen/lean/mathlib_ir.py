@@ -3,12 +3,13 @@
 The library's functions are written for Numba; here each (function, dtype, variant)
 is compiled by Numba once, the first time a kernel calls it, and the LLVM IR of its
 C-ABI wrapper (``double f(double)``, marked ``alwaysinline``) with everything it
-calls is kept as ``<cache>/lean/mathlib-<salt>-<name>-<dtype>-<variant>.bc`` (the
-symbol's name, then the bitcode): a program using ``exp`` waits for ``exp`` alone,
-and later processes read the bitcode and never import Numba. A kernel that
-calls the library gets a copy linked in before LLVM optimises it, so the functions
-are inlined into its loop and vectorised with it; the copy is made internal, so
-kernels never share (or clash on) its symbols.
+calls is kept as ``mathlib-<salt>-<name>-<dtype>-<variant>.bc`` (the symbol's name,
+then the bitcode) beside Numba's own cache of the library, once per machine: a
+program using ``exp`` waits for ``exp`` alone, and later processes read the bitcode
+and never import Numba. A kernel that calls the library gets a copy linked in
+before LLVM optimises it, so the functions are inlined into its loop and
+vectorised with it; the copy is made internal, so kernels never share (or clash
+on) its symbols.
 """
 
 from __future__ import annotations
@@ -32,14 +33,32 @@ OPS = frozenset({
     "cosh", "arcsinh", "arccosh", "arctanh", "pow", "atan2"})
 RARE_OPS = frozenset({"sin", "cos", "tan"})
 _state: dict[str, str | None] = {}  # key -> symbol
+_FOLDER: str | None = None
 _bitcode: dict[str, bytes] = {}  # symbol -> bitcode of its module
 _TARGET_ATTRS = re.compile(r'"target-(?:cpu|features)"="[^"]*"')
 _NOINLINE = re.compile(r"^(attributes #\d+ = \{[^}\n]*)\bnoinline\b", re.MULTILINE)
 
 
+def _folder() -> str:
+    """Where the bitcode is kept: beside Numba's cache of the same functions (in the
+    package, once per machine, as trusted as the package itself), or where the package
+    cannot be written, in the cache directory."""
+    global _FOLDER
+    if _FOLDER is None:
+        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "mathlib", "__pycache__")
+        with contextlib.suppress(OSError):
+            os.makedirs(here, exist_ok=True)
+        if os.access(here, os.W_OK):
+            _FOLDER = here
+        else:
+            _FOLDER = os.path.join(cg_compile._directory(), "lean")
+            os.makedirs(_FOLDER, mode=0o700, exist_ok=True)
+    return _FOLDER
+
+
 def _path(key: str) -> str:
-    folder = os.path.join(cg_compile._directory(), "lean")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    folder = _folder()
     return os.path.join(folder, f"mathlib-{cg_compile.salt()[:24]}-{key.replace('/', '-')}.bc")
 
 
@@ -86,7 +105,8 @@ def _function(name: str, dtype, variant: str) -> str | None:
         with open(path, "rb") as f:
             head, bitcode = f.read().split(b"\n", 1)
         sym = head.decode()
-    except (OSError, ValueError):
+        engine._llvm().parse_bitcode(bitcode)  # a damaged file is built again
+    except (OSError, ValueError, RuntimeError):
         built = _build(name, dtype, variant)
         if built is None:
             _state[key] = None
