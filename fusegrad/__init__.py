@@ -7,6 +7,7 @@ array([0., 0., 0.])
 """
 
 from . import (  # noqa: F401  (fills NumPy's protocol table)
+    array_api,
     autograd,
     nn,
     numpy,
