@@ -75,3 +75,14 @@ class ArrayAPIMethods:
         if nd < 2:
             raise ValueError(f"mT needs an array of rank 2 or more, got shape {self.shape}")
         return A.transpose(self, [*range(nd - 2), nd - 1, nd - 2])
+
+    # NumPy returns new arrays from these; a write to the result must not reach ``self``
+    def __pos__(self):
+        return type(self)(self._trace, self.value)
+
+    def copy(self):
+        return type(self)(self._trace, self.value)
+
+    def astype(self, dtype, copy: bool = True):
+        out = A.astype(self, dtype)
+        return self.copy() if copy and out is self else out
