@@ -34,10 +34,10 @@ from .. import numpy as fnp
 from ..ir import array as A
 from ..ir import ops
 from ..ir.bind import aval
-from ..tracer.array_api import API_VERSIONS, check_device, register_namespace
-from ..tracer.core import Tracer, tracing
 from ..numpy import fft, linalg  # noqa: F401  (the standard's extensions)
 from ..scipy import special  # noqa: F401  (SciPy dispatches its elementwise functions here)
+from ..tracer.array_api import API_VERSIONS, check_device, register_namespace
+from ..tracer.core import Tracer, tracing
 from ._dtypes import (  # noqa: F401
     __array_namespace_info__,
     bool,

@@ -11,7 +11,7 @@ import numpy as np
 from ..ir.bind import aval
 from ..tracer.array_api import CPU, check_device
 
-bool = np.dtype(np.bool_)  # noqa: A001  (the standard's name)
+bool = np.dtype(np.bool_)
 int8, int16, int32, int64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32,
                                                         np.uint64))
