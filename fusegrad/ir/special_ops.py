@@ -4,9 +4,10 @@ Only the functions that cannot be built exactly and accurately from other ops ar
 primitives here; ``fusegrad.scipy.special`` builds the rest (``i0 = i0e * exp(|x|)``,
 ``xlogy``, ``log_ndtr``, ...) from these. Each op's reference is the SciPy ufunc,
 computed in float64 and rounded to the operand's dtype (as SciPy's float32 loops
-do for these functions). All refuse complex operands (``shapes.real_elementwise``), on every path, rather than
-compute the function of the real part. The derivative of each is again one of them (``lgamma' =
-digamma``, ``digamma' = polygamma(1)``, ...), so gradients exist to any order.
+do for these functions). All refuse complex operands (``shapes.real_elementwise``) on
+every path, rather than compute the function of the real part. The derivative of each
+is again one of them (``lgamma' = digamma``, ``digamma' = polygamma(1)``, ...), so
+gradients exist to any order.
 """
 
 from __future__ import annotations
