@@ -195,6 +195,10 @@ CASES = [
          (normal(4, 1, 2, 3), normal(5, 3, 2)), label="ell-broadcast"),
     Case("einsum", lambda a, b: np.einsum("i...,i...", a, b), (normal(3, 4, 1), normal(3, 5)),
          label="ell-implicit"),
+    Case("einsum", lambda a, b: np.einsum("...,...->...", a, b), (normal(4, 4), normal(3, 4, 4)),
+         label="ell-lower-rank-first"),
+    Case("einsum", lambda a, b, c: np.einsum("...,...i,...->...i", a, b, c),
+         (normal(4), normal(2, 1, 3), normal(5, 1, 4)), label="ell-three-ranks"),
     Case("full_like", lambda x: np.full_like(x, x[0, 0]), (X,), label="traced-fill"),
 ]
 
