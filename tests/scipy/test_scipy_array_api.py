@@ -24,6 +24,9 @@ from tests.helpers import assert_close, numeric_grads
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+#: a traced array SciPy converts to NumPy: a warning, or an error where conversions raise
+_CUT = ("GradientCutWarning", "TracerConversionError")
+
 X = [0.3, -0.7, 1.2, 0.5]
 Y = [0.2, 1.5, 0.9, 2.0]
 
@@ -51,6 +54,34 @@ CASES = {
     "gmean": ("fg.grad(st.gmean)(y)", st.gmean),
     "zscore": ("fg.grad(lambda x: st.zscore(x)[0])(x)", lambda x: st.zscore(x)[0]),
     "tvar": ("fg.grad(st.tvar)(x)", st.tvar),
+    "logsumexp_sign": ("fg.grad(lambda x: ss.logsumexp(x, return_sign=True)[0])(x)",
+                       lambda x: ss.logsumexp(x, return_sign=True)[0]),
+    "polygamma": ("fg.grad(lambda y: ss.polygamma(1, y).sum())(y)",
+                  lambda y: ss.polygamma(1, y).sum()),
+    "special_mix": ("fg.grad(lambda x: (ss.log_ndtr(x) + ss.i0(x) + ss.softplus(x)"
+                    " + ss.erfc(x) + ss.log_expit(x)).sum())(x)",
+                    lambda x: (ss.log_ndtr(x) + ss.i0(x) + ss.softplus(x) + ss.erfc(x)
+                               + ss.log_expit(x)).sum()),
+    "rel_entr": ("fg.grad(lambda y: ss.rel_entr(y, y + 1).sum())(y)",
+                 lambda y: ss.rel_entr(y, y + 1).sum()),
+    "stats_mix": ("fg.grad(lambda y: st.hmean(y) + st.pmean(y, 2.5) + st.gstd(y) + st.sem(y)"
+                  " + st.tstd(y) + st.trim_mean(y, 0.1) + st.describe(y).variance)(y)",
+                  lambda y: st.hmean(y) + st.pmean(y, 2.5) + st.gstd(y) + st.sem(y)
+                  + st.tstd(y) + st.trim_mean(y, 0.1) + st.describe(y).variance),
+    "zmap": ("fg.grad(lambda x, y: st.zmap(x, y)[0], argnums=(0, 1))(x, y)",
+             lambda x, y: st.zmap(x, y)[0]),
+}
+
+#: name -> (expression, the errors it may raise): the "no" rows of docs/scipy.md's table
+FAILS = {
+    "entr": ("fg.grad(lambda y: ss.entr(y).sum())(y)", _CUT),
+    "entropy": ("fg.grad(st.entropy)(y)", _CUT),
+    "norm_logpdf": ("fg.grad(lambda x: st.norm.logpdf(x).sum())(x)", _CUT),
+    "variation": ("fg.grad(st.variation)(y)", ("TypeError",)),
+    "iqr": ("fg.grad(st.iqr)(x)", ("TypeError",)),
+    "spearmanr": ("fg.grad(lambda x, y: st.spearmanr(x, y).statistic, argnums=(0, 1))(x, y)",
+                  ("AttributeError",)),
+    "xlogy_numpy_y": ("fg.grad(lambda x: ss.xlogy(x, y).sum())(x)", ("TypeError",)),
 }
 
 CHILD = textwrap.dedent("""
@@ -64,6 +95,12 @@ CHILD = textwrap.dedent("""
     for name, expr in json.loads(sys.argv[1]).items():
         r = eval(expr)
         out[name] = [np.asarray(a).tolist() for a in (r if isinstance(r, tuple) else (r,))]
+    for name, expr in json.loads(sys.argv[2]).items():
+        try:
+            eval(expr)
+            out[name] = "no error"
+        except Exception as e:
+            out[name] = type(e).__name__
     print(json.dumps(out))
 """) % (X, Y)
 
@@ -71,11 +108,11 @@ CHILD = textwrap.dedent("""
 @pytest.fixture(scope="module")
 def results():
     env = dict(os.environ, SCIPY_ARRAY_API="1", PYTHONPATH=ROOT)
-    exprs = json.dumps({k: v[0] for k, v in CASES.items()})
-    run = subprocess.run([sys.executable, "-c", CHILD, exprs], capture_output=True, text=True,
-                         env=env, timeout=600, cwd=ROOT)
+    exprs = [json.dumps({k: v[0] for k, v in table.items()}) for table in (CASES, FAILS)]
+    run = subprocess.run([sys.executable, "-c", CHILD, *exprs], capture_output=True,
+                         text=True, env=env, timeout=600, cwd=ROOT)
     assert run.returncode == 0, run.stderr
-    return {k: [np.array(a) for a in v]
+    return {k: v if isinstance(v, str) else [np.array(a) for a in v]
             for k, v in json.loads(run.stdout.strip().splitlines()[-1]).items()}
 
 
@@ -105,3 +142,8 @@ def test_matches_finite_differences(results, name):
     assert len(results[name]) == len(expected)
     for got, want in zip(results[name], expected, strict=True):
         assert_close(got, want, "fd")
+
+
+@pytest.mark.parametrize("name", sorted(FAILS))
+def test_what_does_not_work_fails_loudly(results, name):
+    assert results[name] in FAILS[name][1]
