@@ -235,8 +235,7 @@ def signbit(x, /):
     x = A.asarray(x)
     if aval(x).dtype.kind != "f":
         return x < 0
-    zero = x == 0
-    return fnp.logical_or(x < 0, fnp.logical_and(zero, 1 / fnp.where(zero, x, 1) < 0))
+    return fnp.logical_or(x < 0, fnp.logical_and(x == 0, ops.atan2(x, -1.0) < 0))
 
 
 def copysign(x1, x2, /):

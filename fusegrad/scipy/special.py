@@ -32,10 +32,11 @@ from ..ir.shapes import real_function_error
 from ..ir.types import is_complex
 
 __all__ = [
-    "betainc", "betaincc", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfcx", "erfinv",
-    "expit", "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e",
-    "log_expit", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
-    "ndtri", "polygamma", "psi", "softmax", "xlog1py", "xlogy",
+    "beta", "betainc", "betaincc", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfcx",
+    "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e",
+    "i1", "i1e", "log_expit", "log_ndtr", "log_softmax", "logit", "logsumexp",
+    "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rgamma", "softmax", "xlog1py",
+    "xlogy",
 ]  # fmt: skip
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -85,6 +86,62 @@ def polygamma(n, x):
 def gamma(x):
     """Gamma(x); the derivative is ``gamma(x) * digamma(x)``."""
     return ops.gamma(_real("gamma", x))
+
+
+def _gammasgn_parts(x):
+    """(the sign of Gamma(x), where x is a pole of Gamma: a negative integer or -inf).
+    Piecewise constant: its derivative is 0."""
+    fl = ops.floor(x)
+    zero = x == 0  # Gamma(+-0) = +-inf: the sign of the zero
+    neg_zero = ops.logical_and(zero, ops.atan2(x, -1.0) < 0)  # atan2(-0, -1) = -pi
+    odd = ops.logical_and(x < 0, ops.remainder(fl, 2.0) == 1)  # Gamma < 0 on (-1, 0), ...
+    sign = ops.select(ops.logical_or(odd, neg_zero), -1.0, 1.0)
+    pole = ops.logical_and(x < 0, ops.logical_or(fl == x, ops.logical_not(ops.isfinite(x))))
+    return A.astype(sign, A.dtype(x)), pole
+
+
+def gammasgn(x):
+    """The sign of Gamma(x): 1 or -1 (-1 at -0.0), NaN at the poles and for NaN, as SciPy.
+    Piecewise constant: its derivative is 0."""
+    x = A.asarray(_real("gammasgn", x))
+    sign, pole = _gammasgn_parts(x)
+    return ops.select(ops.logical_or(pole, ops.isnan(x)), np.nan, sign)
+
+
+def rgamma(x):
+    """1 / Gamma(x), an entire function: 0 at the poles of Gamma. Computed as
+    ``gammasgn(x) * exp(-gammaln(x))``, so its derivative is ``-rgamma(x) * digamma(x)``
+    (NaN at the poles themselves)."""
+    x = A.asarray(_real("rgamma", x))
+    sign, pole = _gammasgn_parts(x)
+    out = ops.select(pole, 1.0, sign) * ops.exp(-ops.lgamma(x))
+    return ops.select(x == -np.inf, 0.0, out)
+
+
+def _beta_signed(a, b):
+    """Gamma(a) Gamma(b) / Gamma(a + b) as ``sign * exp(betaln)`` (0 where a + b is a pole
+    of Gamma; a and b not poles)."""
+    sign = 1.0
+    for x in (a, b, a + b):
+        s, pole = _gammasgn_parts(x)
+        sign = sign * ops.select(pole, 1.0, s)
+    return sign * ops.exp(ops.betaln(a, b))
+
+
+def beta(a, b):
+    """The beta function Gamma(a) Gamma(b) / Gamma(a + b), as SciPy: ``sign *
+    exp(betaln(a, b))`` with the signs of the three gamma functions; 0 where a + b is a
+    pole of Gamma; where a (or b) is a non-positive integer, +inf, or SciPy's finite limit
+    ``(-1)**b * beta(1 - a - b, b)`` when b is an integer with 1 - a - b > 0. Its
+    derivative in ``a`` is ``beta(a, b) * (digamma(a) - digamma(a + b))``."""
+    a, b = A.asarray(_real("beta", a)), A.asarray(_real("beta", b))
+    pa, pb = (ops.logical_and(x <= 0, ops.floor(x) == x) for x in (a, b))
+    p, q = ops.select(pa, a, b), ops.select(pa, b, a)  # the pole, the other
+    either = ops.logical_or(pa, pb)
+    finite = ops.logical_and(either, ops.logical_and(ops.floor(q) == q, 1 - p - q > 0))
+    c, d = ops.select(finite, 1 - p - q, 1.0), ops.select(finite, q, 1.0)
+    limit = ops.select(ops.remainder(d, 2.0) == 0, 1.0, -1.0) * _beta_signed(c, d)
+    return ops.select(either, ops.select(finite, limit, np.inf), _beta_signed(a, b))
 
 
 def betaln(a, b):
@@ -304,5 +361,5 @@ A.SCIPY_UFUNCS.update({
     "logit": logit, "log_expit": log_expit, "ndtr": ndtr, "log_ndtr": log_ndtr,
     "ndtri": ndtri, "xlogy": xlogy, "xlog1py": xlog1py, "i0": i0, "i1": i1, "i0e": i0e,
     "i1e": i1e, "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
-    "betaincc": betaincc,
+    "betaincc": betaincc, "beta": beta, "gammasgn": gammasgn, "rgamma": rgamma,
 })  # fmt: skip
