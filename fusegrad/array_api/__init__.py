@@ -127,8 +127,8 @@ empty = zeros
 
 def full(shape, fill_value, *, dtype=None, device=None):
     check_device(device, "full")
-    if A._is_array(fill_value):
-        return fnp.full(shape, fill_value, dtype)
+    if A._is_array(fill_value):  # a new array (not a view of fill_value): writable
+        return _copy(fnp.full(shape, fill_value, dtype))
     return _made(np.full(shape, fill_value, dtype or _default_dtype(fill_value)))
 
 
@@ -265,6 +265,18 @@ def _is_bool(x) -> builtins.bool:
 bitwise_and = _bitwise("bitwise_and", fnp.logical_and)
 bitwise_or = _bitwise("bitwise_or", fnp.logical_or)
 bitwise_xor = _bitwise("bitwise_xor", fnp.logical_xor)
+
+
+def _integer_bits(fname):
+    def f(x1, x2, /):
+        raise TypeError(f"{fname}: fusegrad has no bitwise operations on integers")
+
+    f.__name__ = fname
+    return f
+
+
+bitwise_left_shift = _integer_bits("bitwise_left_shift")
+bitwise_right_shift = _integer_bits("bitwise_right_shift")
 
 
 def bitwise_invert(x, /):

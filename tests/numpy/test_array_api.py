@@ -115,12 +115,14 @@ def test_creation_inside_a_trace_gives_writable_traced_arrays():
         d[1:] = xp.exp(x[1:])
         e = xp.asarray(x, copy=True)
         e[e > 0.5] = 0.0  # a traced boolean mask of the full shape
-        return xp.sum(d) + xp.sum(e * e)
+        f = xp.full_like(x, x[2])  # a new array, not a view of x[2]
+        f[0] = 0.0
+        return xp.sum(d) + xp.sum(e * e) + xp.sum(f)
 
     x = np.array([0.3, 0.8, -0.2])
     g = fg.grad(f)(x)
     np.testing.assert_allclose(g, [x[1] + 2 * x[0], x[0] + np.exp(x[1]),
-                                   np.exp(x[2]) + 2 * x[2]], rtol=1e-14)
+                                   np.exp(x[2]) + 2 * x[2] + 2], rtol=1e-14)
     assert isinstance(xp.zeros(2), np.ndarray)  # outside a trace: NumPy's arrays
 
 
