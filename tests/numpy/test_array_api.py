@@ -79,6 +79,18 @@ def test_namespace_compiled_matches_the_reference():
                                                np.std(A, 0, ddof=1)[None]]), "exact64")
     assert_close(fg.jit(fg.grad(lambda a: xp.sum(xp.exp(a))))(A), np.exp(A), "exact64")
 
+    def written(x):  # rosen_der's pattern: writes into an array made inside
+        d = xp.zeros_like(x)
+        d[1:-1] = x[1:-1] ** 2
+        d[0], d[-1] = 3 * x[0], -x[-1]
+        d[d > 0.5] = 0.5
+        return d
+
+    x = np.array([0.3, 0.9, -0.4, 0.2])
+    want = np.array([0.5, 0.5, 0.16, -0.2])  # 0.9 and 0.81 capped: derivative 0
+    assert_close(fg.jit(written)(x), want, "exact64")
+    assert_close(fg.jit(fg.jacobian(written))(x), np.diag([0.0, 0.0, -0.8, -1.0]), "exact64")
+
 
 def test_namespace_attributes():
     seen = {}
