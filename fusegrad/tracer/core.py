@@ -103,6 +103,8 @@ class Trace:
 
     def to_value(self, x) -> Value:
         if isinstance(x, Tracer):
+            if type(x._alias) is tuple:  # a view: refused if its root was written since
+                writes.check_view(x)
             if x._trace is self:
                 return x.value
             if not x._trace.active:
@@ -130,7 +132,6 @@ class Trace:
         return self._consts[key]
 
     def emit(self, opdef, operands, attrs, regions):
-        writes.check_views(operands, Tracer)
         vals = tuple(self.to_value(x) for x in operands)
         types = tuple(v.type for v in vals)
         try:
@@ -296,13 +297,16 @@ class GradientCutWarning(UserWarning):
 class Tracer(ArrayAPIMethods, ArrayMethods):
     """A stand-in for an array while a function is traced: a type and an IR value."""
 
-    __slots__ = ("__weakref__", "_alias", "_trace", "value")
+    __slots__ = ("__weakref__", "_alias", "_cell", "_trace", "value")
 
     def __init__(self, trace: Trace, value: Value):
         self._trace = trace
         self.value = value
-        #: None, ``writes.ARGUMENT``, or (weakref to its root, the root's value) for a view
+        #: None, ``writes.ARGUMENT``, or for a view (weakref to its root, the root's write
+        #: cell, the cell's value when the view was taken); ``_cell``: of a root, its last
+        #: written value, shared with its views (see ``writes``)
         self._alias = None
+        self._cell = None
 
     @property
     def shape(self) -> tuple[int, ...]:

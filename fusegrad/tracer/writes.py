@@ -30,13 +30,17 @@ VIEW_OPS = frozenset({"slice", "reshape", "transpose", "broadcast_to", "real", "
 
 def mark_views(opname: str, operands, outs, tracer_type) -> None:
     """After ``opname`` was recorded: its results are views of its first operand's root
-    (the array a chain of views was taken from), held weakly: once nothing else holds the
-    root, no one can see a write through the view, so it is an array of its own."""
+    (the array a chain of views was taken from). The root is held weakly: once nothing
+    else holds it, a write through the view can be seen by no one, so it is allowed.
+    Its writes are counted in a cell the views hold, so a view taken before a write is
+    known to be stale even after the root is gone."""
     if opname in VIEW_OPS and operands and isinstance(operands[0], tracer_type):
         root = _root(operands[0])
         root = operands[0] if root is None else root
+        if root._cell is None:
+            root._cell = [root.value]
         for t in outs:
-            t._alias = (weakref.ref(root), root.value)
+            t._alias = (weakref.ref(root), root._cell, root._cell[0])
 
 
 def _root(t):
@@ -44,18 +48,16 @@ def _root(t):
     return t._alias[0]() if type(t._alias) is tuple else None
 
 
-def check_views(operands, tracer_type) -> None:
-    """Refuse to read a view whose root was written to after the view was taken."""
-    for x in operands:
-        if isinstance(x, tracer_type) and type(x._alias) is tuple:
-            root = _root(x)
-            if root is not None and root.value is not x._alias[1]:
-                raise TracerError(
-                    f"a traced {x.value.type} view (a slice, reshape, transpose or "
-                    f"broadcast) of a {root.value.type} array was read after that array "
-                    "was written to with x[...] = v: in NumPy the view would see the "
-                    "write, fusegrad's does not. Take the view after the write, or "
-                    "write with x = x.at[...].set(v) and take views of the result")
+def check_view(x) -> None:
+    """Refuse to use (as an operand or a result) a view whose root was written to after
+    the view was taken."""
+    _, cell, seen = x._alias
+    if cell[0] is not seen:
+        raise TracerError(
+            f"a traced {x.value.type} view (a slice, reshape, transpose or broadcast) was "
+            "read after the array it was taken from was written to with x[...] = v: in "
+            "NumPy the view would see the write, fusegrad's does not. Take the view after "
+            "the write, or write with x = x.at[...].set(v) and take views of the result")
 
 
 def why_not_writable(t, innermost) -> str | None:
@@ -72,6 +74,12 @@ def why_not_writable(t, innermost) -> str | None:
 
 
 def set_item(t, idx, value) -> None:
-    """``t[idx] = value``: ``t`` becomes the updated array (``why_not_writable`` is None)."""
+    """``t[idx] = value``: ``t`` becomes the updated array (``why_not_writable`` is None).
+    Views taken of ``t`` before (or, for a view whose root is gone, of that root) become
+    stale."""
     new = t.at[idx].set(value)
-    t._trace, t.value, t._alias = new._trace, new.value, None
+    if type(t._alias) is tuple:
+        t._alias[1][0] = new.value
+    if t._cell is not None:
+        t._cell[0] = new.value
+    t._trace, t.value, t._alias, t._cell = new._trace, new.value, None, None
