@@ -32,11 +32,11 @@ from ..ir.shapes import real_function_error
 from ..ir.types import is_complex
 
 __all__ = [
-    "beta", "betainc", "betaincc", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfcx",
-    "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn", "i0", "i0e",
-    "i1", "i1e", "log_expit", "log_ndtr", "log_softmax", "logit", "logsumexp",
-    "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rgamma", "softmax", "xlog1py",
-    "xlogy",
+    "beta", "betainc", "betaincc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv",
+    "erfcx", "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn",
+    "i0", "i0e", "i1", "i1e", "kl_div", "log_expit", "log_ndtr", "log_softmax", "logit",
+    "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rgamma", "softmax",
+    "xlog1py", "xlogy",
 ]  # fmt: skip
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -278,6 +278,28 @@ def xlog1py(x, y):
     return _x_times(x, ops.log1p(y), y)
 
 
+def entr(x):
+    """-x log(x) for x > 0, 0 at 0, -inf for x < 0, as SciPy; the derivative is
+    ``-(log(x) + 1)``."""
+    x = A.asarray(_real("entr", x))
+    pos = x > 0
+    xs = ops.select(pos, x, 1.0)  # a harmless stand-in where the other branches are taken
+    out = ops.select(pos, -xs * ops.log(xs), ops.select(x == 0, 0.0, -np.inf))
+    return ops.select(ops.isnan(x), np.nan, out)
+
+
+def kl_div(x, y):
+    """x log(x / y) - x + y for x, y > 0; y where x == 0 and y >= 0; inf otherwise, as
+    SciPy (NaN for NaN inputs)."""
+    x, y = A.asarray(_real("kl_div", x)), A.asarray(_real("kl_div", y))
+    both = ops.logical_and(x > 0, y > 0)
+    xs, ys = ops.select(both, x, 1.0), ops.select(both, y, 1.0)
+    inner = xs * ops.log(xs / ys) - xs + ys
+    zero_x = ops.logical_and(x == 0, y >= 0)
+    out = ops.select(both, inner, ops.select(zero_x, y, np.inf))
+    return ops.select(ops.logical_or(ops.isnan(x), ops.isnan(y)), np.nan, out)
+
+
 def i0e(x):
     """exp(-|x|) I0(x); the derivative is ``i1e(x) - sign(x) i0e(x)``."""
     return ops.i0e(_real("i0e", x))
@@ -362,4 +384,5 @@ A.SCIPY_UFUNCS.update({
     "ndtri": ndtri, "xlogy": xlogy, "xlog1py": xlog1py, "i0": i0, "i1": i1, "i0e": i0e,
     "i1e": i1e, "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
     "betaincc": betaincc, "beta": beta, "gammasgn": gammasgn, "rgamma": rgamma,
+    "entr": entr, "kl_div": kl_div,
 })  # fmt: skip
