@@ -8,6 +8,7 @@ array([0., 0., 0.])
 
 from . import (  # noqa: F401  (fills NumPy's protocol table)
     amp,
+    array_api,
     autograd,
     masked,
     nn,

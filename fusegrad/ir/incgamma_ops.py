@@ -15,21 +15,8 @@ it is what the gradients in ``a`` are made of, and its own derivative in ``a`` i
 from __future__ import annotations
 
 from . import shapes as S
-from .errors import ShapeError
 from .opdef import _def
 from .special_ops import _reference
-from .types import is_complex
-
-
-def _real_elementwise(name: str):
-    base = S.elementwise(name, need="float")
-
-    def rule(types, **attrs):
-        if any(is_complex(t.dtype) for t in types):
-            raise ShapeError(f"{name}: is not defined for complex operands, got {S.fmt(types)}")
-        return base(types, **attrs)
-
-    return rule
 
 
 def _betainc_grad(a, b, x, *, wrt):
@@ -57,12 +44,12 @@ INCOMPLETE = {
 }
 
 for _name, (_arity, _f, _doc) in INCOMPLETE.items():
-    _def(_name, _arity, _real_elementwise(_name), _reference(_f, _doc), "elementwise",
+    _def(_name, _arity, S.real_elementwise(_name), _reference(_f, _doc), "elementwise",
          promote="float", doc=_doc)
 
-_def("gammainc_da", 2, _real_elementwise("gammainc_da"), _gammainc_da, "elementwise",
+_def("gammainc_da", 2, S.real_elementwise("gammainc_da"), _gammainc_da, "elementwise",
      attrs=("n",), promote="float",
      doc="gammainc_da(a, x, n): d^n/da^n gammainc(a, x) (n >= 1, a Python int)")
-_def("betainc_grad", 3, _real_elementwise("betainc_grad"), _betainc_grad, "elementwise",
+_def("betainc_grad", 3, S.real_elementwise("betainc_grad"), _betainc_grad, "elementwise",
      attrs=("wrt",), promote="float",
      doc="betainc_grad(a, b, x, wrt): d/da (wrt=0) or d/db (wrt=1) of betainc(a, b, x)")

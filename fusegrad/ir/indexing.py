@@ -217,6 +217,8 @@ def _update(x, idx, v, mode):
     x = A.asarray(x)
     xt = aval(x)
     v = A.astype(v, xt.dtype) if is_weak(v) or aval(v).dtype != xt.dtype else v
+    if _is_traced_mask(idx, xt.shape):
+        return _masked_update(x, idx, v, mode)
     sl, adv, out_dims = _plan(x, idx)
     full = _is_full(x, sl)
     if not adv:
@@ -238,6 +240,23 @@ def _update(x, idx, v, mode):
     if full:
         return new
     return ops.update_slice(x, new, starts=sl[0], stops=sl[1], steps=sl[2])
+
+
+def _is_traced_mask(idx, shape) -> bool:
+    """A traced boolean array of ``x``'s own shape (its positions need no concrete values)."""
+    return (hasattr(idx, "dtype") and not isinstance(idx, np.ndarray | np.generic)
+            and aval(idx).dtype == np.bool_ and aval(idx).shape == shape)
+
+
+def _masked_update(x, mask, v, mode):
+    """``x[mask] = v`` / ``x[mask] += v`` for a traced full-shape mask and one value,
+    as a select: the same positions NumPy writes, without their count."""
+    if math.prod(aval(v).shape) != 1:
+        raise IndexError(f"x.at[mask].{mode}(v) with a traced boolean mask needs a single "
+                         f"value v (the number of True entries is not known while tracing), "
+                         f"got shape {aval(v).shape}; use fnp.where(mask, v, x)")
+    v = A.reshape(v, ())
+    return ops.select(mask, v if mode == "set" else x + v, x)
 
 
 def _fit(v, target_shape, verb):

@@ -57,7 +57,8 @@ _FLOAT_UNARY = {
     "logistic": _scipy_special("expit"),
 }
 for _n, _f in _FLOAT_UNARY.items():
-    _def(_n, 1, S.elementwise(_n, need="float"), _f, "elementwise", promote="float")
+    _rule = S.real_elementwise(_n) if _n == "erf" else S.elementwise(_n, need="float")
+    _def(_n, 1, _rule, _f, "elementwise", promote="float")
 
 _SAME_UNARY = {
     "neg": np.negative,

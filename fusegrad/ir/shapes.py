@@ -50,9 +50,30 @@ def norm_axes(name: str, axes, ndim: int) -> tuple[int, ...]:
 #: numbers lexicographically, fusegrad does not)
 REAL_ONLY = frozenset({
     "lt", "le", "gt", "ge", "maximum", "minimum", "clamp", "floor", "ceil", "floor_divide",
-    "remainder", "atan2", "cbrt", "erf", "logistic", "round", "logical_and", "logical_or",
+    "remainder", "atan2", "cbrt", "logistic", "round", "logical_and", "logical_or",
     "logical_xor", "logical_not",
 })
+
+
+def real_function_error(name: str, types) -> ShapeError:
+    """The error of a function fusegrad implements for real arguments only (the special
+    functions): never the function of the real part, silently."""
+    return ShapeError(
+        f"{name}: is not defined for complex operands, got {fmt(types)}; fusegrad "
+        "implements it for real arguments only (SciPy's complex version is not available "
+        "here): apply it to z.real or abs(z) if that is what you mean")
+
+
+def real_elementwise(name: str):
+    """Rule for an elementwise function of real floating-point operands only."""
+    base = elementwise(name, need="float")
+
+    def rule(types, **attrs):
+        if any(is_complex(t.dtype) for t in types):
+            raise real_function_error(name, types)
+        return base(types, **attrs)
+
+    return rule
 
 
 def elementwise(name: str, *, out: str | None = None, need: str | None = None):

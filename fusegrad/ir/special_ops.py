@@ -4,8 +4,10 @@ Only the functions that cannot be built exactly and accurately from other ops ar
 primitives here; ``fusegrad.scipy.special`` builds the rest (``i0 = i0e * exp(|x|)``,
 ``xlogy``, ``log_ndtr``, ...) from these. Each op's reference is the SciPy ufunc,
 computed in float64 and rounded to the operand's dtype (as SciPy's float32 loops
-do for these functions). The derivative of each is again one of them (``lgamma' =
-digamma``, ``digamma' = polygamma(1)``, ...), so gradients exist to any order.
+do for these functions). All refuse complex operands (``shapes.real_elementwise``) on
+every path, rather than compute the function of the real part. The derivative of each
+is again one of them (``lgamma' = digamma``, ``digamma' = polygamma(1)``, ...), so
+gradients exist to any order.
 """
 
 from __future__ import annotations
@@ -58,9 +60,9 @@ BINARY = {
 }
 
 for _name, (_f, _doc) in {**UNARY, **BINARY}.items():
-    _def(_name, 2 if _name in BINARY else 1, S.elementwise(_name, need="float"),
+    _def(_name, 2 if _name in BINARY else 1, S.real_elementwise(_name),
          _reference(_f, _doc), "elementwise", promote="float", doc=_doc)
 
-_def("polygamma", 1, S.elementwise("polygamma", need="float"), _polygamma, "elementwise",
+_def("polygamma", 1, S.real_elementwise("polygamma"), _polygamma, "elementwise",
      attrs=("n",), promote="float",
      doc="polygamma(x, n): the n-th derivative of digamma (n >= 1, a Python int)")

@@ -53,6 +53,7 @@ from ._complex import (  # noqa: F401
     isreal,
     isrealobj,
     real,
+    real_if_close,
 )
 
 pi, e, inf, nan, newaxis = np.pi, np.e, np.inf, np.nan, None

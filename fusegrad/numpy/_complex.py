@@ -10,6 +10,7 @@ import numpy as np
 
 from ..ir import array as A
 from ..ir import complex_ops as C
+from ..ir import ops
 from ..ir.array import implements as _implements
 from ..ir.bind import aval as _aval
 from ..ir.types import is_complex as _is_complex
@@ -63,3 +64,21 @@ def iscomplex(x):
 @_implements(np.isreal)
 def isreal(x):
     return imag(x) == 0
+
+
+@_implements(np.real_if_close)
+def real_if_close(a, tol=100):
+    """The real part of a complex ``a`` whose imaginary parts are all within ``tol``
+    machine epsilons of 0 (``tol`` itself if it is at most 1), else ``a``, as NumPy.
+    The choice reads the values: on a traced ``a`` it is a Python ``if``, decided where
+    the transform knows its arguments' values (fg.grad called on arrays) and an error
+    under fg.jit."""
+    a = A.asarray(a)
+    dt = _aval(a).dtype
+    if not _is_complex(dt):
+        return a
+    if tol > 1:
+        tol = tol * np.finfo(dt).eps
+    if A.max(ops.abs(C.imag(a))) < tol:
+        return C.real(a)
+    return a

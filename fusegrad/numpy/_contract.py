@@ -96,13 +96,16 @@ def _parse(subscripts: str, operands):
         raise ValueError(f"einsum: {len(terms)} operand subscripts for {len(operands)} operands")
     used = set(spec) - set(",->.")
     spare = iter(c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in used)
-    ell = ""
+    ell = ""  # the broadcast dimensions' labels; an operand's "..." takes the last ones
     fixed = []
     for t, x in zip(terms, operands):
         if "..." in t:
             n = len(_shape(x)) - (len(t) - 3)
-            if len(ell) < n:
-                ell = ell + "".join(next(spare) for _ in range(n - len(ell)))
+            if n < 0:
+                raise ShapeError(f"einsum: subscripts {t!r} name more axes than operand "
+                                 f"shape {_shape(x)} has")
+            if len(ell) < n:  # new leading labels: "..." dimensions align from the right
+                ell = "".join(next(spare) for _ in range(n - len(ell))) + ell
             t = t.replace("...", ell[len(ell) - n:] if n else "")
         if len(t) != len(_shape(x)):
             raise ShapeError(f"einsum: subscripts {t!r} do not match operand shape {_shape(x)}")
@@ -110,6 +113,9 @@ def _parse(subscripts: str, operands):
     if out is None:
         counts = {c: "".join(fixed).count(c) for c in "".join(fixed)}
         out = ell + "".join(sorted(c for c, k in counts.items() if k == 1 and c not in ell))
+    elif "..." not in out and ell:
+        raise ValueError("einsum: the operands have broadcast ('...') dimensions but the "
+                         f"output subscripts {out!r} have no '...' to put them in")
     else:
         out = out.replace("...", ell)
     return fixed, out

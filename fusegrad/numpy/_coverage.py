@@ -55,6 +55,12 @@ ADDED: dict[str, tuple[bool, str]] = {
     "gradient": (True, "scalar spacings, edge_order 1 or 2"),
     "interp": (True, "in x and fp; xp concrete"),
     "cross": (True, "3- and 2-vectors, axisa/axisb/axisc/axis"),
+    # more elementwise, shape and creation functions
+    "fabs": (True, "real input (integers -> float64); complex raises as in NumPy"),
+    "rollaxis": (True, ""),
+    "real_if_close": (True, "tol; the choice of result reads the values, so under fg.jit "
+                            "a complex traced input raises (fg.grad on arrays decides it)"),
+    "linspace": (True, "traced or array start/stop (axis, endpoint, retstep, dtype)"),
 }
 
 #: NumPy calls that cannot reach fusegrad: NumPy converts their list argument itself

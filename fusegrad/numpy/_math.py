@@ -19,7 +19,7 @@ from ..ir.array import implements
 from ..ir.bind import aval
 
 __all__ = [
-    "allclose", "deg2rad", "degrees", "fmax", "fmin", "hypot", "isclose", "logaddexp2",
+    "allclose", "deg2rad", "degrees", "fabs", "fmax", "fmin", "hypot", "isclose", "logaddexp2",
     "nan_to_num", "nanmax", "nanmean", "nanmin", "nansum", "rad2deg", "radians", "sinc",
 ]  # fmt: skip
 
@@ -32,6 +32,16 @@ def _arr(x):
 
 def _float(x):
     return A.to_float(_arr(x))
+
+
+@implements(np.fabs)
+def fabs(x):
+    """|x| of a real ``x`` as floating point (integers -> float64); complex ``x`` raises
+    TypeError, as NumPy's ``fabs``. The derivative at 0 is 0 (as ``abs``)."""
+    x = _float(x)
+    if aval(x).dtype.kind == "c":
+        raise TypeError("fabs: not defined for complex input (as NumPy's); use fnp.abs")
+    return ops.abs(x)
 
 
 def _is_float(x) -> bool:

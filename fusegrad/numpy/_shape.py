@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 
 import numpy as np
 
@@ -11,11 +12,12 @@ from ..ir import array as A
 from ..ir import ops
 from ..ir.array import axis_list, expand_dims, implements, stack
 from ..ir.bind import aval
+from ..ir.errors import ShapeError
 
 __all__ = [
     "arange", "array", "asarray", "atleast_1d", "atleast_2d", "empty", "empty_like",
     "expand_dims", "eye", "flip", "full", "full_like", "hstack", "linspace", "moveaxis",
-    "ndim", "ones", "ones_like", "ravel", "repeat", "shape", "size", "split", "stack",
+    "ndim", "ones", "ones_like", "ravel", "repeat", "rollaxis", "shape", "size", "split", "stack",
     "swapaxes", "take", "tile", "vstack", "zeros", "zeros_like",
 ]  # fmt: skip
 
@@ -71,6 +73,23 @@ def moveaxis(a, source, destination):
     order = [i for i in range(nd) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
+    return A.transpose(a, order)
+
+
+@implements(np.rollaxis)
+def rollaxis(a, axis, start=0):
+    """NumPy's ``rollaxis``: ``axis`` moves to the position before ``start`` (0 <= start
+    <= ndim, negative counting from the end)."""
+    a = A.asarray(a)
+    nd = len(_shape(a))
+    axis = A.norm_axis(axis, nd, "rollaxis")
+    if not -nd <= start <= nd:
+        raise ShapeError(f"rollaxis: start {start} is out of bounds for an array of rank {nd}")
+    start = start % nd if start < 0 else start
+    if axis < start:
+        start -= 1
+    order = [i for i in range(nd) if i != axis]
+    order.insert(start, axis)
     return A.transpose(a, order)
 
 
@@ -197,8 +216,35 @@ def full(shape, fill_value, dtype=None):
 
 
 arange = np.arange
-linspace = np.linspace
 eye = np.eye
+
+
+@implements(np.linspace)
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
+    """NumPy's ``linspace``; traced (or array) endpoints give a traced array,
+    ``start + i * step``, differentiable in both endpoints (the last point is ``stop``
+    itself when ``endpoint``, as in NumPy)."""
+    if not (A._is_array(start) or A._is_array(stop)):
+        return np.linspace(start, stop, num, endpoint, retstep, dtype, axis, device=device)
+    num = operator.index(num)
+    if num < 0:
+        raise ValueError(f"linspace: number of samples, {num}, must be non-negative")
+    start, stop = (A.to_float(A.asarray(v)) for v in (start, stop))
+    shape = np.broadcast_shapes(_shape(start), _shape(stop))
+    start, stop = A.broadcast_to(start, shape), A.broadcast_to(stop, shape)
+    div = num - 1 if endpoint else num
+    delta = stop - start
+    step = delta / div if div > 0 else ops.broadcast_to(np.asarray(np.nan), shape=shape)
+    t = np.arange(num, dtype=np.float64).reshape((num,) + (1,) * len(shape))
+    y = t * step + start if div > 0 else t * delta + start
+    if endpoint and num > 1:
+        y = A.concatenate([y[:-1], A.reshape(stop, (1, *shape))], 0)
+    if dtype is not None:
+        dt = np.dtype(dtype)
+        y = A.astype(ops.floor(y) if dt.kind in "iu" else y, dt)
+    y = moveaxis(y, 0, axis)
+    return (y, step) if retstep else y
 
 
 def _filled_like(a, value, dtype, shape):

@@ -27,12 +27,16 @@ import numpy as np
 
 from ..ir import array as A
 from ..ir import ops
+from ..ir.bind import aval
+from ..ir.shapes import real_function_error
+from ..ir.types import is_complex
 
 __all__ = [
-    "betainc", "betaincc", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfcx", "erfinv",
-    "expit", "gamma", "gammainc", "gammaincc", "gammaln", "i0", "i0e", "i1", "i1e",
-    "log_expit", "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr",
-    "ndtri", "polygamma", "psi", "softmax", "xlog1py", "xlogy",
+    "beta", "betainc", "betaincc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv",
+    "erfcx", "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn",
+    "i0", "i0e", "i1", "i1e", "kl_div", "log_expit", "log_ndtr", "log_softmax", "logit",
+    "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rgamma", "softmax",
+    "xlog1py", "xlogy",
 ]  # fmt: skip
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -44,14 +48,24 @@ def _f(x):
     return A.to_float(x if A.is_weak(x) else A.asarray(x))
 
 
+def _real(name: str, x):
+    """``_f(x)``, refusing a complex ``x`` with the error of the real-only ops, so composites
+    name the function called (their ops would refuse it too, never use the real part)."""
+    x = _f(x)
+    t = aval(x)
+    if is_complex(t.dtype):
+        raise real_function_error(name, (t,))
+    return x
+
+
 def gammaln(x):
     """log|Gamma(x)|; the derivative is ``digamma``."""
-    return ops.lgamma(_f(x))
+    return ops.lgamma(_real("gammaln", x))
 
 
 def digamma(x):
     """d/dx log Gamma(x); the derivative is ``polygamma(1, x)``."""
-    return ops.digamma(_f(x))
+    return ops.digamma(_real("digamma", x))
 
 
 psi = digamma
@@ -66,17 +80,73 @@ def polygamma(n, x):
                         "fusegrad does not trace the order") from None
     if n < 0:
         raise ValueError(f"polygamma: the order n must be >= 0, got {n}")
-    return digamma(x) if n == 0 else ops.polygamma(_f(x), n=n)
+    return digamma(x) if n == 0 else ops.polygamma(_real("polygamma", x), n=n)
 
 
 def gamma(x):
     """Gamma(x); the derivative is ``gamma(x) * digamma(x)``."""
-    return ops.gamma(_f(x))
+    return ops.gamma(_real("gamma", x))
+
+
+def _gammasgn_parts(x):
+    """(the sign of Gamma(x), where x is a pole of Gamma: a negative integer or -inf).
+    Piecewise constant: its derivative is 0."""
+    fl = ops.floor(x)
+    zero = x == 0  # Gamma(+-0) = +-inf: the sign of the zero
+    neg_zero = ops.logical_and(zero, ops.atan2(x, -1.0) < 0)  # atan2(-0, -1) = -pi
+    odd = ops.logical_and(x < 0, ops.remainder(fl, 2.0) == 1)  # Gamma < 0 on (-1, 0), ...
+    sign = ops.select(ops.logical_or(odd, neg_zero), -1.0, 1.0)
+    pole = ops.logical_and(x < 0, ops.logical_or(fl == x, ops.logical_not(ops.isfinite(x))))
+    return A.astype(sign, A.dtype(x)), pole
+
+
+def gammasgn(x):
+    """The sign of Gamma(x): 1 or -1 (-1 at -0.0), NaN at the poles and for NaN, as SciPy.
+    Piecewise constant: its derivative is 0."""
+    x = A.asarray(_real("gammasgn", x))
+    sign, pole = _gammasgn_parts(x)
+    return ops.select(ops.logical_or(pole, ops.isnan(x)), np.nan, sign)
+
+
+def rgamma(x):
+    """1 / Gamma(x), an entire function: 0 at the poles of Gamma. Computed as
+    ``gammasgn(x) * exp(-gammaln(x))``, so its derivative is ``-rgamma(x) * digamma(x)``
+    (NaN at the poles themselves)."""
+    x = A.asarray(_real("rgamma", x))
+    sign, pole = _gammasgn_parts(x)
+    out = ops.select(pole, 1.0, sign) * ops.exp(-ops.lgamma(x))
+    return ops.select(x == -np.inf, 0.0, out)
+
+
+def _beta_signed(a, b):
+    """Gamma(a) Gamma(b) / Gamma(a + b) as ``sign * exp(betaln)`` (0 where a + b is a pole
+    of Gamma; a and b not poles)."""
+    sign = 1.0
+    for x in (a, b, a + b):
+        s, pole = _gammasgn_parts(x)
+        sign = sign * ops.select(pole, 1.0, s)
+    return sign * ops.exp(ops.betaln(a, b))
+
+
+def beta(a, b):
+    """The beta function Gamma(a) Gamma(b) / Gamma(a + b), as SciPy: ``sign *
+    exp(betaln(a, b))`` with the signs of the three gamma functions; 0 where a + b is a
+    pole of Gamma; where a (or b) is a non-positive integer, +inf, or SciPy's finite limit
+    ``(-1)**b * beta(1 - a - b, b)`` when b is an integer with 1 - a - b > 0. Its
+    derivative in ``a`` is ``beta(a, b) * (digamma(a) - digamma(a + b))``."""
+    a, b = A.asarray(_real("beta", a)), A.asarray(_real("beta", b))
+    pa, pb = (ops.logical_and(x <= 0, ops.floor(x) == x) for x in (a, b))
+    p, q = ops.select(pa, a, b), ops.select(pa, b, a)  # the pole, the other
+    either = ops.logical_or(pa, pb)
+    finite = ops.logical_and(either, ops.logical_and(ops.floor(q) == q, 1 - p - q > 0))
+    c, d = ops.select(finite, 1 - p - q, 1.0), ops.select(finite, q, 1.0)
+    limit = ops.select(ops.remainder(d, 2.0) == 0, 1.0, -1.0) * _beta_signed(c, d)
+    return ops.select(either, ops.select(finite, limit, np.inf), _beta_signed(a, b))
 
 
 def betaln(a, b):
     """log|B(a, b)| (accurate where gammaln(a) + gammaln(b) - gammaln(a + b) cancels)."""
-    return ops.betaln(_f(a), _f(b))
+    return ops.betaln(_real("betaln", a), _real("betaln", b))
 
 
 def gammainc(a, x):
@@ -84,25 +154,25 @@ def gammainc(a, x):
 
     Differentiable in ``x`` (the gamma density) and in ``a`` (a series /
     continued-fraction derivative, ``fusegrad.ir.incgamma_kernel``), to any order."""
-    return ops.gammainc(_f(a), _f(x))
+    return ops.gammainc(_real("gammainc", a), _real("gammainc", x))
 
 
 def gammaincc(a, x):
     """The regularised upper incomplete gamma function Q(a, x) = 1 - P(a, x), accurate
     where P is close to 1."""
-    return ops.gammaincc(_f(a), _f(x))
+    return ops.gammaincc(_real("gammaincc", a), _real("gammaincc", x))
 
 
 def betainc(a, b, x):
     """The regularised incomplete beta function I_x(a, b). Differentiable in ``x`` to any
     order and once in ``a`` and ``b`` (``fusegrad.ir.betainc_kernel``; JAX has no shape
     derivatives); a second derivative in the shapes raises ``NotImplementedError``."""
-    return ops.betainc(_f(a), _f(b), _f(x))
+    return ops.betainc(_real("betainc", a), _real("betainc", b), _real("betainc", x))
 
 
 def betaincc(a, b, x):
     """1 - I_x(a, b), accurate where I_x(a, b) is close to 1."""
-    return ops.betaincc(_f(a), _f(b), _f(x))
+    return ops.betaincc(_real("betaincc", a), _real("betaincc", b), _real("betaincc", x))
 
 
 def multigammaln(a, d):
@@ -111,7 +181,7 @@ def multigammaln(a, d):
     d = operator.index(d)
     if d < 1:
         raise ValueError(f"multigammaln: the dimension d must be >= 1, got {d}")
-    a = _f(a)
+    a = _real("multigammaln", a)
     if isinstance(a, (np.ndarray, np.generic, float)) and np.any(np.asarray(a) <= 0.5 * (d - 1)):
         raise ValueError(f"multigammaln: condition a ({a}) > 0.5 * (d - 1) ({0.5 * (d - 1)}) "
                          "not met")
@@ -122,27 +192,27 @@ def multigammaln(a, d):
 
 
 def erf(x):
-    return ops.erf(_f(x))
+    return ops.erf(_real("erf", x))
 
 
 def erfc(x):
     """1 - erf(x), accurate for large x (a primitive: ``1 - erf`` loses every digit)."""
-    return ops.erfc(_f(x))
+    return ops.erfc(_real("erfc", x))
 
 
 def erfcx(x):
     """exp(x**2) * erfc(x), the scaled complementary error function."""
-    return ops.erfcx(_f(x))
+    return ops.erfcx(_real("erfcx", x))
 
 
 def erfinv(y):
     """The inverse of erf; the derivative is ``sqrt(pi)/2 * exp(erfinv(y)**2)``."""
-    return ops.erfinv(_f(y))
+    return ops.erfinv(_real("erfinv", y))
 
 
 def erfcinv(y):
     """The inverse of erfc, accurate for small y."""
-    return ops.erfcinv(_f(y))
+    return ops.erfcinv(_real("erfcinv", y))
 
 
 def expit(x):
@@ -152,17 +222,17 @@ def expit(x):
 
 def logit(p):
     """log(p / (1 - p)), the inverse of ``expit``."""
-    return ops.logit(_f(p))
+    return ops.logit(_real("logit", p))
 
 
 def log_expit(x):
     """log(expit(x)) = -log(1 + exp(-x)), without overflow or loss for large |x|."""
-    return -A.logaddexp(0.0, -_f(x))
+    return -A.logaddexp(0.0, -_real("log_expit", x))
 
 
 def ndtr(x):
     """The standard normal CDF, ``erfc(-x / sqrt(2)) / 2`` (accurate in both tails)."""
-    return 0.5 * ops.erfc(-_f(x) * _SQRT1_2)
+    return 0.5 * ops.erfc(-_real("ndtr", x) * _SQRT1_2)
 
 
 def log_ndtr(x):
@@ -173,7 +243,7 @@ def log_ndtr(x):
     its own side's values (the other gets a harmless stand-in), so neither sends
     an infinite or NaN partial into the gradient of the other.
     """
-    x = _f(x)
+    x = _real("log_ndtr", x)
     pos = x > 0
     xp = ops.select(pos, x, 1.0)
     xn = ops.select(pos, -1.0, x)
@@ -184,7 +254,7 @@ def log_ndtr(x):
 
 def ndtri(p):
     """The inverse of ``ndtr``: ``-sqrt(2) * erfcinv(2 p)``."""
-    return -_SQRT2 * ops.erfcinv(2 * _f(p))
+    return -_SQRT2 * ops.erfcinv(2 * _real("ndtri", p))
 
 
 def _x_times(x, log_y, y):
@@ -208,26 +278,48 @@ def xlog1py(x, y):
     return _x_times(x, ops.log1p(y), y)
 
 
+def entr(x):
+    """-x log(x) for x > 0, 0 at 0, -inf for x < 0, as SciPy; the derivative is
+    ``-(log(x) + 1)``."""
+    x = A.asarray(_real("entr", x))
+    pos = x > 0
+    xs = ops.select(pos, x, 1.0)  # a harmless stand-in where the other branches are taken
+    out = ops.select(pos, -xs * ops.log(xs), ops.select(x == 0, 0.0, -np.inf))
+    return ops.select(ops.isnan(x), np.nan, out)
+
+
+def kl_div(x, y):
+    """x log(x / y) - x + y for x, y > 0; y where x == 0 and y >= 0; inf otherwise, as
+    SciPy (NaN for NaN inputs)."""
+    x, y = A.asarray(_real("kl_div", x)), A.asarray(_real("kl_div", y))
+    both = ops.logical_and(x > 0, y > 0)
+    xs, ys = ops.select(both, x, 1.0), ops.select(both, y, 1.0)
+    inner = xs * ops.log(xs / ys) - xs + ys
+    zero_x = ops.logical_and(x == 0, y >= 0)
+    out = ops.select(both, inner, ops.select(zero_x, y, np.inf))
+    return ops.select(ops.logical_or(ops.isnan(x), ops.isnan(y)), np.nan, out)
+
+
 def i0e(x):
     """exp(-|x|) I0(x); the derivative is ``i1e(x) - sign(x) i0e(x)``."""
-    return ops.i0e(_f(x))
+    return ops.i0e(_real("i0e", x))
 
 
 def i1e(x):
     """exp(-|x|) I1(x)."""
-    return ops.i1e(_f(x))
+    return ops.i1e(_real("i1e", x))
 
 
 def i0(x):
     """The modified Bessel function I0(x) = i0e(x) exp(|x|); its derivative is i1(x)."""
-    x = _f(x)
+    x = _real("i0", x)
     return ops.i0e(x) * ops.exp(ops.abs(x))
 
 
 def i1(x):
     """The modified Bessel function I1(x) = i1e(x) exp(|x|); its derivative is
     i0(x) - i1(x) / x."""
-    x = _f(x)
+    x = _real("i1", x)
     return ops.i1e(x) * ops.exp(ops.abs(x))
 
 
@@ -291,5 +383,6 @@ A.SCIPY_UFUNCS.update({
     "logit": logit, "log_expit": log_expit, "ndtr": ndtr, "log_ndtr": log_ndtr,
     "ndtri": ndtri, "xlogy": xlogy, "xlog1py": xlog1py, "i0": i0, "i1": i1, "i0e": i0e,
     "i1e": i1e, "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
-    "betaincc": betaincc,
+    "betaincc": betaincc, "beta": beta, "gammasgn": gammasgn, "rgamma": rgamma,
+    "entr": entr, "kl_div": kl_div,
 })  # fmt: skip

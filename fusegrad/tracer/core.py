@@ -23,6 +23,8 @@ from ..ir.bind import register_ambient
 from ..ir.errors import ShapeError, TracerError
 from ..ir.location import override as _loc_override
 from ..ir.methods import ArrayMethods
+from . import writes
+from .array_api import ArrayAPIMethods
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -82,11 +84,17 @@ class Trace:
             stack.remove(self)
 
     def new_arg(self, type: TensorType, hint: str | None = None) -> Tracer:
-        return Tracer(self, self.builder.param(type, hint))
+        t = Tracer(self, self.builder.param(type, hint))
+        t._alias = writes.ARGUMENT
+        return t
 
     def wrap(self, x) -> Tracer:
         """``x`` (a tracer of this trace, a literal or a closed-over array) as a tracer here."""
-        return x if isinstance(x, Tracer) and x._trace is self else Tracer(self, self.to_value(x))
+        if isinstance(x, Tracer) and x._trace is self:
+            return x
+        t = Tracer(self, self.to_value(x))
+        t._alias = writes.ARGUMENT
+        return t
 
     @property
     def free_values(self) -> list:
@@ -95,6 +103,8 @@ class Trace:
 
     def to_value(self, x) -> Value:
         if isinstance(x, Tracer):
+            if type(x._alias) is tuple:  # a view: refused if its root was written since
+                writes.check_view(x)
             if x._trace is self:
                 return x.value
             if not x._trace.active:
@@ -133,6 +143,7 @@ class Trace:
             raise located(e, self.name, vals, user_location()) from None
         results = self.builder.emit(opdef.name, vals, attrs, out_types, regions, user_location())
         outs = tuple(Tracer(self, r) for r in results)
+        writes.mark_views(opdef.name, operands, outs, Tracer)
         return outs[0] if len(outs) == 1 else outs
 
 
@@ -283,14 +294,19 @@ class GradientCutWarning(UserWarning):
     list that holds it): no gradient flows through that constant."""
 
 
-class Tracer(ArrayMethods):
+class Tracer(ArrayAPIMethods, ArrayMethods):
     """A stand-in for an array while a function is traced: a type and an IR value."""
 
-    __slots__ = ("_trace", "value")
+    __slots__ = ("__weakref__", "_alias", "_cell", "_trace", "value")
 
     def __init__(self, trace: Trace, value: Value):
         self._trace = trace
         self.value = value
+        #: None, ``writes.ARGUMENT``, or for a view (weakref to its root, the root's write
+        #: cell, the cell's value when the view was taken); ``_cell``: of a root, its last
+        #: written value, shared with its views (see ``writes``)
+        self._alias = None
+        self._cell = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -344,12 +360,17 @@ class Tracer(ArrayMethods):
         return _convert(self, "item", ".item()")
 
     def __setitem__(self, idx, value):
+        """``x[idx] = value`` on an array made inside the traced function records
+        ``x.at[idx].set(value)`` and makes ``x`` the result (see ``writes``)."""
+        why = writes.why_not_writable(self, _state.stack[-1] if _state.stack else None)
+        if why is None:
+            return writes.set_item(self, idx, value)
         loc = user_location()
         raise TypeError(
             f"traced arrays are immutable: x[{_index_text(idx)}] = ... on a traced "
-            f"{self.value.type}{f' at {loc}' if loc else ''} cannot be recorded. Write "
-            f"x = x.at[{_index_text(idx)}].set(value) (or .add(value)), which returns the "
-            "updated array, as in JAX.")
+            f"{self.value.type}{f' at {loc}' if loc else ''} cannot be recorded: {why}. "
+            f"Write x = x.at[{_index_text(idx)}].set(value) (or .add(value)), which returns "
+            "the updated array, as in JAX.")
 
     def tolist(self):
         return _convert(self, "tolist", ".tolist()")

@@ -195,7 +195,23 @@ CASES = [
          (normal(4, 1, 2, 3), normal(5, 3, 2)), label="ell-broadcast"),
     Case("einsum", lambda a, b: np.einsum("i...,i...", a, b), (normal(3, 4, 1), normal(3, 5)),
          label="ell-implicit"),
+    Case("einsum", lambda a, b: np.einsum("...,...->...", a, b), (normal(4, 4), normal(3, 4, 4)),
+         label="ell-lower-rank-first"),
+    Case("einsum", lambda a, b, c: np.einsum("...,...i,...->...i", a, b, c),
+         (normal(4), normal(2, 1, 3), normal(5, 1, 4)), label="ell-three-ranks"),
     Case("full_like", lambda x: np.full_like(x, x[0, 0]), (X,), label="traced-fill"),
+    # fabs, rollaxis, real_if_close, linspace with traced endpoints
+    Case("fabs", lambda x: np.fabs(x * x * x), (away0(3, 4),)),
+    Case("fabs", lambda x: np.fabs(x - 2), (np.arange(5),), False, "int"),
+    Case("rollaxis", lambda x: np.rollaxis(x, 2), (T,)),
+    Case("rollaxis", lambda x: np.rollaxis(x * 2, 0, 3), (T,), label="start"),
+    Case("rollaxis", lambda x: np.rollaxis(x, -1, -2), (T,), label="negative"),
+    Case("real_if_close", lambda x: np.real_if_close(x * x), (X,), label="real"),
+    Case("linspace", lambda a, b: np.linspace(a, b, 7), (0.3, 2.5), label="scalars"),
+    Case("linspace", lambda a, b: np.linspace(a, b, 5, endpoint=False, axis=1),
+         (normal(3), normal(2, 1)), label="arrays-axis"),
+    Case("linspace", lambda a: np.linspace(a, 4.0, 4, retstep=True), (V,), label="retstep"),
+    Case("linspace", lambda a: np.linspace(-1.0, a, 1), (V,), label="one"),
 ]
 
 
@@ -397,4 +413,20 @@ def test_every_added_function_exists_and_has_cases():
 
 
 #: added functions tested by dedicated tests (test_lists_of_traced_values.py and below)
-_SPECIFIC = ("array", "asarray", "full", "r_", "c_", "where")
+_SPECIFIC = ("array", "asarray", "full", "r_", "c_", "where", "real_if_close")
+
+
+def test_real_if_close_of_complex_values():
+    z = np.array([1.0 + 1e-15j, 2.0 - 3e-16j])
+    x = np.array([0.5, 1.5])
+
+    def f(x):  # nearly real: the real part, differentiable
+        return fnp.sum(np.real_if_close(x * z) ** 2)
+
+    assert_close(fg.grad(f)(x), 2 * x * z.real ** 2, "exact64")
+    np.testing.assert_array_equal(fnp.real_if_close(z), np.real_if_close(z))
+    far = np.array([1.0 + 1e-10j])
+    assert fnp.real_if_close(far).dtype == np.complex128
+    assert fnp.real_if_close(far, tol=1e-9).dtype == np.float64
+    with pytest.raises(fg.TracerError, match="concrete value"):  # the choice reads values
+        fg.jit(lambda z: np.real_if_close(z))(z)

@@ -704,6 +704,8 @@ REFUSED = [
     (lambda x: fnp.einsum("ij,jk->ik", x, x), fg.ShapeError, "label 'j'"),
     (lambda x: fnp.einsum("ijk->i", x), fg.ShapeError, "do not match"),
     (lambda x: fnp.einsum("ij,jk->ik", x), ValueError, "operand"),
+    (lambda x: fnp.einsum("...,...->", x, x), ValueError, "no '...'"),
+    (lambda x: fnp.einsum("...ijk->i", x), fg.ShapeError, "more axes than"),
     (lambda x: fnp.add(x, x[:2]), fg.ShapeError, r"\(3, 4\)"),
     (lambda x: fnp.where(x > 0, x), TypeError, "both x and y"),
 ]

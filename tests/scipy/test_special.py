@@ -67,6 +67,18 @@ VALUES = {
                 1e-13),
     "multigammaln": (lambda a: special.multigammaln(a, 3), lambda a: sp.multigammaln(a, 3),
                      (np.geomspace(1.01, 1e5, 20),), 1e-13),
+    # sign * exp(log): the rounding of exp's argument, |log| up to ~700, costs 700 ulps
+    "beta": (special.beta, sp.beta, (_mix(BETA_A, [-0.5, -1.5, -2.3, -1.0, 0.0, 3.7])[:, None],
+                                     _mix(BETA_A, [1.2, -0.7, -2.5, 0.5, -3.0, 1.0])[None, :]),
+             2e-13 * 700),
+    "gammasgn": (special.gammasgn, sp.gammasgn,
+                 (_mix(REAL, [-0.0, -1.0, -2.0, np.inf, -np.inf, np.nan]),), 0),
+    "rgamma": (special.rgamma, sp.rgamma, (_mix(REAL[REAL < 170], [-1.0, -2.0, -np.inf]),),
+               2e-13 * 700),
+    "entr": (special.entr, sp.entr, (_mix(POS, [0.0, -1.0, np.nan, np.inf]),), 1e-13),
+    "kl_div": (special.kl_div, sp.kl_div,
+               (_mix(POS[::4], [0, 0, 1, -1, 2, np.nan])[:, None],
+                _mix(POS[::5], [0, 2, 0, 1, -1, 1])[None, :]), 1e-13),
 }
 
 
@@ -133,6 +145,12 @@ def test_float32_compiled_stays_float32():
 # --- gradients ------------------------------------------------------------------------
 
 GRAD_FUNCS = {
+    "beta": (special.beta, [RNG.uniform(0.3, 4, (3, 1)), RNG.uniform(0.3, 4, 4)]),
+    "beta-negative": (special.beta, [RNG.uniform(-1.9, -1.1, 3), RNG.uniform(-0.9, -0.1, 3)]),
+    "rgamma": (special.rgamma, [_mix(RNG.uniform(0.3, 6, 4), RNG.uniform(-3.9, -3.1, 3))]),
+    "entr": (special.entr, [RNG.uniform(0.1, 4, 5)]),
+    "kl_div": (special.kl_div, [RNG.uniform(0.1, 4, (3, 1)), RNG.uniform(0.1, 4, 4)]),
+    "gammasgn": (special.gammasgn, [_mix(RNG.uniform(0.3, 6, 3), RNG.uniform(-3.9, -3.1, 3))]),
     "gammaln": (special.gammaln, [RNG.uniform(0.3, 4, 5)]),
     "gammaln-negative": (special.gammaln, [RNG.uniform(-2.9, -2.1, 5)]),
     "polygamma0": (lambda x: special.polygamma(0, x), [RNG.uniform(0.3, 4, 5)]),
