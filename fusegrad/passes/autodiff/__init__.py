@@ -1,10 +1,10 @@
 """Automatic differentiation passes and their rule tables."""
 
+from ...tracer.concrete import register_cuts
 from . import complex_rules, control_jvp, control_vjp, conv_rules, fft_rules  # noqa: F401  (register the region ops' and conv's rules)  # noqa: F401  (complex and fft rules)
 from . import incgamma_rules as _incgamma_rules  # noqa: F401  (gammainc, betainc, ...)
 from . import pool_rules as _pool_rules  # noqa: F401  (the pooling ops' rules)
 from . import special_rules as _special_rules  # noqa: F401  (the special-function ops' rules)
-from ...tracer.concrete import register_cuts
 from .jvp import jvp
 from .jvp_rules import JVP_RULES
 from .linalg_jvp import LINALG_JVP  # noqa: F401  (registers the linalg ops' JVP rules)
