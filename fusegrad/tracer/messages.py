@@ -199,7 +199,7 @@ def conversion_error(type_, kind: str, who: str | None,
     ``type_``: one whose gradient it would drop (``dependent``), or one an abstract trace
     of kind ``who`` has no value for."""
     loc, caller = _conversion_sites()
-    where = _at(loc) + (f" (called from{_at(caller)})" if caller else "")
+    where = _at(loc) + (f" (called from your code{_at(caller)})" if caller else "")
     what = _conversion(kind, loc)
     if dependent:
         msg = (f"{what} of a traced {type_} that depends on an input being differentiated"
