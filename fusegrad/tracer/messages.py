@@ -29,7 +29,8 @@ _NP_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
 #: installed libraries and the standard library: a conversion made there was asked for by
 #: the user's line that called into them
 _LIB_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for p in (
-    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))}))
+    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))},
+    key=len, reverse=True))  # site-packages before the lib directory that holds it
 
 
 def user_location() -> str | None:
@@ -48,22 +49,29 @@ def user_location() -> str | None:
 
 
 def _conversion_sites() -> tuple[str | None, str | None]:
-    """``(where, caller)``: the innermost frame outside fusegrad and NumPy (where the value
-    was converted), and, if that is inside a library (SciPy, ...), the innermost frame
-    outside the libraries (the user's line that called it)."""
+    """``(user, library)``: the innermost frame outside fusegrad, NumPy and the installed
+    libraries (the user's line), and the innermost frame outside fusegrad and NumPy if
+    that is inside a library (SciPy, ...: where the value was converted)."""
     active, loc = _loc_override()
     if active:
         return loc, None
-    f, where = sys._getframe(1), None
+    f, lib = sys._getframe(1), None
     while f is not None:
         fname = f.f_code.co_filename
         if not fname.startswith((_PKG_DIR, _NP_DIR, "<frozen")):
-            site = f"{fname}:{f.f_lineno}"
-            where = where or site
             if not fname.startswith(_LIB_DIRS):
-                return where, (site if site != where else None)
+                return f"{fname}:{f.f_lineno}", lib
+            lib = lib or f"{fname}:{f.f_lineno}"
         f = f.f_back
-    return where, None
+    return lib, None
+
+
+def _short(loc: str) -> str:
+    """A library's ``file:line`` from its package on (``scipy/optimize/_optimize.py:3``)."""
+    for d in _LIB_DIRS:
+        if loc.startswith(d):
+            return loc[len(d):]
+    return loc
 
 
 def _code(loc: str | None) -> str:
@@ -180,8 +188,10 @@ _STORE = re.compile(r"(^|;)\s*[\w.]+\s*\[[^;]*\]\s*([-+*/@%]|//|\*\*)?=(?!=)")
 _KEEP = ("To keep the gradient, keep the value traced: use it directly (operators, fnp.* "
          "functions) instead of a Python number; fnp.asarray / fnp.array / fnp.stack (and "
          "fnp.mean, fnp.sum... of a list) instead of np.asarray / np.array; and instead of "
-         "storing into a NumPy array (g = np.zeros(n); g[i] = v) update a traced one: "
-         "g = fnp.zeros(n); g = g.at[i].set(v).")
+         "storing into a NumPy array (g = np.zeros(n); g[i] = v) update a traced array, "
+         "g = g.at[i].set(v), starting from a traced one (fnp.zeros_like(x), or "
+         "fg.stop_gradient(np.zeros(n))), or build the array with fnp.stack / "
+         "fnp.concatenate / fnp.pad.")
 _CUT = (" To cut the gradient on purpose, convert fg.stop_gradient(x) instead "
         "(float(fg.stop_gradient(x)), np.asarray(fg.stop_gradient(x))).")
 
@@ -198,14 +208,14 @@ def conversion_error(type_, kind: str, who: str | None,
     """A conversion (``kind``: a key of ``CONVERSIONS``) of a traced value of type
     ``type_``: one whose gradient it would drop (``dependent``), or one an abstract trace
     of kind ``who`` has no value for."""
-    loc, caller = _conversion_sites()
-    where = _at(loc) + (f" (called from your code{_at(caller)})" if caller else "")
+    loc, lib = _conversion_sites()
+    where = _at(loc) + (f" (converted inside {_short(lib)})" if lib else "")
     what = _conversion(kind, loc)
     if dependent:
         msg = (f"{what} of a traced {type_} that depends on an input being differentiated"
                f"{where}: the result would be a constant of the trace, so the gradient "
                f"through it would be lost and the derivative silently wrong. "
-               f"{_scipy_hint(loc)}{_KEEP}{_CUT} If the value only decides Python control "
+               f"{_scipy_hint(lib)}{_KEEP}{_CUT} If the value only decides Python control "
                "flow, compare the traced value itself (`if x > 0:` works under fg.grad), "
                "or use " + ("fg.fori_loop(lower, upper, body_fn, init) or fg.scan(f, init, "
                             "xs) for a loop bound, " if kind == "int" else "")
@@ -214,7 +224,7 @@ def conversion_error(type_, kind: str, who: str | None,
         why = f" ({_NO_VALUES[who]})" if who in _NO_VALUES else ""
         instead = _INSTEAD["int" if kind == "int" else "value"]
         msg = (f"{what} needs a concrete value, but got a traced {type_}{where}{why}. "
-               f"{_scipy_hint(loc)}{_KEEP} If the value decides Python control flow, "
+               f"{_scipy_hint(lib)}{_KEEP} If the value decides Python control flow, "
                f"{instead} {_ALL}, or pass the deciding argument as static: "
                "fg.jit(f, static_argnums=...)." + ("" if who else _GRAD_EVALUATES))
     err = TracerConversionError(msg)

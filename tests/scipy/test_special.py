@@ -332,6 +332,6 @@ def test_scipy_python_functions_on_tracers_point_to_fusegrad_scipy(f):
     # the caller's line; on a stop_gradient'ed value it is a constant, as asked
     with pytest.raises(fg.TracerConversionError, match=r"fusegrad\.scipy") as info:
         fg.grad(lambda x: f(x) + x[0])(np.array([1.0, 2.0]))
-    assert f"called from your code at {__file__}:" in str(info.value)
+    assert f"at {__file__}:" in str(info.value) and "site-packages" not in str(info.value)
     g = fg.grad(lambda x: f(fg.stop_gradient(x)) + x[0])(np.array([1.0, 2.0]))
     np.testing.assert_array_equal(g, [1.0, 0.0])
