@@ -232,7 +232,7 @@ def branch(x):
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compiled)],
                          ids=["interpreted", "compiled"])
 def test_conversions_that_drop_no_gradient_keep_working(compiled):
-    x0, x1, x2 = X
+    x0, x1, _ = X
     assert_close(fg.grad(stopped_float)(X), np.array([0.0, x0, 0.0]), "exact64")
     assert_close(fg.grad(stopped_asarray)(X), X, "exact64")
     assert_close(fg.grad(stopped_store)(X), np.array([0.0, x1, 0.0]), "exact64")

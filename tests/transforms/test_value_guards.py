@@ -2,9 +2,9 @@
 
 A function that branches on values (``if x.sum() > 0``), loops on them (``while err >
 tol``) or converts them (``float(x)``, ``x.item()``, ``np.asarray(x)``, ``int(x)``, where
-no gradient is lost by it) is traced on the arguments' values; the compiled code of each path is reused while its
-guards hold. Checked against finite differences, ``jax.grad`` of the same Python
-function, and compile/trace counts.
+no gradient is lost by it) is traced on the arguments' values; the compiled code of
+each path is reused while its guards hold. Checked against finite differences,
+``jax.grad`` of the same Python function, and compile/trace counts.
 """
 
 from __future__ import annotations
