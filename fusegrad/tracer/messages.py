@@ -150,6 +150,11 @@ _GRAD_EVALUATES = (" (fg.grad, value_and_grad, vjp, jvp and hessian called on ar
                    "docs/control_flow.md)")
 
 
+_GRAD_CONVERTS = (" (fg.grad, value_and_grad, vjp, jvp and hessian called on arrays, "
+                  "outside fg.jit and fg.vmap, do convert values that do not depend on a "
+                  "differentiated input: see docs/control_flow.md)")
+
+
 def concrete_error(type_, construct: str, kind: str = "value",
                    who: str | None = None) -> TracerError:
     """Python control flow (``kind``: "bool", "index") on a traced value of type ``type_``
@@ -226,7 +231,7 @@ def conversion_error(type_, kind: str, who: str | None,
         msg = (f"{what} needs a concrete value, but got a traced {type_}{where}{why}. "
                f"{_scipy_hint(lib)}{_KEEP} If the value decides Python control flow, "
                f"{instead} {_ALL}, or pass the deciding argument as static: "
-               "fg.jit(f, static_argnums=...)." + ("" if who else _GRAD_EVALUATES))
+               "fg.jit(f, static_argnums=...)." + ("" if who else _GRAD_CONVERTS))
     err = TracerConversionError(msg)
     err.traced = f"a traced {type_}{_at(loc)}"  # for errors that explain it themselves
     return err
