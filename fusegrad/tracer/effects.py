@@ -257,7 +257,7 @@ class Recorder:
             ("np", "np.random", frozenset(_NP_FUNCS), lambda: _np_global_state() != np_before),
             ("py", "random", frozenset(_RANDOM_METHODS), lambda: random.getstate() != py_before),
         ):
-            if kind in self.foreign or any(what.startswith(prefix + ".")
+            if kind in self.foreign or any(what.startswith((prefix + ".", prefix + " ("))
                                            for what, _ in self.effects):
                 continue  # another thread's draw, or seen with its line by the wrappers
             if not changed():
