@@ -23,14 +23,13 @@ from .amp import autocast, get_float32_matmul_precision, set_float32_matmul_prec
 from .eager.dtypes import bfloat16
 from .eager.tensor_api import *  # noqa: F403  (the eager Tensor: fg.tensor, fg.no_grad, ...)
 from .eager.tensor_api import __all__ as _tensor_all
-from .ir import Function, FusegradError, ShapeError, TensorType, TracerError
+from .ir import Function, FusegradError, ShapeError, TensorType, TracerConversionError, TracerError
 from .ir.stats import compile_stats
 from .passes.autodiff import NotDifferentiableError
 from .runtime.debug_nans import debug_nans
 from .scipy import optimize as _scipy_optimize  # noqa: F401  (fg.scipy.minimize)
 from .scipy import special as _scipy_special  # noqa: F401  (fills scipy.special's ufunc table)
 from .serialization import SerializationError, load, save
-from .tracer.core import GradientCutWarning
 from .transforms.control import ControlFlowError, checkpoint, cond, fori_loop, scan, while_loop
 from .transforms.export import cfunc
 from .transforms.forward import hessian, hvp, jacfwd, jvp
@@ -52,7 +51,6 @@ from .transforms.vectorize import BatchingError, vmap
 __all__ = [
     "SideEffectWarning",
     "RetraceWarning",
-    "GradientCutWarning",
     "cfunc",
     "ControlFlowError",
     "checkpoint",
@@ -66,6 +64,7 @@ __all__ = [
     "NotDifferentiableError",
     "ShapeError",
     "TensorType",
+    "TracerConversionError",
     "TracerError",
     "compile_stats",
     "custom_vjp",

@@ -160,7 +160,8 @@ def page() -> str:
         "fusegrad.numpy function of that name if there is one`). Functions NumPy runs "
         "itself on a list it converts (`np.array([x, y])`, `np.mean([x, y])`) cannot be "
         "intercepted: under `fg.jit` they raise an error naming `fnp.array` / `fnp.stack`, "
-        "under `fg.grad` they warn `fg.GradientCutWarning` (their result is a constant).",
+        "under `fg.grad` they raise `fg.TracerConversionError` when the list holds values "
+        "that depend on a differentiated input (the conversion would drop their gradient).",
         "",
     ]
     for prefix, names in miss.items():

@@ -7,7 +7,14 @@ array classes of higher layers (tracers, eager Tensors) register with ``bind``.
 from . import ops
 from .bind import aval, bind, register_array_type
 from .core import Builder, Function, Op, Value
-from .errors import FusegradError, IRParseError, ShapeError, TracerError, VerifyError
+from .errors import (
+    FusegradError,
+    IRParseError,
+    ShapeError,
+    TracerConversionError,
+    TracerError,
+    VerifyError,
+)
 from .evaluate import evaluate
 from .optable import OPS, OpDef
 from .parser import parse_function
@@ -26,6 +33,7 @@ __all__ = [
     "OpDef",
     "ShapeError",
     "TensorType",
+    "TracerConversionError",
     "TracerError",
     "Value",
     "VerifyError",

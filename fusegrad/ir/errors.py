@@ -15,6 +15,15 @@ class TracerError(FusegradError, TypeError):
     """A traced value was used where a concrete Python value is needed."""
 
 
+class TracerConversionError(TracerError):
+    """A traced value was converted to a Python number or a NumPy array (``float``,
+    ``int``, ``complex``, ``.item()``, ``.tolist()``, ``np.asarray``, storing it into a
+    NumPy array) where that cannot be done right: it depends on an input being
+    differentiated (the gradient through it would be lost), or the trace has no values
+    (``fg.jit``, ``fg.vmap``, control-flow bodies). The message names the line and the
+    fix."""
+
+
 class IRParseError(FusegradError, ValueError):
     """Malformed IR text; the message gives the line and column."""
 

@@ -1,4 +1,4 @@
-"""Python control flow on traced values, where the argument values are known.
+"""Python values of traced values, where the argument values are known.
 
 ``fg.grad``, ``value_and_grad``, ``vjp``, ``jvp`` & co. trace the user's function on
 the arrays they are called with. Such a trace carries a ``Concrete``: the values of
@@ -10,8 +10,14 @@ the Python value is returned, and a ``Guard`` records the traced value and what 
 got. The trace is then valid for any arguments on which every guard gives the same
 Python value again (``transforms.guards`` checks that before reusing compiled code).
 
-A value returned to Python is a constant of the trace: no derivative flows through
-``float(x)`` or ``np.asarray(x)`` (as in HIPS autograd). Abstract traces (``fg.jit``,
+A Python value is a constant of the trace: no derivative flows through it. So a
+conversion (``float``, ``int``, ``complex``, ``.item()``, ``.tolist()``, ``__array__``)
+of a value that *depends on a differentiated input* raises ``TracerConversionError``
+instead of giving a wrong gradient (``Concrete.depends``: a float or complex value
+computed, through ops other than ``stop_gradient`` and the ops with no derivative,
+from a differentiated parameter or from a tracer of an enclosing trace that depends on
+one there). ``bool()`` (``if``/``while``) and indices decide the path, not a value the
+derivative flows through: they stay guarded. Abstract traces (``fg.jit``,
 ``fg.vmap``, the bodies of ``fg.cond`` / ``fg.while_loop``) have no ``Concrete`` and
 keep the concretisation error.
 """
@@ -26,7 +32,18 @@ import numpy as np
 from ..ir import Value
 from ..ir.bind import eval_numpy
 from ..ir.optable import OPS
-from .core import Trace, Tracer, _concrete_error, user_location
+from .core import Trace, Tracer
+from .messages import CONVERSIONS, concrete_error, conversion_error, user_location
+
+#: ops through which no derivative flows: ``stop_gradient`` here; the autodiff pass
+#: registers its list of ops with no derivative (``register_cuts``)
+CUTS: set[str] = {"stop_gradient"}
+
+
+def register_cuts(names) -> None:
+    """Op names through which no derivative flows (a value computed by one does not
+    depend on the op's operands for ``Concrete.depends``)."""
+    CUTS.update(names)
 
 
 class Guard(NamedTuple):
@@ -83,11 +100,14 @@ class NotConcrete(Exception):
 class Concrete:
     """The parameter values of one trace, and the values of its ops on demand."""
 
-    __slots__ = ("args", "guards", "no_array", "producer", "scanned", "trace", "vals")
+    __slots__ = ("args", "dep", "guards", "no_array", "producer", "scanned", "trace", "vals",
+                 "wrt")
 
-    def __init__(self, trace: Trace, args: list):
+    def __init__(self, trace: Trace, args: list, wrt=()):
         self.trace = trace
         self.args = dict(zip(trace.builder.params, args))  # arrays or enclosing tracers
+        self.wrt = frozenset(trace.builder.params[k] for k in wrt)  # differentiated params
+        self.dep: dict[Value, bool] = {}  # Value -> whether it depends on ``wrt``
         self.vals: dict[Value, np.ndarray] = {}
         self.producer: dict[Value, object] = {}
         self.scanned = 0
@@ -138,16 +158,66 @@ class Concrete:
             todo.pop()
         return vals[v]
 
+    def _param_depends(self, v: Value) -> bool:
+        if v in self.wrt:
+            return True
+        x = self.args.get(v)
+        if x is None:
+            x = next((obj for obj, p in self.trace.free.values() if p is v), None)
+        return isinstance(x, Tracer) and depends(x)
+
+    def depends(self, v: Value) -> bool:
+        """Whether ``v`` is a float or complex value through which a derivative flows
+        back to a differentiated input (memoised; one pass over the ops it reads)."""
+        dep = self.dep
+        todo = [v]
+        while todo:
+            w = todo[-1]
+            if w in dep:
+                todo.pop()
+                continue
+            if not w.type.is_inexact:
+                dep[w] = False
+                todo.pop()
+                continue
+            op = self._op(w)
+            if op is None:
+                dep[w] = self._param_depends(w)
+                todo.pop()
+                continue
+            if op.name in CUTS:
+                dep[w] = False
+                todo.pop()
+                continue
+            missing = [u for u in op.operands if u not in dep]
+            if missing:
+                todo += missing
+                continue
+            dep[w] = any(dep[u] for u in op.operands)
+            todo.pop()
+        return dep[v]
+
     def convert(self, t: Tracer, kind: str, construct: str, msg_kind: str):
         if kind == "array" and t.value in self.no_array:
-            raise _concrete_error(t, construct, msg_kind, None)
+            raise concrete_error(t.value.type, CONVERSIONS["array"], msg_kind, None)
+        if kind in CONVERSIONS and self.depends(t.value):
+            raise conversion_error(t.value.type, kind, None, dependent=True)
         try:
             a = self.peek(t.value)
         except NotConcrete as e:
-            raise _concrete_error(t, construct, msg_kind, e.who) from None
+            if kind in CONVERSIONS:
+                raise conversion_error(t.value.type, kind, e.who, dependent=False) from None
+            raise concrete_error(t.value.type, construct, msg_kind, e.who) from None
         result = CONVERT[kind](a)
         self.guards.append(Guard(t.value, kind, result, user_location()))
         return result
+
+
+def depends(t: Tracer) -> bool:
+    """Whether tracer ``t`` depends on an input its trace differentiates (False in a
+    trace that does not know its values)."""
+    source = t._trace.source
+    return source is not None and source.depends(t.value)
 
 
 def peek(t: Tracer) -> np.ndarray:

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 import linecache
 import os
-import sys
 import threading
-import warnings
 
 import numpy as np
 
 from ..ir import Builder, TensorType, Value, register_array_type
 from ..ir.bind import register_ambient
 from ..ir.errors import ShapeError, TracerError
-from ..ir.location import override as _loc_override
 from ..ir.methods import ArrayMethods
 from . import writes
 from .array_api import ArrayAPIMethods
+from .messages import CONVERSIONS, concrete_error, conversion_error, user_location
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -35,21 +33,6 @@ class _State(threading.local):
 
 
 _state = _State()
-
-
-def user_location() -> str | None:
-    """``file:line`` of the innermost stack frame outside fusegrad itself (or the
-    location a pass set with ``ir.location.at``)."""
-    active, loc = _loc_override()
-    if active:
-        return loc
-    f = sys._getframe(1)
-    while f is not None:
-        fname = f.f_code.co_filename
-        if not fname.startswith(_PKG_DIR) and not fname.startswith("<frozen"):
-            return f"{fname}:{f.f_lineno}"
-        f = f.f_back
-    return None
 
 
 class Trace:
@@ -186,95 +169,18 @@ def _leaked(t: Tracer) -> TracerError:
     )
 
 
-#: Python construct -> the traced operation that replaces it.
-_INSTEAD = {
-    "if": "write the `if`/`else` as fg.cond(pred, true_fn, false_fn, *operands)",
-    "while": "write the loop as fg.while_loop(cond_fn, body_fn, init), or as "
-             "fg.fori_loop(lower, upper, body_fn, init) if it counts",
-    "bool": "write an `if`/`else` as fg.cond(pred, true_fn, false_fn, *operands) and a "
-            "`while` loop as fg.while_loop(cond_fn, body_fn, init)",
-    "int": "loop over a traced bound with fg.fori_loop(lower, upper, body_fn, init) or "
-           "fg.scan(f, init, xs)",
-    "index": "loop over a traced bound with fg.fori_loop(lower, upper, body_fn, init); "
-             "index a traced array with x[i] or fnp.take",
-    "value": "keep the computation traced",
-}
-_ALL = ("(fg.cond for if/else on a traced predicate, fg.while_loop for while, "
-        "fg.fori_loop / fg.scan for loops over traced bounds, fnp.where(cond, a, b) to "
-        "select between values)")
-
-
-def _bool_construct(loc: str | None) -> tuple[str, str]:
-    """Which Python construct asked for the truth of a traced value, from its source line."""
-    import linecache
-
-    fname, _, line = (loc or "").rpartition(":")
-    text = linecache.getline(fname, int(line)).strip() if line.isdigit() else ""
-    for prefix, construct, kind in (
-        ("while ", "a `while` loop condition", "while"),
-        ("elif ", "an `elif` condition", "if"),
-        ("if ", "an `if` condition", "if"),
-        ("assert ", "an `assert`", "if"),
-    ):
-        if text.startswith(prefix):
-            return construct, kind
-    if " if " in text and " else " in text:
-        return "a conditional expression (`a if c else b`)", "if"
-    return "bool() (or `and`/`or`/`not`)", "bool"
-
-
-def _scipy_hint(loc: str | None) -> str:
-    """Inside SciPy's own Python code: say where the traceable versions are."""
-    scipy = sys.modules.get("scipy")
-    root = os.path.dirname(getattr(scipy, "__file__", None) or "") if scipy else ""
-    if not loc or not root or not loc.startswith(root + os.sep):
-        return ""
-    return ("SciPy's Python-level functions (scipy.stats, scipy.special.logsumexp, "
-            "softmax, polygamma, ...) cannot run on traced values: use "
-            "fusegrad.scipy.stats / fusegrad.scipy.special instead. ")
-
-
-#: Why a trace of this kind has no values, and what works instead.
-_NO_VALUES = {
-    "jit": "fg.jit traces the function once for all argument values, so Python control "
-           "flow on values cannot be decided while tracing; call fg.grad (or value_and_grad, "
-           "vjp, jvp, hessian) without fg.jit to branch on values",
-    "vmap": "inside fg.vmap a traced value stands for a whole batch of per-example values "
-            "and has no single Python value",
-    "control": "the body of fg.cond / fg.while_loop / fg.fori_loop / fg.scan is traced once "
-               "for all iterations and operands",
-}
-
-
-def _concrete_error(t: Tracer, construct: str, kind: str = "value",
-                    who: str | None = None) -> TracerError:
-    loc = user_location()
-    if kind == "bool":
-        construct, kind = _bool_construct(loc)
-    where = f" at {loc}" if loc else ""
-    why = f" ({_NO_VALUES[who]})" if who in _NO_VALUES else ""
-    err = TracerError(
-        f"{construct} needs a concrete value, but got a traced {t.value.type}{where}{why}. "
-        f"{_scipy_hint(loc)}Python control flow on traced values cannot be recorded: "
-        f"{_INSTEAD[kind]} {_ALL}. "
-        "Or decide the control flow outside the transformed function, or pass the "
-        "deciding argument as static: fg.jit(f, static_argnums=...)."
-        + ("" if who else " (fg.grad, value_and_grad, vjp, jvp and hessian called on "
-           "arrays, outside fg.jit and fg.vmap, do evaluate such values: "
-           "see docs/control_flow.md)")
-    )
-    err.traced = f"a traced {t.value.type}{where}"  # for errors that explain it themselves
-    return err
-
-
-def _convert(t: Tracer, guard: str, construct: str, kind: str = "value"):
+def _convert(t: Tracer, guard: str, construct: str = "", kind: str = "value"):
     """``t`` as a Python value (``guard``: "bool", "float", ...): evaluated where the trace
-    knows its arguments' values (and recorded as a guard), else the concretisation error."""
+    knows its arguments' values (and recorded as a guard), else the concretisation error
+    (``construct``, ``kind``: how it names what asked, for "bool" and "index"), or the
+    conversion error for conversions (``messages.CONVERSIONS``)."""
     if not t._trace.active:
         raise _leaked(t)
     source = t._trace.source
     if source is None:
-        raise _concrete_error(t, construct, kind, t._trace.kind)
+        if guard in CONVERSIONS:
+            raise conversion_error(t.value.type, guard, t._trace.kind, dependent=False)
+        raise concrete_error(t.value.type, construct, kind, t._trace.kind)
     return source.convert(t, guard, construct, kind)
 
 
@@ -287,11 +193,6 @@ def _index_text(idx) -> str:
 def tracing() -> bool:
     """Whether a trace is open on this thread (ops on tracers are being recorded)."""
     return bool(_state.stack)
-
-
-class GradientCutWarning(UserWarning):
-    """A traced value became a NumPy constant (``np.asarray`` of it, or NumPy converting a
-    list that holds it): no gradient flows through that constant."""
 
 
 class Tracer(ArrayAPIMethods, ArrayMethods):
@@ -327,37 +228,27 @@ class Tracer(ArrayAPIMethods, ArrayMethods):
         return _convert(self, "bool", "bool()", "bool")
 
     def __float__(self):
-        return _convert(self, "float", "float()")
+        return _convert(self, "float")
 
     def __int__(self):
-        return _convert(self, "int", "int()", "int")
+        return _convert(self, "int")
 
     def __index__(self):
         return _convert(self, "index", "using a traced value as a Python index (range(), "
                         "list indexing)", "index")
 
     def __complex__(self):
-        return _convert(self, "complex", "complex()")
+        return _convert(self, "complex")
 
     def __array__(self, dtype=None, copy=None):
-        a = _convert(self, "array", "converting a traced value to a NumPy array (np.asarray; "
-                     "also np.array, np.mean, np.sum, np.full, np.linalg.norm... of a list "
-                     "holding traced values, which NumPy converts itself: call fnp.array / "
-                     "fnp.stack / fnp.mean... of the list instead)")
-        warnings.warn(
-            "a traced value was converted to a NumPy array, which is a constant of the trace: "
-            "no gradient flows through it. If this is np.asarray(x) on purpose, silence this "
-            "with warnings.simplefilter('ignore', fg.GradientCutWarning); if NumPy converted "
-            "a list holding traced values "
-            "(np.array, np.mean, np.sum, np.full... of a list), call fnp.array / fnp.stack / "
-            "fnp.mean... of the list to keep the gradient.", GradientCutWarning, stacklevel=2)
+        a = _convert(self, "array")
         if dtype is not None and np.dtype(dtype) != a.dtype:
             a = a.astype(dtype)
             a.flags.writeable = False
         return a
 
     def item(self):
-        return _convert(self, "item", ".item()")
+        return _convert(self, "item")
 
     def __setitem__(self, idx, value):
         """``x[idx] = value`` on an array made inside the traced function records
@@ -373,7 +264,7 @@ class Tracer(ArrayAPIMethods, ArrayMethods):
             "the updated array, as in JAX.")
 
     def tolist(self):
-        return _convert(self, "tolist", ".tolist()")
+        return _convert(self, "tolist")
 
 
 def _tracer_level(t: Tracer) -> int:

@@ -8,7 +8,7 @@ draws on every call. A ``Recorder`` collects such calls made while the user's
 function is traced (what was called and the user's ``file:line``), so the
 transforms can refuse to reuse the trace (``grad``, ``jvp``, ...) or warn (``jit``).
 
-Two mechanisms, both costing nothing per traced op:
+Four mechanisms, none costing anything per traced op:
 
 * while any trace is open, the entry points that are module attributes are
   wrapped: ``random.Random.random`` / ``getrandbits`` (every method of every
@@ -16,19 +16,33 @@ Two mechanisms, both costing nothing per traced op:
   ``np.random`` module functions, the clocks and ``os.urandom``. A wrapper records
   only when its own thread is tracing (``Recorder`` s are thread-local), so other
   threads are unaffected; the line is the innermost frame of the user's code.
+* a generator made without a seed takes its seed from the OS through
+  ``random._urandom`` (NumPy's ``SeedSequence()``: ``default_rng()``,
+  ``RandomState()``, ``PCG64()``, ..., whatever they are called in the user's code;
+  ``random.SystemRandom``), also wrapped, as is ``random.Random.__init__``
+  (``random.Random()``). ``RandomState(seed)``, which draws such a seed before it
+  seeds, is told apart by its call on the caller's line (``entropy.seeded_call``).
+* the states of NumPy's global generator (its raw MT19937 state, read through
+  ctypes) and of Python's ``random`` module are compared before and after the
+  trace, so a draw through a name bound before tracing (``from numpy.random
+  import uniform``, ``from random import random``) is seen too; a change counts as
+  this trace's unless another thread drew from that generator meanwhile (through
+  a wrapper, or running code that names a draw function: ``_drew_elsewhere``) and
+  the traced code does not name one itself.
 * NumPy ``RandomState`` / ``Generator`` objects are Cython types whose methods
   cannot be wrapped: the generators the traced function can reach (its globals,
   closure cells, defaults, bound ``self`` and their attributes, through nested
-  functions) and the global ``np.random`` state are compared before and after the
-  trace; the line reported for a generator whose state changed is the first line
-  of the user's code that names it.
+  functions) are compared before and after the trace; the line reported for a
+  generator whose state changed is the first line of the user's code that names it.
 
-Not seen: a generator reached another way (e.g. returned by a call), and names
-imported before tracing with ``from random import random``.
+Not seen: a generator object reached another way (e.g. returned by a call) and
+created before tracing, and a legacy ``np.random`` Gaussian that only takes the
+cached second deviate of a pair (it leaves the MT19937 state unchanged).
 """
 
 from __future__ import annotations
 
+import ctypes
 import dis
 import functools
 import os
@@ -40,6 +54,8 @@ import time
 import types
 
 import numpy as np
+
+from .entropy import seeded_call
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIB_DIRS = (os.path.dirname(os.path.abspath(np.__file__)) + os.sep, _PKG_DIR)
@@ -78,16 +94,32 @@ class _Local(threading.local):
 _local = _Local()
 _patch_lock = threading.Lock()
 _patch_count = 0
+_active: list = []  # the open Recorders of every thread
+
+
+def _mark_foreign(kind: str) -> None:
+    """A draw from the global generator ``kind`` ("np", "py") on this thread: for the
+    Recorders of other threads, a change of that generator's state is not theirs."""
+    me = threading.get_ident()
+    for rec in _active:
+        if rec.thread != me:
+            rec.foreign.add(kind)
 
 
 def _wrap(orig, what: str | None):
     #: clocks count only when the user's code reads them: libraries read them for their own
     #: bookkeeping (logging stamps its records, Numba times its passes)
     skip = _LIB_DIRS + _LIB_FILES + (_SYSTEM_DIRS if what in _CLOCK_NAMES else ())
+    kind = "np" if (what or "").startswith("np.random.") else "py" if (
+        what or "").startswith("random.") else None
 
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         recs = _local.recorders
+        if kind is not None:
+            _mark_foreign(kind)
+        elif what is None and args and args[0] is random._inst:
+            _mark_foreign("py")
         caller = sys._getframe(1)
         if recs and not caller.f_code.co_filename.startswith(skip):
             if what is None:  # a random.Random method: args[0] is the generator
@@ -103,6 +135,44 @@ def _wrap(orig, what: str | None):
     return wrapper
 
 
+def _record(entry) -> None:
+    for rec in _local.recorders:
+        rec.add(entry)
+
+
+def _wrap_entropy(orig):
+    """``random._urandom``, through which every generator made without a seed gets its
+    seed: NumPy's ``SeedSequence()`` (``default_rng()``, ``RandomState()``, ``PCG64()``,
+    ...) and ``random.SystemRandom``, whatever names the user's code calls them by."""
+
+    @functools.wraps(orig)
+    def wrapper(n):
+        if _local.recorders:
+            caller = sys._getframe(1)
+            while caller is not None and caller.f_code.co_filename in _LIB_FILES:
+                caller = caller.f_back  # random.py's SystemRandom / secrets.randbits
+            if caller is not None and not caller.f_code.co_filename.startswith(_PKG_DIR) \
+                    and not seeded_call(caller):
+                _record(("a generator made without a seed", _user_site(caller)))
+        return orig(n)
+
+    wrapper.__fusegrad_wrapped__ = orig
+    return wrapper
+
+
+def _wrap_random_init(orig):
+    """``random.Random.__init__``: ``random.Random()`` seeds itself from the OS."""
+
+    @functools.wraps(orig)
+    def __init__(self, x=None, *args, **kwargs):
+        if x is None and _local.recorders and not isinstance(self, random.SystemRandom):
+            _record(("random.Random() without a seed", _user_site(sys._getframe(1))))
+        orig(self, x, *args, **kwargs)
+
+    __init__.__fusegrad_wrapped__ = orig
+    return __init__
+
+
 _wrappers: list = []  # (owner, attribute, original or None if inherited, wrapper)
 
 
@@ -111,6 +181,9 @@ def _patch() -> None:
         for owner, attr, what in _TARGETS:
             own = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
             _wrappers.append((owner, attr, own, _wrap(getattr(owner, attr), what)))
+        _wrappers.append((random, "_urandom", random._urandom, _wrap_entropy(random._urandom)))
+        init = random.Random.__dict__["__init__"]
+        _wrappers.append((random.Random, "__init__", init, _wrap_random_init(init)))
     for owner, attr, _, wrapper in _wrappers:
         setattr(owner, attr, wrapper)
 
@@ -126,12 +199,16 @@ def _unpatch() -> None:
 class Recorder:
     """The side-effecting calls made on this thread while tracing ``fn``."""
 
-    __slots__ = ("effects", "fn", "rngs")
+    __slots__ = ("codes", "effects", "fn", "foreign", "globals", "rngs", "thread")
 
     def __init__(self, fn):
         self.fn = fn
         self.effects: list[tuple[str, str]] = []
         self.rngs: list[tuple] = []  # (generator, state before, code, name)
+        self.codes: list = []  # the user's code objects ``fn`` reaches
+        self.globals: tuple = ()  # the global generators' states before
+        self.foreign: set[str] = set()  # global generators other threads drew from
+        self.thread = threading.get_ident()
 
     def __enter__(self) -> Recorder:
         global _patch_count
@@ -139,8 +216,11 @@ class Recorder:
             if _patch_count == 0:
                 _patch()
             _patch_count += 1
+            _active.append(self)
         _local.recorders.append(self)
-        self.rngs = [(g, _state(g), code, name) for g, code, name in _reachable(self.fn)]
+        found, self.codes = _reachable(self.fn)
+        self.rngs = [(g, _state(g), code, name) for g, code, name in found]
+        self.globals = (_np_global_state(), random.getstate(), _others())
         return self
 
     def __exit__(self, *exc) -> None:
@@ -150,7 +230,9 @@ class Recorder:
             if recs[i] is self:
                 del recs[i]
                 break
+        self._globals_changed()
         with _patch_lock:
+            _active.remove(self)
             _patch_count -= 1
             if _patch_count == 0:
                 _unpatch()
@@ -166,16 +248,79 @@ class Recorder:
         if entry not in self.effects:
             self.effects.append(entry)
 
+    def _globals_changed(self) -> None:
+        """A draw from NumPy's or Python's global generator the wrappers did not see
+        (``from numpy.random import uniform``, ``from random import random``): its state
+        changed while tracing and no other thread drew from it meanwhile."""
+        np_before, py_before, others = self.globals
+        for kind, prefix, names, changed in (
+            ("np", "np.random", frozenset(_NP_FUNCS), lambda: _np_global_state() != np_before),
+            ("py", "random", frozenset(_RANDOM_METHODS), lambda: random.getstate() != py_before),
+        ):
+            if kind in self.foreign or any(what.startswith((prefix + ".", prefix + " ("))
+                                           for what, _ in self.effects):
+                continue  # another thread's draw, or seen with its line by the wrappers
+            if not changed():
+                continue
+            site = _site_of(_Codes(self.codes), names) if self.codes else None
+            if site is not None or not _drew_elsewhere(others, names):
+                self.add((f"{prefix} (the global generator)", site or self._site()))
+
+    def _site(self) -> str:
+        """The first line of the traced function."""
+        code = getattr(self.fn, "__code__", None) or (self.codes[0] if self.codes else None)
+        return f"{code.co_filename}:{code.co_firstlineno}" if code else "<unknown>:0"
+
     def _changed(self, g, code, name) -> None:
-        if g is _NP_GLOBAL:
-            if any(what.startswith("np.random.") for what, _ in self.effects):
-                return  # already seen, with its line, by the np.random wrappers
-            site = _site_of(code, set(_NP_FUNCS))
-            if site is not None:  # else drawn by another thread, not by this code
-                self.add(("np.random", site))
-            return
         site = code and (_site_of(code, {name}) or f"{code.co_filename}:{code.co_firstlineno}")
         self.add((f"{type(g).__name__} {name!r}", site))
+
+
+def _others() -> list:
+    """The code objects of the innermost frames of every other thread (none if there is
+    no other thread: the common case costs one call)."""
+    if threading.active_count() == 1:
+        return []
+    me, codes = threading.get_ident(), []
+    for t, f in sys._current_frames().items():
+        for _ in range(4):
+            if t == me or f is None:
+                break
+            codes.append(f.f_code)
+            f = f.f_back
+    return codes
+
+
+def _drew_elsewhere(before: list, names) -> bool:
+    """Whether another thread, running code that names one of ``names`` when the trace
+    began (``before``: ``_others()``) or when it ended, may have drawn from a global
+    generator meanwhile through a function it looked up before the entry points were
+    wrapped (which no wrapper sees)."""
+    return bool(before) and any(not names.isdisjoint(c.co_names)
+                                for c in (*before, *_others()))
+
+
+def _mt_bytes(bg):
+    """The raw state of an MT19937 bit generator (its key and position: 2500 bytes, a
+    hundred times cheaper to read than ``.state``), or None if it is laid out otherwise."""
+    try:
+        raw = ctypes.string_at(bg.ctypes.state_address, 2500)
+        st = bg.state["state"]
+    except Exception:  # another bit generator, or no ctypes
+        return None
+    want = np.asarray(st["key"], np.uint32).tobytes() + np.int32(st["pos"]).tobytes()
+    return raw if raw == want else None
+
+
+_FAST_NP = _mt_bytes(_NP_GLOBAL._bit_generator) is not None
+
+
+def _np_global_state():
+    """What a draw from NumPy's global generator changes: its MT19937 state (a draw that
+    only takes the cached second normal deviate of a pair changes nothing here)."""
+    if _FAST_NP and isinstance(_NP_GLOBAL._bit_generator, np.random.MT19937):
+        return ctypes.string_at(_NP_GLOBAL._bit_generator.ctypes.state_address, 2500)
+    return _state(_NP_GLOBAL)
 
 
 def _state(g):
@@ -195,8 +340,8 @@ def _frozen(x):
 
 
 def _reachable(fn, depth: int = 4):
-    """``(generator, code, name)`` for the NumPy generators ``fn`` can name, and the
-    global ``np.random`` state (``code``: every user code object reached)."""
+    """``(generator, code, name)`` for the NumPy generators ``fn`` can name, and every
+    user code object reached."""
     found, seen, codes = [], set(), []
     todo = [(fn, depth)]
     while todo:
@@ -232,12 +377,10 @@ def _reachable(fn, depth: int = 4):
                 _attrs(v, code, found)
     out, ids = [], set()
     for g, code, n in found:
-        if id(g) not in ids:
+        if id(g) not in ids and g is not _NP_GLOBAL:
             ids.add(id(g))
             out.append((g, code, n))
-    if codes:
-        out.append((_NP_GLOBAL, _Codes(codes), None))
-    return out
+    return out, codes
 
 
 class _Codes(list):

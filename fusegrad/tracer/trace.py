@@ -10,7 +10,7 @@ import numpy as np
 
 from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
-from ..ir.errors import ShapeError
+from ..ir.errors import ShapeError, TracerConversionError
 from ..ir.stats import count_trace, timed
 from .concrete import Concrete, concrete_leaves
 from .core import Trace, Tracer, located
@@ -77,12 +77,14 @@ def fn_name(fn: Callable) -> str:
 
 @timed("trace")
 def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
-                 concrete: bool = False, kind: str | None = None) -> Traced:
+                 concrete: bool = False, kind: str | None = None, wrt=()) -> Traced:
     """Trace ``fn(*args)`` where ``args`` are pytrees of arrays or TensorTypes.
 
     With ``concrete`` (and arrays, or tracers of enclosing traces, as arguments), Python
     control flow on traced values evaluates them and records guards
-    (``tracer.concrete``); ``kind`` names the transform of an abstract trace in errors.
+    (``tracer.concrete``), and converting a value that depends on the leaves ``wrt``
+    (flat indices of the differentiated leaves) raises ``TracerConversionError``;
+    ``kind`` names the transform of an abstract trace in errors.
     """
     leaves, in_tree = tree_flatten(tuple(args))
     types = [leaf_type(x) for x in leaves]
@@ -92,7 +94,7 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
         t.kind = kind
         if concrete and concrete_leaves(leaves):
-            t.source = Concrete(t, leaves)
+            t.source = Concrete(t, leaves, wrt)
             t.source.no_array = _list_leaves(args, tracers)
         try:
             with Recorder(fn) as effects:
@@ -101,6 +103,10 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
             raise located(e, t.name) from None
         except TypeError as e:
             _explain_lists(e, args)
+            raise
+        except ValueError as e:  # NumPy storing a value into an array raises this from ours
+            if isinstance(e.__cause__, TracerConversionError):
+                raise e.__cause__.with_traceback(e.__traceback__) from None
             raise
         out_leaves, out_tree = tree_flatten(out)
         results = [t.to_value(_as_output(o)) for o in out_leaves]

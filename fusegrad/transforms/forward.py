@@ -103,7 +103,7 @@ class _Pushforward:
         wrt = [k for i in sorted(set(nums)) for k in range(starts[i], starts[i + 1])
                if aval(flat[k]).is_inexact]
         traced = trace_pytree(self.f, args, name=getattr(self.f, "__name__", "f"),
-                              concrete=True)
+                              concrete=True, wrt=wrt)
         warn_effects("jvp", self.f, traced)
         fn = _jvp_pass(traced.function, wrt, name=f"{traced.function.name}_jvp")
         if not self.primal_out:

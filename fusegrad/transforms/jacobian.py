@@ -154,7 +154,7 @@ def jacobian(f: Callable, argnums: int | Sequence[int] = 0, holomorphic: bool = 
 
     def make_plan(args, nums, key) -> _Plan:
         wrt = _diff_leaves(args, nums, "jacobian")
-        traced = trace_pytree(f, args, name=name, concrete=True)
+        traced = trace_pytree(f, args, name=name, concrete=True, wrt=wrt)
         warn_effects("jacobian", f, traced)
         fn = traced.function
         check_complex_jacobian(args, nums, holomorphic, fn.out_types)

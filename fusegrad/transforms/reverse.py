@@ -85,7 +85,8 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         if holomorphic:
             check_holomorphic_inputs("grad", args, nums)
         fun = functools.partial(f, **kwargs) if kwargs else f
-        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"), concrete=True)
+        traced = trace_pytree(fun, args, name=getattr(f, "__name__", "f"), concrete=True,
+                              wrt=wrt)
         warn_effects("grad", f, traced)
         fn = traced.function
         if has_aux:
@@ -260,7 +261,7 @@ def vjp(f: Callable, *primals, has_aux: bool = False):
     """``(f(*primals), vjp_fn)`` where ``vjp_fn(cotangent)`` returns one cotangent per primal."""
     primals = tree_map(_leaf, primals)
     wrt = _diff_leaves(primals, tuple(range(len(primals))), "vjp")
-    traced = trace_pytree(f, primals, concrete=True)
+    traced = trace_pytree(f, primals, concrete=True, wrt=wrt)
     fn = traced.function
     n_out = len(fn.results)
     aux_tree = None

@@ -121,9 +121,11 @@ def test_numpy_conversions_of_lists_name_the_fnp_function(what):
         with pytest.raises(fg.TracerError, match=r"fnp\.array / fnp\.stack"):
             fg.grad(NUMPY_CONVERTS[what])(X0)
         return
-    # under grad, values are known: NumPy's conversion gives a constant, and says so
-    with pytest.warns(fg.GradientCutWarning, match=r"fnp\.array / fnp\.stack"):
-        g = fg.grad(lambda x: fnp.sum(NUMPY_CONVERTS[what](x)) + x)(X0)
+    # under grad, NumPy's conversion would drop the gradient of x: an error naming fnp
+    with pytest.raises(fg.TracerConversionError, match=r"fnp\.array / fnp\.stack"):
+        fg.grad(lambda x: fnp.sum(NUMPY_CONVERTS[what](x)) + x)(X0)
+    # of a stop_gradient'ed value it is the constant asked for
+    g = fg.grad(lambda x: fnp.sum(NUMPY_CONVERTS[what](fg.stop_gradient(x))) + x)(X0)
     assert_close(g, np.ones_like(X0), "exact64")
 
 

@@ -346,6 +346,10 @@ def test_polygamma_order_must_be_a_concrete_int():
 def test_scipy_python_functions_on_tracers_point_to_fusegrad_scipy(f):
     with pytest.raises(fg.TracerError, match=r"use fusegrad\.scipy\.stats / fusegrad\.scipy"):
         fg.jit(f)(np.array([1.0, 2.0]))
-    # under grad, SciPy's own NumPy conversion makes a constant: said, not silent
-    with pytest.warns(fg.GradientCutWarning, match="no gradient flows through it"):
+    # under grad, SciPy's own NumPy conversion would drop the gradient: an error naming
+    # the caller's line; on a stop_gradient'ed value it is a constant, as asked
+    with pytest.raises(fg.TracerConversionError, match=r"fusegrad\.scipy") as info:
         fg.grad(lambda x: f(x) + x[0])(np.array([1.0, 2.0]))
+    assert f"at {__file__}:" in str(info.value) and "site-packages" not in str(info.value)
+    g = fg.grad(lambda x: f(fg.stop_gradient(x)) + x[0])(np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(g, [1.0, 0.0])

@@ -1,10 +1,10 @@
 """Python control flow on traced values under fg.grad & co.: value-guarded traces.
 
 A function that branches on values (``if x.sum() > 0``), loops on them (``while err >
-tol``) or converts them (``float(x)``, ``x.item()``, ``np.asarray(x)``, ``int(x)``) is
-traced on the arguments' values; the compiled code of each path is reused while its
-guards hold. Checked against finite differences, ``jax.grad`` of the same Python
-function, and compile/trace counts.
+tol``) or converts them (``float(x)``, ``x.item()``, ``np.asarray(x)``, ``int(x)``, where
+no gradient is lost by it) is traced on the arguments' values; the compiled code of
+each path is reused while its guards hold. Checked against finite differences,
+``jax.grad`` of the same Python function, and compile/trace counts.
 """
 
 from __future__ import annotations
@@ -85,11 +85,14 @@ def test_while_newton_iteration():
     check_grads(newton_sqrt, 2.0)
 
 
-def test_float_cuts_the_gradient():
-    def f(x):
-        return x * float(x) + fnp.sin(x)
+def test_float_of_a_differentiated_value_raises_and_of_a_stopped_one_is_a_constant():
+    with pytest.raises(fg.TracerConversionError, match=r"float\(\).*fg\.stop_gradient"):
+        fg.grad(lambda x: x * float(x) + fnp.sin(x))(0.7)
 
-    # float(x) is a constant (as in HIPS autograd): d/dx = float(x) + cos(x), not 2x + cos(x)
+    def f(x):
+        return x * float(fg.stop_gradient(x)) + fnp.sin(x)
+
+    # the float is a constant: d/dx = float(x) + cos(x), not 2x + cos(x)
     for x in (0.7, -1.3):
         want = x + np.cos(x)
         np.testing.assert_allclose(fg.grad(f)(x), want, rtol=1e-14)
@@ -100,12 +103,12 @@ def test_float_cuts_the_gradient():
 def test_item_and_int():
     def f(x):
         k = int(fnp.sum(x > 0))  # a Python int, used as a shape and an index
-        scale = x[0].item()
+        scale = fg.stop_gradient(x[0]).item()
         return fnp.sum(x[:k] ** 2) * scale + fnp.sum(fnp.zeros(k) + x[k - 1])
 
     x = np.array([0.5, 2.0, -1.0])
     k = 2
-    want = 2 * x * x[0] * (np.arange(3) < k)  # the .item() factor x[0] is a constant
+    want = 2 * x * x[0] * (np.arange(3) < k)  # the stopped .item() factor x[0] is a constant
     want[k - 1] += k
     np.testing.assert_allclose(fg.grad(f)(x), want, rtol=1e-14)
     x2 = np.array([0.5, 2.0, 1.0])  # three positives: another path
@@ -114,11 +117,11 @@ def test_item_and_int():
     np.testing.assert_allclose(fg.grad(f)(x2), want2, rtol=1e-14)
 
 
-def test_asarray_is_a_read_only_constant():
+def test_asarray_of_a_stopped_value_is_a_read_only_constant():
     seen = []
 
     def f(x):
-        a = np.asarray(x)
+        a = np.asarray(fg.stop_gradient(x))
         seen.append(a)
         return fnp.sum(x * a) + fnp.sum(fnp.sin(x))
 
@@ -230,7 +233,7 @@ def test_compiled_paths_are_reused_while_guards_hold():
 
 def test_retrace_warning_on_a_value_that_changes_every_call():
     def drifting(x):
-        return x * float(x)
+        return x * float(fg.stop_gradient(x))
 
     g = fg.grad(drifting)
     with warnings.catch_warnings(record=True) as caught:
