@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import special
 
+from ..eager import bigmath
 from ..eager.fused import FusedNode
 from ..eager.tensor_base import make
 
@@ -68,7 +68,9 @@ class Gelu(FusedNode):
             y = 0.5 * xa * (1 + t)
             ctx.t = t
         else:
-            y = 0.5 * xa * (1 + special.erf(xa * _SQRT1_2))
+            phi = 0.5 * (1 + bigmath.call("erf", xa * xa.dtype.type(_SQRT1_2)))
+            y = xa * phi
+            ctx.phi = phi
         ctx.save_for_backward(x)
         ctx.composite, ctx.tanh = composite, tanh
         return make(y.astype(xa.dtype, copy=False))
@@ -80,7 +82,7 @@ class Gelu(FusedNode):
             du = _TANH_C * (1 + 3 * 0.044715 * x * x)
             d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
         else:
-            d = 0.5 * (1 + special.erf(x * _SQRT1_2)) + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+            d = ctx.phi + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
         return ((g * d).astype(x.dtype, copy=False),)
 
 

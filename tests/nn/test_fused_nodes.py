@@ -284,3 +284,17 @@ def test_norm_float32_against_torch():
     tn.backward()
     assert_close(n.detach().numpy(), tn.detach().numpy(), "f32")
     assert_close(x.grad.numpy(), tx.grad.numpy(), "f32")
+
+
+@pytest.mark.compiled
+def test_large_gelu_uses_the_math_library_erf():
+    a = RNG.standard_normal((8, 1024)) * 3
+    for dtype, kind in ((np.float64, "exact64"), (np.float32, "f32")):
+        x = fg.tensor(a.astype(dtype), requires_grad=True)
+        y = F.gelu(x)
+        y.sum().backward()
+        xa = a.astype(np.float64)
+        phi = 0.5 * (1 + special.erf(xa / math.sqrt(2)))
+        assert_close(y.detach().numpy(), (xa * phi).astype(dtype), kind)
+        want = phi + xa * np.exp(-0.5 * xa * xa) / math.sqrt(2 * math.pi)
+        assert_close(x.grad.numpy(), want.astype(dtype), kind)
