@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from ..eager import bigmath
-from ..eager.fused import FusedNode
+from ..eager.fused import FusedNode, sum_kept
 from ..eager.tensor_base import make
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)
@@ -31,8 +31,9 @@ class LayerNorm(FusedNode):
     def forward(ctx, x, weight, bias, n, eps, composite):
         xa = x._data
         rows = xa.reshape(-1, n)
-        d = rows - rows.mean(1, keepdims=True)
-        rstd = (1.0 / np.sqrt((d * d).mean(1, keepdims=True) + eps)).astype(xa.dtype)
+        inv_n = xa.dtype.type(1.0 / n)
+        d = rows - sum_kept(rows, 1) * inv_n
+        rstd = (1.0 / np.sqrt(sum_kept(d * d, 1) * inv_n + eps)).astype(xa.dtype)
         xhat = d * rstd
         y = xhat
         if weight is not None:
@@ -48,8 +49,8 @@ class LayerNorm(FusedNode):
         xhat, rstd = ctx.xhat, ctx.rstd
         rows = g.reshape(xhat.shape)
         gx = rows if weight is None else rows * weight.reshape(-1)
-        dx = rstd * (gx - gx.mean(1, keepdims=True)
-                     - xhat * (gx * xhat).mean(1, keepdims=True))
+        inv_n = xhat.dtype.type(1.0 / xhat.shape[1])
+        dx = rstd * (gx - sum_kept(gx, 1) * inv_n - xhat * (sum_kept(gx * xhat, 1) * inv_n))
         dw = None if weight is None else (rows * xhat).sum(0).reshape(weight.shape)
         db = None if bias is None else rows.sum(0).reshape(bias.shape)
         return dx.reshape(x.shape), dw, db
