@@ -96,20 +96,23 @@ class NllLoss(FusedNode):
     @staticmethod
     def forward(ctx, logp, target, weight, cdim, ignore_index, reduction, composite):
         lp = np.moveaxis(logp._data, cdim, -1)
-        t = target._data.astype(np.int64, copy=False)
+        rows = lp.reshape(-1, lp.shape[-1])
+        t = target._data.reshape(-1)
         valid = t != ignore_index
-        tc = np.where(valid, t, 0)[..., None]
-        picked = np.take_along_axis(lp, tc, -1)[..., 0]
+        tc = np.where(valid, t, 0)
+        at = np.arange(len(tc))
         wi = valid.astype(lp.dtype) if weight is None else np.where(
-            valid, weight._data[tc[..., 0]], 0).astype(lp.dtype)
-        loss = np.where(valid, -picked * wi, 0).astype(lp.dtype)
+            valid, weight._data[tc], 0).astype(lp.dtype)
+        loss = np.where(valid, -rows[at, tc] * wi, 0).astype(lp.dtype, copy=False)
         if reduction == "mean":
             with np.errstate(divide="ignore", invalid="ignore"):
                 loss = np.asarray(loss.sum() / wi.sum(), lp.dtype)
         elif reduction == "sum":
             loss = np.asarray(loss.sum(), lp.dtype)
+        else:
+            loss = loss.reshape(lp.shape[:-1])
         ctx.save_for_backward(logp)
-        ctx.composite, ctx.tc, ctx.wi = composite, tc, wi
+        ctx.composite, ctx.at, ctx.tc, ctx.wi = composite, at, tc, wi
         ctx.cdim, ctx.reduction, ctx.lshape = cdim, reduction, lp.shape
         return make(loss)
 
@@ -120,7 +123,7 @@ class NllLoss(FusedNode):
             with np.errstate(divide="ignore", invalid="ignore"):
                 scale = -wi * (g / wi.sum())
         else:
-            scale = -wi * g
-        d = np.zeros(ctx.lshape, logp.dtype)
-        np.put_along_axis(d, ctx.tc, scale.astype(logp.dtype)[..., None], -1)
-        return (np.moveaxis(d, -1, ctx.cdim),)
+            scale = -wi * g.reshape(-1)
+        d = np.zeros((len(wi), ctx.lshape[-1]), logp.dtype)
+        d[ctx.at, ctx.tc] = scale
+        return (np.moveaxis(d.reshape(ctx.lshape), -1, ctx.cdim),)

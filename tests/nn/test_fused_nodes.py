@@ -298,3 +298,20 @@ def test_large_gelu_uses_the_math_library_erf():
         assert_close(y.detach().numpy(), (xa * phi).astype(dtype), kind)
         want = phi + xa * np.exp(-0.5 * xa * xa) / math.sqrt(2 * math.pi)
         assert_close(x.grad.numpy(), want.astype(dtype), kind)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_spatial_matches_composite(reduction):
+    x = RNG.standard_normal((2, 5, 3, 2))
+    t = RNG.integers(0, 5, (2, 3, 2))
+    t[0, 1, 1] = -100
+    xt = fg.tensor(x, requires_grad=True)
+    out = F.cross_entropy(xt, fg.tensor(t), weight=fg.tensor(CW), reduction=reduction)
+    assert out.grad_fn.name() == "NllLossBackward0"
+    g = RNG.standard_normal(out.shape)
+    out.backward(fg.tensor(g))
+    assert_close(out.detach().numpy(), F.cross_entropy(x, t, weight=CW, reduction=reduction),
+                 "exact64")
+    want = fg.grad(lambda a: (F.cross_entropy(a, t, weight=CW, reduction=reduction) * g)
+                   .sum())(x)
+    assert_close(xt.grad.numpy(), want, "exact64")
