@@ -36,25 +36,29 @@ class FusedNode(Function):
     """A node with a NumPy forward and a closed-form NumPy backward.
 
     ``forward(ctx, *tensors, *statics)`` saves the Tensor arguments it differentiates
-    (``ctx.save_for_backward``, in argument order, None allowed), sets
+    (``ctx.save_for_backward``, in argument order, None allowed; then the output when
+    the backward reads it, with ``ctx.n_inputs`` the number of arguments, so writing
+    to the output in place is caught as in PyTorch), sets
     ``ctx.composite`` (a function of those tensors building the same result with
     recorded ops) and keeps whatever arrays the backward needs on ``ctx``. The
-    subclass's ``grads(ctx, g, *arrays)`` returns one NumPy gradient (or None) per
-    saved tensor; under ``create_graph`` the composite is differentiated instead.
+    subclass's ``grads(ctx, g, *arrays)`` gets the saved tensors' arrays and returns
+    one NumPy gradient (or None) per argument; under ``create_graph`` the composite is
+    differentiated instead.
     """
 
     @staticmethod
     def backward(ctx, g):
         saved = ctx.saved_tensors
-        needs = ctx.needs_input_grad[:len(saved)]
+        k = getattr(ctx, "n_inputs", len(saved))
+        needs = ctx.needs_input_grad[:k]
         if is_grad_enabled():
-            res = recorded_grads(ctx.composite, saved, needs, g)
+            res = recorded_grads(ctx.composite, saved[:k], needs, g)
         else:
             arrays = [None if s is None else s._data for s in saved]
             res = [r if need else None
                    for r, need in zip(ctx._cls.grads(ctx, g._data, *arrays), needs)]
             res = [None if r is None else make(r) for r in res]
-        return (*res, *(None,) * (len(ctx.needs_input_grad) - len(saved)))
+        return (*res, *(None,) * (len(ctx.needs_input_grad) - k))
 
     @staticmethod
     def grads(ctx, g, *arrays):
@@ -101,14 +105,13 @@ class Softmax(FusedNode):
     @staticmethod
     def forward(ctx, x, dim, composite):
         e = np.exp(_shift(x._data, dim))
-        y = e / sum_kept(e, dim)
-        ctx.save_for_backward(x)
-        ctx.composite, ctx.y, ctx.dim = composite, y, dim
-        return make(y)
+        out = make(e / sum_kept(e, dim))
+        ctx.save_for_backward(x, out)
+        ctx.composite, ctx.n_inputs, ctx.dim = composite, 1, dim
+        return out
 
     @staticmethod
-    def grads(ctx, g, x):
-        y = ctx.y
+    def grads(ctx, g, x, y):
         return (y * (g - sum_kept(g * y, ctx.dim)),)
 
 
@@ -119,14 +122,14 @@ class LogSoftmax(FusedNode):
     def forward(ctx, x, dim, composite):
         s = _shift(x._data, dim)
         with np.errstate(divide="ignore"):
-            y = s - np.log(sum_kept(np.exp(s), dim))
-        ctx.save_for_backward(x)
-        ctx.composite, ctx.y, ctx.dim = composite, y, dim
-        return make(y)
+            out = make(s - np.log(sum_kept(np.exp(s), dim)))
+        ctx.save_for_backward(x, out)
+        ctx.composite, ctx.n_inputs, ctx.dim = composite, 1, dim
+        return out
 
     @staticmethod
-    def grads(ctx, g, x):
-        return (g - np.exp(ctx.y) * sum_kept(g, ctx.dim),)
+    def grads(ctx, g, x, y):
+        return (g - np.exp(y) * sum_kept(g, ctx.dim),)
 
 
 class VectorNorm2(FusedNode):
@@ -139,7 +142,7 @@ class VectorNorm2(FusedNode):
         xa = x._data
         n = np.sqrt(np.vdot(xa, xa).real if dims == tuple(range(xa.ndim))
                     else (xa * xa).sum(dims, keepdims=True))
-        n = np.asarray(n, xa.dtype)
+        n = np.array(n, xa.dtype)  # a copy: the output below is a view of it
         ctx.save_for_backward(x)
         ctx.composite, ctx.n, ctx.dims = composite, n, dims
         return make(n.reshape(_reduced(xa.shape, dims, keepdim)))

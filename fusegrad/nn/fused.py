@@ -35,7 +35,7 @@ class LayerNorm(FusedNode):
         d = rows - sum_kept(rows, 1) * inv_n
         rstd = (1.0 / np.sqrt(sum_kept(d * d, 1) * inv_n + eps)).astype(xa.dtype)
         xhat = d * rstd
-        y = xhat
+        y = xhat if weight is not None or bias is not None else xhat.copy()  # ctx keeps xhat
         if weight is not None:
             y = y * weight._data.reshape(-1)
         if bias is not None:

@@ -315,3 +315,22 @@ def test_cross_entropy_spatial_matches_composite(reduction):
     want = fg.grad(lambda a: (F.cross_entropy(a, t, weight=CW, reduction=reduction) * g)
                    .sum())(x)
     assert_close(xt.grad.numpy(), want, "exact64")
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax", "layer_norm", "norm"])
+def test_writing_the_output_in_place(name):
+    """Softmax and log_softmax save their result (PyTorch's version check fires); the
+    others keep their own arrays, so the write does not change their gradient."""
+    fn = {"softmax": lambda x: x.softmax(1), "log_softmax": lambda x: x.log_softmax(1),
+          "layer_norm": lambda x: F.layer_norm(x, (5,)), "norm": lambda x: x.norm()}[name]
+    x = fg.tensor(X, requires_grad=True)
+    g = fg.tensor(RNG.standard_normal(fn(x).shape))
+    ref, = fg.autograd.grad(fn(x), [x], g)
+    y = fn(x)
+    y.add_(1)
+    if name in ("softmax", "log_softmax"):
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.backward(g)
+    else:
+        y.backward(g)
+        assert_close(x.grad.numpy(), ref.numpy(), "exact64")
