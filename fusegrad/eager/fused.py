@@ -142,10 +142,10 @@ class VectorNorm2(FusedNode):
         xa = x._data
         n = np.sqrt(np.vdot(xa, xa).real if dims == tuple(range(xa.ndim))
                     else (xa * xa).sum(dims, keepdims=True))
-        n = np.array(n, xa.dtype)  # a copy: the output below is a view of it
+        n = np.asarray(n, xa.dtype)
         ctx.save_for_backward(x)
         ctx.composite, ctx.n, ctx.dims = composite, n, dims
-        return make(n.reshape(_reduced(xa.shape, dims, keepdim)))
+        return make(n.reshape(_reduced(xa.shape, dims, keepdim)).copy())  # ctx keeps n
 
     @staticmethod
     def grads(ctx, g, x):
