@@ -65,9 +65,23 @@ def cos_f32(x, out):
                 out[i] = ml.cos_full_f32(x[i])
 
 
+@_jit
+def erf_f64(x, out):
+    for i in range(x.shape[0]):
+        out[i] = ml.erf_f64(x[i])
+
+
+@_jit
+def erf_f32(x, out):
+    for i in range(x.shape[0]):
+        out[i] = ml.erf_f32(x[i])
+
+
 KERNELS = {
     ("sin", np.dtype(np.float64)): sin_f64,
     ("cos", np.dtype(np.float64)): cos_f64,
     ("sin", np.dtype(np.float32)): sin_f32,
     ("cos", np.dtype(np.float32)): cos_f32,
+    ("erf", np.dtype(np.float64)): erf_f64,
+    ("erf", np.dtype(np.float32)): erf_f32,
 }

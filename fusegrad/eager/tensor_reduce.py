@@ -13,7 +13,7 @@ import math
 
 from ..ir import array as A
 from ..ir import ops
-from . import fast
+from . import fast, fused
 from . import tensor_base as TB
 from .tensor_math import (
     _dims,
@@ -124,7 +124,13 @@ class TensorReduce:
         if p == 1:
             return op("norm", lambda: A.sum(ops.abs(x), dims, None, keepdim))
         if p == 2:
-            return op("norm", lambda: _safe_root(A.sum(x * x, dims, None, keepdim), 2))
+            def norm2(t):
+                return op("norm", lambda: _safe_root(A.sum(t * t, dims, None, keepdim), 2))
+
+            if fused.concrete(x) and x._data.dtype.kind == "f":
+                axes = A.norm_axes(dims, x.ndim)
+                return fused.VectorNorm2.apply(x, axes, keepdim, norm2)
+            return norm2(x)
         return op("norm", lambda: _safe_root(A.sum(ops.abs(x) ** p, dims, None, keepdim), p))
 
     def var(self, dim=None, unbiased=None, keepdim=False, *, correction=None):
@@ -143,11 +149,23 @@ class TensorReduce:
 
     def softmax(self, dim, dtype=None):
         x = to_float(self if dtype is None else self.to(dtype))
-        return op("softmax", lambda: _softmax(x, dim))
+
+        def composite(t):
+            return op("softmax", lambda: _softmax(t, dim))
+
+        if fused.concrete(x) and x.ndim:
+            return fused.Softmax.apply(x, A.norm_axis(dim, x.ndim, "softmax"), composite)
+        return composite(x)
 
     def log_softmax(self, dim, dtype=None):
         x = to_float(self if dtype is None else self.to(dtype))
-        return op("log_softmax", lambda: x - _logsumexp(x, (dim,), True))
+
+        def composite(t):
+            return op("log_softmax", lambda: t - _logsumexp(t, (dim,), True))
+
+        if fused.concrete(x) and x.ndim:
+            return fused.LogSoftmax.apply(x, A.norm_axis(dim, x.ndim, "log_softmax"), composite)
+        return composite(x)
 
 
 

@@ -19,11 +19,13 @@ import warnings
 import numpy as np
 
 from ..eager import replay
+from ..eager.fused import concrete
 from ..eager.record import operation
 from ..eager.tensor_base import TensorBase
 from ..ir import array as A
 from ..ir import ops
 from ..ir.errors import ShapeError
+from . import fused
 from ._node import check_weight, legacy_reduction
 
 __all__ = ["cross_entropy", "erf", "gelu", "linear", "log_sigmoid", "log_softmax", "logsumexp",
@@ -70,11 +72,23 @@ def erf(x):
 
 def gelu(input, approximate: bool | str = "none"):
     """x * Phi(x); ``approximate="tanh"`` (or True) uses the tanh form, as PyTorch."""
-    x = _f(input)
-    if approximate in (True, "tanh"):
-        c = math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1 + ops.tanh(c * (x + 0.044715 * x * x * x)))
-    return 0.5 * x * (1 + ops.erf(x * (1 / math.sqrt(2.0))))
+    tanh = approximate in (True, "tanh")
+    if approximate not in (True, False, "tanh", "none"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    if concrete(input) and input._data.dtype.kind == "f":
+        return fused.Gelu.apply(input, tanh, lambda t: _gelu(t, tanh))
+    return _gelu(input, tanh)
+
+
+def _gelu(input, tanh: bool):
+    """GELU written with ops; on a Tensor one ``GeluBackward0`` node."""
+    def f(x):
+        if tanh:
+            c = math.sqrt(2.0 / math.pi)
+            return 0.5 * x * (1 + ops.tanh(c * (x + 0.044715 * x * x * x)))
+        return 0.5 * x * (1 + ops.erf(x * (1 / math.sqrt(2.0))))
+
+    return _named("GeluBackward0", f, _f(input), structure=("gelu", tanh))
 
 
 def _stable_max(x, axis):
@@ -286,8 +300,16 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index: int = 
             return A.sum(loss) / A.sum(wi)
         return A.sum(loss) if reduction == "sum" else loss
 
-    return _named("NllLossBackward0", f, input, target, *(() if weight is None else (weight,)),
-                  structure=("nll", ignore_index, reduction))
+    def composite(logp):
+        return _named("NllLossBackward0", f, logp, target,
+                      *(() if weight is None else (weight,)),
+                      structure=("nll", ignore_index, reduction))
+
+    if (concrete(input, target, weight) and input._data.dtype.kind == "f"
+            and not (weight is not None and weight.requires_grad)):
+        return fused.NllLoss.apply(input, target, weight, cdim, int(ignore_index), reduction,
+                                   composite)
+    return composite(input)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index: int = -100,
@@ -311,8 +333,11 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index: i
         if eps:
             target = target * (1.0 - eps) + eps / shape[cdim]
         return _soft_cross_entropy(input, target, weight, cdim, reduction)
-    logp = _named("LogSoftmaxBackward0", lambda x: _log_softmax(x, cdim), input,
-                  structure=("log_softmax", cdim))
+    if concrete(input) and input._data.dtype.kind == "f":
+        logp = input.log_softmax(cdim)
+    else:
+        logp = _named("LogSoftmaxBackward0", lambda x: _log_softmax(x, cdim), input,
+                      structure=("log_softmax", cdim))
     loss = nll_loss(logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if not eps:
         return loss

@@ -17,10 +17,12 @@ import math
 import numpy as np
 
 from ..eager.creation import default_generator
+from ..eager.fused import concrete
 from ..eager.grad_mode import no_grad
 from ..eager.tensor_base import TensorBase
 from ..ir import array as A
 from ..ir import ops
+from . import fused
 from ._node import named as _named
 
 __all__ = ["batch_norm", "dropout", "dropout_with_key", "elu", "embedding", "layer_norm",
@@ -50,8 +52,16 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-
         return y
 
     extra = tuple(t for t in (weight, bias) if t is not None)
-    return _named("NativeLayerNormBackward0", f, input, *extra,
-                  structure=("layer_norm", ns, eps, weight is None, bias is None))
+
+    def composite(x, w=None, b=None):
+        return _named("NativeLayerNormBackward0", f, x, *(t for t in (w, b) if t is not None),
+                      structure=("layer_norm", ns, eps, weight is None, bias is None))
+
+    n = math.prod(ns)
+    if n and concrete(input, weight, bias) and input._data.dtype.kind == "f" and len(
+            {t._data.dtype for t in (input, *extra)}) == 1:
+        return fused.LayerNorm.apply(input, weight, bias, n, float(eps), composite)
+    return composite(input, weight, bias)
 
 
 def _store(buf, value) -> None:

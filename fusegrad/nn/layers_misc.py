@@ -169,8 +169,7 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
     def forward(self, input):
-        return F._named("GeluBackward0", lambda x: F.gelu(x, self.approximate == "tanh"),
-                        input, structure=("gelu", self.approximate))
+        return F.gelu(input, self.approximate)
 
 
 class LeakyReLU(Module):

@@ -144,7 +144,11 @@ def test_gpt_trains_eagerly_and_under_jit(flash):
         losses.append(a.item())
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         assert name.startswith("module.")
-        assert_close(q.detach().numpy(), p.detach().numpy(), "exact64", name)
+        # Eager runs the fused NumPy nodes (layer norm, GELU, cross-entropy, norms), the jit
+        # the IR formulas: their float64 roundings differ by a few ulp, and AdamW's division
+        # by sqrt(v) turns that into ~1e-11 absolute on entries whose gradient nearly cancels.
+        np.testing.assert_allclose(q.detach().numpy(), p.detach().numpy(), rtol=1e-10,
+                                   atol=1e-10, err_msg=name)
     assert losses[-1] < losses[0]
     out = raw.generate(torch.zeros((1, 1), dtype=torch.long), 8, top_k=3)
     assert tuple(out.shape) == (1, 9) and out.dtype == torch.long

@@ -1,0 +1,160 @@
+"""Composite operations as single eager autograd nodes, computed directly in NumPy.
+
+A composite such as ``softmax`` records about a dozen IR ops when it runs through
+eager dispatch. On concrete Tensors (NumPy data, no trace, no forward-mode level,
+no enclosing ``operation`` scope) the operations here are one ``Function`` node
+instead: the forward is written in NumPy, the backward in closed form in NumPy.
+With ``create_graph=True`` the backward recomputes the composite with recorded
+ops and differentiates it, so higher derivatives stay exact. Everything else
+(``fg.jit`` tracers, forward-mode AD, arrays) keeps the composite path.
+
+The nodes here are the Tensor methods' (``softmax``, ``log_softmax``, the 2-norm);
+``nn.fused`` builds the layer-norm, GELU and NLL nodes on the same ``FusedNode``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import dual, record
+from .custom_function import Function
+from .engine import grad as autograd_grad
+from .grad_mode import enable_grad, is_grad_enabled
+from .tensor_base import TensorBase, make
+
+
+def concrete(*xs) -> bool:
+    """True when the fused NumPy node applies: every argument is None or a Tensor whose
+    data is a NumPy array, outside forward-mode AD and any enclosing operation scope."""
+    if dual.ACTIVE[0] or record._state.scope is not None:
+        return False
+    return all(x is None or (isinstance(x, TensorBase) and type(x._data) is np.ndarray)
+               for x in xs)
+
+
+class FusedNode(Function):
+    """A node with a NumPy forward and a closed-form NumPy backward.
+
+    ``forward(ctx, *tensors, *statics)`` saves the Tensor arguments it differentiates
+    (``ctx.save_for_backward``, in argument order, None allowed; then the output when
+    the backward reads it, with ``ctx.n_inputs`` the number of arguments, so writing
+    to the output in place is caught as in PyTorch), sets
+    ``ctx.composite`` (a function of those tensors building the same result with
+    recorded ops) and keeps whatever arrays the backward needs on ``ctx``. The
+    subclass's ``grads(ctx, g, *arrays)`` gets the saved tensors' arrays and returns
+    one NumPy gradient (or None) per argument; under ``create_graph`` the composite is
+    differentiated instead.
+    """
+
+    @staticmethod
+    def backward(ctx, g):
+        saved = ctx.saved_tensors
+        k = getattr(ctx, "n_inputs", len(saved))
+        needs = ctx.needs_input_grad[:k]
+        if is_grad_enabled():
+            res = recorded_grads(ctx.composite, saved[:k], needs, g)
+        else:
+            arrays = [None if s is None else s._data for s in saved]
+            res = [r if need else None
+                   for r, need in zip(ctx._cls.grads(ctx, g._data, *arrays), needs)]
+            res = [None if r is None else make(r) for r in res]
+        return (*res, *(None,) * (len(ctx.needs_input_grad) - k))
+
+    @staticmethod
+    def grads(ctx, g, *arrays):
+        raise NotImplementedError
+
+
+def recorded_grads(composite, inputs, needs, g) -> list:
+    """The gradients of ``composite(*inputs)`` against ``g`` for the inputs in ``needs``,
+    through recorded ops with their graph kept (``create_graph``)."""
+    wants = [t for t, need in zip(inputs, needs) if need]
+    with enable_grad():
+        out = composite(*inputs)
+        grads = iter(autograd_grad(out, wants, g, create_graph=True))
+    return [next(grads) if need else None for need in needs]
+
+
+def sum_kept(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x.sum(axis, keepdims=True)``; over the last axis as a product with ones, which
+    BLAS does several times faster than NumPy's reduction of short rows."""
+    if axis == x.ndim - 1 and x.dtype.kind == "f":
+        return x @ np.ones((x.shape[-1], 1), x.dtype)
+    return x.sum(axis, keepdims=True)
+
+
+def max_kept(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x.max(axis, keepdims=True)`` (NaN propagates); over the last axis by a reduction
+    across the rows of the transposed copy, which NumPy vectorises (short rows it does
+    not: about 10x slower)."""
+    if axis != x.ndim - 1 or x.ndim < 2 or not x.size:
+        return x.max(axis, keepdims=True)
+    cols = np.ascontiguousarray(x.reshape(-1, x.shape[-1]).T)
+    return cols.max(0).reshape(*x.shape[:-1], 1)
+
+
+def _shift(x: np.ndarray, axis: int) -> np.ndarray:
+    """``x - max(x)`` over ``axis``, the max taken as 0 where it is not finite."""
+    m = max_kept(x, axis)
+    return x - np.where(np.isfinite(m), m, 0).astype(x.dtype)
+
+
+class Softmax(FusedNode):
+    _node_name = "SoftmaxBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dim, composite):
+        e = np.exp(_shift(x._data, dim))
+        out = make(e / sum_kept(e, dim))
+        ctx.save_for_backward(x, out)
+        ctx.composite, ctx.n_inputs, ctx.dim = composite, 1, dim
+        return out
+
+    @staticmethod
+    def grads(ctx, g, x, y):
+        return (y * (g - sum_kept(g * y, ctx.dim)),)
+
+
+class LogSoftmax(FusedNode):
+    _node_name = "LogSoftmaxBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dim, composite):
+        s = _shift(x._data, dim)
+        with np.errstate(divide="ignore"):
+            out = make(s - np.log(sum_kept(np.exp(s), dim)))
+        ctx.save_for_backward(x, out)
+        ctx.composite, ctx.n_inputs, ctx.dim = composite, 1, dim
+        return out
+
+    @staticmethod
+    def grads(ctx, g, x, y):
+        return (g - np.exp(y) * sum_kept(g, ctx.dim),)
+
+
+class VectorNorm2(FusedNode):
+    """The 2-norm over ``dims``; its gradient is 0 where the norm is 0 (as PyTorch)."""
+
+    _node_name = "LinalgVectorNormBackward0"
+
+    @staticmethod
+    def forward(ctx, x, dims, keepdim, composite):
+        xa = x._data
+        n = np.sqrt(np.vdot(xa, xa).real if dims == tuple(range(xa.ndim))
+                    else (xa * xa).sum(dims, keepdims=True))
+        n = np.asarray(n, xa.dtype)
+        ctx.save_for_backward(x)
+        ctx.composite, ctx.n, ctx.dims = composite, n, dims
+        return make(n.reshape(_reduced(xa.shape, dims, keepdim)).copy())  # ctx keeps n
+
+    @staticmethod
+    def grads(ctx, g, x):
+        n = ctx.n.reshape(_reduced(x.shape, ctx.dims, True))
+        scale = np.where(n == 0, 0, g.reshape(n.shape) / np.where(n == 0, 1, n))
+        return ((x * scale.astype(x.dtype)),)
+
+
+def _reduced(shape: tuple, dims: tuple, keepdim: bool) -> tuple:
+    if keepdim:
+        return tuple(1 if i in dims else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in dims)
