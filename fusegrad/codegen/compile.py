@@ -81,9 +81,13 @@ def _salt() -> str:
     for rel in _sources():
         with open(os.path.join(_HERE, rel), "rb") as f:
             h.update(rel.encode() + f.read())
-    # Numba's version from its metadata: the lean generator never imports Numba
-    versions = (__version__, importlib.metadata.version("numba"), llvmlite.__version__,
-                numpy.__version__, sys.version)
+    # Numba's version from the module where it is loaded, else from its metadata: the
+    # lean generator never imports Numba
+    numba = sys.modules.get("numba")
+    numba_version = (numba.__version__ if numba is not None
+                     else importlib.metadata.version("numba"))
+    versions = (__version__, numba_version, llvmlite.__version__, numpy.__version__,
+                sys.version)
     h.update(repr(versions).encode())
     return h.hexdigest()
 
