@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 import fusegrad as fg
+from fusegrad.transforms import plan
 from tests.semantics import draws_by_other_names as D
 
 X = np.ones(3)
@@ -30,7 +31,8 @@ def _side_effect_warnings(record):
 @pytest.mark.parametrize("fn", D.DRAWS, ids=lambda f: f.__name__)
 @pytest.mark.parametrize("compiled", [False, pytest.param(True, marks=pytest.mark.compiled)],
                          ids=["interpreted", "compiled"])
-def test_grad_of_a_draw_by_another_name_warns_and_draws_afresh(fn, compiled):
+def test_grad_of_a_draw_by_another_name_warns_and_draws_afresh(fn, compiled, monkeypatch):
+    monkeypatch.setattr(plan, "_warned", set())  # each case warns afresh (once per function)
     g = fg.grad(fn)
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
