@@ -83,10 +83,10 @@ if not 0 <= OPT <= 3:
     raise ValueError(f"FUSEGRAD_OPT must be 0, 1, 2 or 3, got {OPT}")
 
 
-#: which code generator compiles: ``numba`` (the default) or ``lean`` (the llvmlite
-#: generator for every program whose ops it lowers and whose loops run on one thread,
-#: Numba's for the others)
-BACKEND: str = os.environ.get("FUSEGRAD_BACKEND", "numba")
+#: which code generator compiles: ``lean`` (the default: the llvmlite generator, for
+#: every program whose loops run on one thread; Numba's for the others) or ``numba``
+#: (Numba's for every program)
+BACKEND: str = os.environ.get("FUSEGRAD_BACKEND", "lean")
 if BACKEND not in ("lean", "numba"):
     raise ValueError(f"FUSEGRAD_BACKEND must be 'lean' or 'numba', got {BACKEND!r}")
 

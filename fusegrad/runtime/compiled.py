@@ -436,25 +436,25 @@ _building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 def _build(fn: Function, donated: frozenset[int], reason: str):
     """With ``FUSEGRAD_BACKEND=lean``, the lean code generator's executable for ``fn``
-    where it lowers every op; otherwise the Numba code generator's."""
+    (Numba's where a loop is large enough for threads); else Numba's."""
     if config.BACKEND == "numba":
         return Executable(fn, donated, reason)
-    # the lean generator runs loops on one thread: programs with loops worth threads
-    # stay on Numba's parallel entries
     try:
         fused = fuse(simplify(fn))
     except FusegradError:
         raise
     except Exception as e:
         raise _internal(fn, e) from e
-    try:
-        exe = (None if _loop_size(fused) >= config.PARALLEL_THRESHOLD
-               else lean_exec.build(fn, fused, reason))
-    except Exception as e:
-        raise _internal(fn, e) from e
-    if exe is None:
+    if _loop_size(fused) >= config.PARALLEL_THRESHOLD:
+        # the lean generator runs loops on one thread
         take_phases()  # the Numba path counts its own phases again
         return Executable(fn, donated, reason, fused)
+    try:
+        exe = lean_exec.build(fn, fused, reason, _run_region)
+    except FusegradError:
+        raise
+    except Exception as e:
+        raise _internal(fn, e) from e
     if config.LOG_COMPILES:
         kernels, compiled = exe.kernels()
         parts = ", ".join(f"{k} {_ms(v)}" for k, v in exe.phases.items())
@@ -462,6 +462,11 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
              f"{compiled} compiled, {kernels - compiled} reused or loaded) in "
              f"{_ms(sum(exe.phases.values()))}: {parts}")
     return exe
+
+
+def _run_region(region: Function):
+    """The executable of a control-flow region that compiled code runs."""
+    return executable(region, "control-flow region")
 
 
 def executable(fn: Function, reason: str = "new function",

@@ -1,9 +1,12 @@
 """Running a Function on the lean code generator (``codegen.lean``).
 
 ``LeanExecutable`` has the interface of ``compiled.Executable``: ``__call__``,
-``call_unchecked`` and ``fast_caller``. Its machine code is one CPython builtin per
-Function, called with the parameter arrays, fresh result arrays and an arena;
-nothing of Numba is imported. Arenas are reused: one is kept beside the callable
+``call_unchecked`` and ``fast_caller``. A Function whose ops the generator all lowers
+is one CPython builtin, called with the parameter arrays, fresh result arrays and an
+arena; nothing of Numba is imported. Any other Function is split into segments
+(``segments``): runs of lowered ops, each compiled the same way, and between them the
+ops it does not lower, run with their NumPy implementations, whose control-flow
+regions run compiled in turn. Arenas are reused: one is kept beside each segment
 for the usual single-threaded caller, and a thread finding it taken makes its own.
 """
 
@@ -13,34 +16,79 @@ import numpy as np
 
 from .. import config
 from ..codegen import lean
-from ..ir import Function
+from ..ir import Function, Op
+from ..ir.bind import eval_numpy
+from ..ir.control_ops import CONTROL_OPS, RUNNER
+from ..ir.optable import OPS
+from ..ir.printer import print_function
 from ..ir.stats import take_phases
 from . import blas_threads, debug_nans
 from .interpreter import run
 
 
-class LeanExecutable:
-    """``fused`` (the optimised form of ``fn``) compiled by the lean code generator."""
+def segments(fused: Function) -> list[Function | Op]:
+    """``fused``'s ops as a schedule: Functions (runs of ops the lean generator lowers,
+    taking the values they read and returning the values read after them) and the
+    other ops, one by one. Lowered ops are gathered as early as their operands allow,
+    so a Function with a few ops the generator does not lower has few segments."""
+    ready = {*fused.params}
+    pending = list(fused.ops)
+    native = {op: lean.lowers(op) for op in pending}
+    if all(native.values()):
+        return [fused]
+    order: list[list[Op] | Op] = []
+    while pending:
+        run_, rest = [], []
+        for op in pending:
+            if native[op] and all(v in ready for v in op.operands):
+                run_.append(op)
+                ready.update(op.results)
+            else:
+                rest.append(op)
+        if any(r in fused.results or any(r in o.operands for o in rest)
+               for op in run_ for r in op.results):
+            order.append(run_)
+        for i, op in enumerate(rest):
+            if not native[op] and all(v in ready for v in op.operands):
+                order.append(op)
+                ready.update(op.results)
+                del rest[i]
+                break
+        pending = rest
+    wanted = [set(fused.results)]  # values read at or after each step, from the end
+    for step in reversed(order):
+        reads = set(wanted[-1])
+        for op in (step if isinstance(step, list) else [step]):
+            reads.update(op.operands)  # regions are closed: their reads are operands
+        wanted.append(reads)
+    wanted.reverse()
+    out: list[Function | Op] = []
+    for i, step in enumerate(order):
+        if not isinstance(step, list):
+            out.append(step)
+            continue
+        made = {r for op in step for r in op.results}
+        inputs = list(dict.fromkeys(v for op in step for v in op.operands if v not in made))
+        results = [v for v in dict.fromkeys(r for op in step for r in op.results)
+                   if v in wanted[i + 1]]
+        out.append(Function(f"{fused.name}.{i}", tuple(inputs), tuple(step), tuple(results)))
+    return out
 
-    def __init__(self, fn: Function, fused: Function, reason: str):
-        self.fn, self.fused, self.reason = fn, fused, reason
-        self.code = lean.compile_function(fused)
+
+class _Segment:
+    """One compiled run of ops: ``run(args) -> results``, with its arenas."""
+
+    def __init__(self, fn: Function):
+        self.fn = fn
+        self.code = lean.compile_function(fn)
         self.out_specs = tuple((r.type.shape, r.type.dtype) for r in fn.results)
-        self.param_specs = tuple((p.type.shape, p.type.dtype) for p in fn.params)
         self.arena_bytes = max(self.code.arena_bytes, 1)
         self.spare: list = [np.empty(self.arena_bytes, np.uint8)]
-        self.source = self.code.text
-        self.phases = take_phases()
         # small matrix products: one BLAS thread (see runtime/blas_threads.py)
         self.serial = (blas_threads.serial()
-                       if blas_threads.wanted(fused, config.BLAS_SERIAL_MAX) else None)
-        self.warm = True
+                       if blas_threads.wanted(fn, config.BLAS_SERIAL_MAX) else None)
 
-    def kernels(self) -> tuple[int, int]:
-        """Kernels of this function, and how many of them were compiled (not reused)."""
-        return self.code.kernels, self.code.compiled
-
-    def _native(self, args) -> list:
+    def run(self, args) -> list:
         outs = [np.empty(s, d) for s, d in self.out_specs]
         try:
             arena = self.spare.pop()
@@ -53,6 +101,68 @@ class LeanExecutable:
                 self.code.call(*args, *outs, arena)
         self.spare.append(arena)
         return outs
+
+
+def _contiguous(a: np.ndarray, dtype) -> np.ndarray:
+    if type(a) is not np.ndarray or a.dtype != dtype:
+        a = np.asarray(a, dtype=dtype)
+    return a if a.flags.c_contiguous and a.flags.aligned else np.ascontiguousarray(a)
+
+
+class LeanExecutable:
+    """``fused`` (the optimised form of ``fn``) compiled by the lean code generator;
+    ``regions(fn, args)`` runs a control-flow region (compiled, by the caller's cache)."""
+
+    def __init__(self, fn: Function, fused: Function, reason: str, regions=None):
+        self.fn, self.fused, self.reason = fn, fused, reason
+        self.param_specs = tuple((p.type.shape, p.type.dtype) for p in fn.params)
+        self.regions = _region_runner(regions) if regions is not None else None
+        self.steps = segments(fused)
+        parts = [_Segment(s) if isinstance(s, Function) else s for s in self.steps]
+        self.parts = parts
+        whole = len(parts) == 1 and isinstance(parts[0], _Segment) and parts[0].fn is fused
+        self._native = parts[0].run if whole else self._segmented
+        texts = []
+        for p in parts:
+            if isinstance(p, _Segment):
+                texts.append(p.code.text)
+            else:
+                texts.append("; between segments, with NumPy:\n; "
+                             + print_function(Function("host", (), (p,), ())).replace(
+                                 "\n", "\n; "))
+        self.source = "\n".join(texts)
+        self.phases = take_phases()
+        self.warm = True
+
+    def kernels(self) -> tuple[int, int]:
+        """Kernels of this function, and how many of them were compiled (not reused)."""
+        segs = [p for p in self.parts if isinstance(p, _Segment)]
+        return sum(s.code.kernels for s in segs), sum(s.code.compiled for s in segs)
+
+    def _segmented(self, args) -> list:
+        env = dict(zip(self.fused.params, args))
+        for p in self.parts:
+            if isinstance(p, _Segment):
+                outs = p.run([_contiguous(env[v], v.type.dtype) for v in p.fn.params])
+                env.update(zip(p.fn.results, outs))
+                continue
+            before = RUNNER.fn
+            if p.name in CONTROL_OPS:  # their bodies run compiled
+                RUNNER.fn = self.regions
+            try:
+                out = eval_numpy(OPS[p.name], [env[v] for v in p.operands], p.attrs,
+                                 p.regions)
+            finally:
+                RUNNER.fn = before
+            env.update(zip(p.results, out if len(p.results) > 1 else (out,)))
+        params = {id(a) for a in args}
+        res = []
+        for r in self.fused.results:
+            a = env[r]
+            if id(a) in params or type(a) is not np.ndarray or not a.flags.owndata:
+                a = np.array(a, dtype=r.type.dtype)  # results never alias the arguments
+            res.append(a)
+        return res
 
     def _convert(self, args):
         conv = []
@@ -97,10 +207,22 @@ class LeanExecutable:
         return call
 
 
-def build(fn: Function, fused: Function, reason: str) -> LeanExecutable | None:
-    """``fn`` on the lean code generator, or None if it has ops that path does not lower."""
-    try:
-        lean.check(fused)
-    except lean.Unsupported:
-        return None
-    return LeanExecutable(fn, fused, reason)
+def _region_runner(executable):
+    """``(region, args) -> results``, running each region by ``executable(region)``,
+    looked up once per region."""
+    seen: dict[Function, object] = {}
+
+    def run_region(region: Function, args) -> list:
+        exe = seen.get(region)
+        if exe is None:
+            exe = seen[region] = executable(region)
+        if type(exe) is LeanExecutable:
+            return exe._native([_contiguous(a, p.type.dtype)
+                                for a, p in zip(args, region.params)])
+        return exe(*args)
+    return run_region
+
+
+def build(fn: Function, fused: Function, reason: str, regions=None) -> LeanExecutable:
+    """``fn`` on the lean code generator (``regions``: see ``LeanExecutable``)."""
+    return LeanExecutable(fn, fused, reason, regions)

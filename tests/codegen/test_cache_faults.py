@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-pytestmark = pytest.mark.compiled
+pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]
 
 #: The checkout under test: children import fusegrad from here.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -58,7 +58,8 @@ CHILD = textwrap.dedent("""
 
 
 def _child(cache_dir, **extra_env: str) -> dict:
-    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, **extra_env)
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT,
+               FUSEGRAD_BACKEND="numba", **extra_env)
     run = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True,
                          env=env, timeout=300, cwd=ROOT)
     assert run.returncode == 0, run.stderr

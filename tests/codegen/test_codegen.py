@@ -20,7 +20,7 @@ from fusegrad.runtime.compiled import CodegenError, executable
 from fusegrad.runtime.interpreter import run
 from fusegrad.transforms.inspection import stages
 
-pytestmark = pytest.mark.compiled
+pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]
 
 
 def w1(x):

@@ -43,6 +43,7 @@ def every_op(x, xs, n):
     return fnp.sum(c) + fnp.sum(ys * fnp.arange(1.0, 5.0))
 
 
+@pytest.mark.numba_codegen  # reads the Numba module's loops
 def test_every_control_op_and_vjp():
     traced = trace_pytree(every_op, (X, XS, np.int64(3)))
     g = simplify(vjp(traced.function, [0, 1]))
@@ -90,6 +91,7 @@ def test_hessian_through_a_while_loop():
         assert_close(a, b, "exact64")
 
 
+@pytest.mark.numba_codegen  # reads the Numba module's loops
 def test_loops_are_not_unrolled():
     def f(x, n):
         return fg.fori_loop(0, n, lambda i, c: fnp.sin(c) + x, x).sum()

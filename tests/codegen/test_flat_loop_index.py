@@ -14,6 +14,8 @@ import fusegrad.numpy as fnp
 from fusegrad.runtime.compiled import executable
 from tests.helpers import assert_close, check_grads
 
+pytestmark = pytest.mark.numba_codegen  # the Numba generator's loops
+
 
 def _update(p, g):
     return p - 0.01 * g

@@ -167,12 +167,44 @@ def test_backend_setting_picks_the_generator(backend, kind):
     assert out.strip() == f"['{kind}']"
 
 
-def test_unlowered_ops_use_numba():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        seen, _ = _lean_executable(lambda w: fnp.sum(fnp.cumsum(w, axis=0) ** 2),
-                                   np.ones((3, 3)))
-    assert seen and not isinstance(seen[0], LeanExecutable)
+def test_unlowered_ops_run_between_compiled_segments():
+    """An op the generator does not lower runs with NumPy between compiled segments,
+    and the gradient equals the interpreter's."""
+    def f(w):
+        return fnp.sum(fnp.cumsum(fnp.sin(w), axis=0) ** 2)
+
+    w = np.linspace(0.1, 0.9, 9).reshape(3, 3)
+    seen, (_, grad) = _lean_executable(f, w)
+    exe = seen[0]
+    assert isinstance(exe, LeanExecutable)
+    hosts = [p.name for p in exe.parts if not hasattr(p, "code")]
+    assert "cumsum" in hosts and len(exe.parts) > len(hosts)
+    assert "between segments, with NumPy" in exe.source
+    config.DISABLE_JIT = True
+    try:
+        want = fg.grad(f)(w)
+    finally:
+        config.DISABLE_JIT = False
+    assert_close(grad, want, "exact64")
+
+
+def test_control_flow_regions_run_compiled():
+    """``while_loop``'s regions run as compiled code of their own, and the loop's
+    gradient equals the interpreter's."""
+    def f(x):
+        c = fg.while_loop(lambda c: fnp.sum(c) < 50.0, lambda c: c * 1.5 + fnp.sin(c), x)
+        return fnp.sum(c ** 2)
+
+    x = np.linspace(0.1, 1.0, 5)
+    _, (_, grad) = _lean_executable(f, x)
+    names = {fn.name for fn, e in compiled._cache.values() if isinstance(e, LeanExecutable)}
+    assert {"cond", "body"} <= names
+    config.DISABLE_JIT = True
+    try:
+        want = fg.grad(f)(x)
+    finally:
+        config.DISABLE_JIT = False
+    assert_close(grad, want, "exact64")
 
 
 def test_dump_shows_annotated_llvm_ir(capsys):

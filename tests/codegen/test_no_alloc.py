@@ -20,7 +20,7 @@ from fusegrad.codegen.buffers import plan as buffer_plan
 from fusegrad.nn import functional as F
 from fusegrad.runtime import compiled
 
-pytestmark = pytest.mark.compiled
+pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]
 
 LR = np.float32(0.01)
 

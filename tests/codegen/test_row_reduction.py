@@ -11,6 +11,8 @@ import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.transforms.inspection import stages
 
+pytestmark = pytest.mark.numba_codegen  # the Numba generator's loops
+
 RNG = np.random.default_rng(3)
 
 CASES = {

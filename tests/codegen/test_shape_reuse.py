@@ -21,6 +21,8 @@ from fusegrad.ir.printer import print_function
 from fusegrad.passes.simplify import simplify
 from tests.helpers import assert_close, check_grads, numeric_grads
 
+pytestmark = pytest.mark.numba_codegen  # the Numba generator's loops
+
 SHAPES = [(3, 4), (5, 2), (7, 6), (4, 9)]
 
 

@@ -5,8 +5,8 @@ module named by the hash of its text, and the ops between them to an entry modul
 (``entry.py``) that CPython calls directly (``engine.builtin``). Modules are
 optimised one at a time and their machine code is kept on disk by content
 (``engine.py``): a kernel two functions share compiles once. Element rules are in
-``scalar.py``. Programs with ops it does not lower yet (``Unsupported``) go to the
-Numba code generator (``codegen.module``).
+``scalar.py``. Ops it does not lower (``lowers``) run between compiled segments
+with their NumPy implementations (``runtime.lean_exec``).
 
 May import ``config``, ``ir`` and ``codegen``'s own modules; never ``runtime``.
 """
@@ -19,10 +19,10 @@ import time
 from ...ir import Function
 from ...ir.stats import add_phase
 from . import engine, mathlib_ir
-from .entry import Entry, check
+from .entry import Entry, check, check_op
 from .kernel import PLACEHOLDER, Unsupported, build
 
-__all__ = ["Compiled", "Unsupported", "check", "compile_function", "source"]
+__all__ = ["Compiled", "Unsupported", "check", "compile_function", "lowers", "source"]
 
 _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 
@@ -35,6 +35,15 @@ class Compiled:
         self.arena_bytes = entry.arena_bytes
         self.kernels, self.compiled = kernels, compiled
         self.text = text  # the annotated LLVM IR, entry first (for ``fusegrad dump``)
+
+
+def lowers(op) -> bool:
+    """Whether ``op`` (of a fused Function) is lowered by this generator."""
+    try:
+        check_op(op)
+    except Unsupported:
+        return False
+    return True
 
 
 def _named(text: str, placeholder: str, prefix: str) -> tuple[str, str]:

@@ -41,15 +41,18 @@ def check(fn: Function) -> None:
         if not sc.supported_dtype(v.type.dtype):
             raise Unsupported(f"dtype {v.type.dtype}")
     for op in fn.ops:
-        if any(r.type.dtype.kind not in "fiub" for r in op.results):
-            raise Unsupported(f"dtype of {op.name}")
-        if op.name == "fused":
-            kn.check(op)
-        elif op.name == "constant":
-            if not sc.supported_dtype(op.results[0].type.dtype):
-                raise Unsupported("constant dtype")
-        elif not _driver_op(op):
-            raise Unsupported(f"op {op.name!r}")
+        check_op(op)
+
+
+def check_op(op: Op) -> None:
+    """Raise ``Unsupported`` unless ``op`` (of a fused Function) is lowered here."""
+    for v in (*op.operands, *op.results):
+        if not sc.supported_dtype(v.type.dtype):
+            raise Unsupported(f"dtype {v.type.dtype} in {op.name}")
+    if op.name == "fused":
+        kn.check(op)
+    elif op.name != "constant" and not _driver_op(op):
+        raise Unsupported(f"op {op.name!r}")
 
 
 def _driver_op(op: Op) -> bool:
