@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import _forksafe, config
 from ..codegen import compile as cg_compile
+from ..codegen import lean
 from ..codegen.buffers import plan as buffer_plan
 from ..ir import Function
 from ..ir.errors import FusegradError
@@ -45,7 +46,7 @@ class CodegenError(FusegradError, RuntimeError):
 
 
 class Float16Error(FusegradError, TypeError):
-    """A float16 value in a Function to compile: Numba has no float16 arithmetic."""
+    """A float16 value in a Function to compile: compiled loops have no float16 arithmetic."""
 
 
 def _refuse_float16(fn: Function) -> None:
@@ -63,8 +64,8 @@ def _refuse_float16(fn: Function) -> None:
             pending.extend(op.regions)
     if what is not None:
         raise Float16Error(
-            f"@{fn.name}: {what} is float16, which compiled code does not support (Numba "
-            "has no float16 arithmetic). Compute in float32 (x.astype(np.float32), and "
+            f"@{fn.name}: {what} is float16, which compiled code does not support (no "
+            "float16 arithmetic in its loops). Compute in float32 (x.astype(np.float32), and "
             "cast the results back with .astype(np.float16) if you need them), or run "
             "float16 with FUSEGRAD_DISABLE_JIT=1 (the NumPy interpreter) or with eager "
             "Tensors, which compute it.")
@@ -406,6 +407,14 @@ def _generate(fused: Function, buffers):
     return generate(fused, buffers) if buffers.slots else generate(fused)
 
 
+def _one_thread_loop(fused: Function) -> bool:
+    """Whether a loop kernel of at least ``PARALLEL_THRESHOLD`` elements would run on one
+    thread on the lean path: a partial reduction, or a kernel it does not lower."""
+    return any(op.name == "fused" and _loop_size(fused.replace(ops=(op,))) >= (
+        config.PARALLEL_THRESHOLD) and not (lean.lowers(op) and lean.chunkable(op))
+        for op in fused.ops)
+
+
 def _loop_size(fused: Function) -> int:
     """Elements of the largest loop kernel."""
     return max((math.prod(v.type.shape) for op in fused.ops if op.name == "fused"
@@ -436,17 +445,18 @@ _building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 def _build(fn: Function, donated: frozenset[int], reason: str):
     """With ``FUSEGRAD_BACKEND=lean``, the lean code generator's executable for ``fn``
-    (Numba's where a loop is large enough for threads); else Numba's."""
+    (Numba's where a large loop would run on one thread there); else Numba's."""
     if config.BACKEND == "numba":
         return Executable(fn, donated, reason)
+    _refuse_float16(fn)
     try:
         fused = fuse(simplify(fn))
     except FusegradError:
         raise
     except Exception as e:
         raise _internal(fn, e) from e
-    if _loop_size(fused) >= config.PARALLEL_THRESHOLD:
-        # the lean generator runs loops on one thread
+    if _one_thread_loop(fused):
+        # the lean generator would run a large loop on one thread
         take_phases()  # the Numba path counts its own phases again
         return Executable(fn, donated, reason, fused)
     try:

@@ -22,7 +22,7 @@ from ..ir.control_ops import CONTROL_OPS, RUNNER
 from ..ir.optable import OPS
 from ..ir.printer import print_function
 from ..ir.stats import take_phases
-from . import blas_threads, debug_nans
+from . import blas_threads, debug_nans, threading_layer
 from .interpreter import run
 
 
@@ -75,12 +75,29 @@ def segments(fused: Function) -> list[Function | Op]:
     return out
 
 
+def _text(parts) -> str:
+    """The program's text: each segment's LLVM IR, each op between them as a comment."""
+    return "\n".join(
+        p if isinstance(p, str) else "; between segments, with NumPy:\n; "
+        + print_function(Function("host", (), (p,), ())).replace("\n", "\n; ")
+        for p in parts)
+
+
+def source(fused: Function) -> str:
+    """The annotated LLVM IR ``fused`` compiles to (``fusegrad dump --stage source``)."""
+    return _text([lean.source(s) if isinstance(s, Function) else s for s in segments(fused)])
+
+
 class _Segment:
     """One compiled run of ops: ``run(args) -> results``, with its arenas."""
 
     def __init__(self, fn: Function):
         self.fn = fn
-        self.code = lean.compile_function(fn)
+        # large loops run in chunks, on threads where the threading layer is thread-safe
+        # (a layer that is not runs them on one thread: the same bits)
+        threads = bool(lean.chunked_kernels(fn)) and threading_layer.layer() in (
+            threading_layer.THREAD_SAFE)
+        self.code = lean.compile_function(fn, threads)
         self.out_specs = tuple((r.type.shape, r.type.dtype) for r in fn.results)
         self.arena_bytes = max(self.code.arena_bytes, 1)
         self.spare: list = [np.empty(self.arena_bytes, np.uint8)]
@@ -122,15 +139,7 @@ class LeanExecutable:
         self.parts = parts
         whole = len(parts) == 1 and isinstance(parts[0], _Segment) and parts[0].fn is fused
         self._native = parts[0].run if whole else self._segmented
-        texts = []
-        for p in parts:
-            if isinstance(p, _Segment):
-                texts.append(p.code.text)
-            else:
-                texts.append("; between segments, with NumPy:\n; "
-                             + print_function(Function("host", (), (p,), ())).replace(
-                                 "\n", "\n; "))
-        self.source = "\n".join(texts)
+        self.source = _text([p.code.text if isinstance(p, _Segment) else p for p in parts])
         self.phases = take_phases()
         self.warm = True
 

@@ -79,16 +79,13 @@ def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None,
 
 
 def _source(fn: Function) -> str:
-    """The generated code: with ``FUSEGRAD_BACKEND=lean``, the LLVM IR of the entry and its
-    kernels where the lean generator lowers ``fn``; else the Numba module's text (the
-    code generator, and Numba with it, load here)."""
+    """The generated code: the LLVM IR of the lean generator's entries and kernels (the
+    default), else the Numba module's text (the code generator, and Numba with it, load
+    here)."""
     if config.BACKEND == "lean":
-        from ..codegen import lean
+        from ..runtime import lean_exec
 
-        try:
-            return lean.source(fn)
-        except lean.Unsupported:
-            pass
+        return lean_exec.source(fn)
     from ..codegen.module import generate
 
     return generate(fn)[0]

@@ -245,3 +245,37 @@ def test_fork_child_computes():
 
 def _child_grad(x):
     return fg.grad(lambda v: fnp.sum(fnp.sin(v) * v + 0.0 * v ** 2))(x)
+
+
+def test_large_loops_run_in_chunks_with_the_same_bits_on_any_thread_count(monkeypatch):
+    """Kernels of at least ``PARALLEL_THRESHOLD`` iterations run in fixed chunks on the
+    threading layer; partial sums are reduced in chunk order, so one thread and two give
+    the same bits, close to the interpreter's."""
+    numba = pytest.importorskip("numba")
+    monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1000)
+
+    def f(x):
+        return fnp.sum(fnp.sin(x) * fnp.exp(-x * x)) + fnp.max(x ** 3) + fnp.mean(x * x)
+
+    x = np.linspace(-1.0, 1.3, 5001)
+    seen, (value, grad) = _lean_executable(f, x)
+    exe = seen[0]
+    assert isinstance(exe, LeanExecutable)
+    assert "_chunks" in exe.source
+    g = fg.value_and_grad(f)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = g(x)
+        numba.set_num_threads(max(before, 2))
+        two = g(x)
+    finally:
+        numba.set_num_threads(before)
+    assert one[0] == two[0] and np.array_equal(one[1], two[1])
+    config.DISABLE_JIT = True
+    try:
+        want = fg.value_and_grad(f)(x)
+    finally:
+        config.DISABLE_JIT = False
+    assert_close(value, want[0], "exact64")
+    assert_close(grad, want[1], "exact64")

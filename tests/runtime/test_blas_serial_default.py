@@ -14,7 +14,7 @@ from fusegrad import config
 from fusegrad.runtime import blas_threads, compiled
 from tests.helpers import assert_close
 
-pytestmark = pytest.mark.compiled
+pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]  # Executable's BLAS state
 
 needs_blas = pytest.mark.skipif(not blas_threads.libraries(), reason="no BLAS library found")
 

@@ -23,7 +23,7 @@ from fusegrad import config
 from fusegrad.runtime import blas_threads
 from tests.helpers import assert_close
 
-pytestmark = pytest.mark.compiled
+pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]  # Executable's BLAS state
 
 BLAS = blas_threads.libraries()
 needs_blas = pytest.mark.skipif(not BLAS, reason="no BLAS library found")

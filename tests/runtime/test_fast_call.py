@@ -119,6 +119,7 @@ def test_several_threads_get_their_own_answers():
     assert not errors, errors[0]
 
 
+@pytest.mark.numba_codegen  # counts the Numba executable's general calls
 def test_a_new_shape_or_dtype_takes_the_general_path(slow_calls):
     g = fg.grad(w1)
     x = np.linspace(-1, 1, 16)

@@ -13,16 +13,19 @@ May import ``config``, ``ir`` and ``codegen``'s own modules; never ``runtime``.
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
+from ... import config
 from ...ir import Function
 from ...ir.stats import add_phase
 from . import engine, mathlib_ir
 from .entry import Entry, check, check_op
-from .kernel import PLACEHOLDER, Unsupported, build
+from .kernel import PLACEHOLDER, Unsupported, build, chunkable, space_of
 
-__all__ = ["Compiled", "Unsupported", "check", "compile_function", "lowers", "source"]
+__all__ = ["Compiled", "Unsupported", "check", "chunked_kernels", "compile_function", "lowers",
+           "source"]
 
 _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 
@@ -53,17 +56,26 @@ def _named(text: str, placeholder: str, prefix: str) -> tuple[str, str]:
     return bare.replace(placeholder, name), name
 
 
-def _lowered(fused: Function):
+def chunked_kernels(fused: Function) -> frozenset:
+    """The kernels of ``fused`` that run in chunks: those of at least
+    ``config.PARALLEL_THRESHOLD`` iterations that can (``kernel.chunkable``)."""
+    return frozenset(op for op in fused.ops if op.name == "fused"
+                     and math.prod(space_of(op)) >= config.PARALLEL_THRESHOLD
+                     and chunkable(op))
+
+
+def _lowered(fused: Function, threads: bool = False):
     """The kernel modules (bare text, name), their annotated texts and the entry."""
     names, modules, texts = {}, [], []
+    chunked = chunked_kernels(fused)
     for op in fused.ops:
         if op.name == "fused":
-            text, _ = build(op)
+            text, _ = build(op, op in chunked)
             bare, name = _named(text, PLACEHOLDER, "k_")
             names[op] = name
             modules.append((bare, name))
             texts.append(text.replace(PLACEHOLDER, name))
-    return modules, texts, Entry(fused, names, "__fusegrad_entry__")
+    return modules, texts, Entry(fused, names, "__fusegrad_entry__", chunked, threads)
 
 
 def _linker(text: str):
@@ -71,21 +83,23 @@ def _linker(text: str):
     return mathlib_ir.link_into if "cfunc." in text else None
 
 
-def source(fused: Function) -> str:
+def source(fused: Function, threads: bool = False) -> str:
     """The annotated LLVM IR of ``fused``: the entry, then each kernel (each group of
     instructions after a comment naming its IR op and source line)."""
     check(fused)
-    _, texts, entry = _lowered(fused)
+    _, texts, entry = _lowered(fused, threads)
     _, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
 
 
-def compile_function(fused: Function) -> Compiled:
-    """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered)."""
+def compile_function(fused: Function, threads: bool = False) -> Compiled:
+    """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered);
+    ``threads``: its chunked kernels (``chunked_kernels``) run on Numba's threading
+    layer, which the caller has started, else one chunk after another (the same bits)."""
     check(fused)
     t0 = time.perf_counter()
     compiled = 0
-    modules, texts, entry = _lowered(fused)
+    modules, texts, entry = _lowered(fused, threads)
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     t1 = time.perf_counter()
     add_phase("IR emission", t1 - t0)

@@ -72,9 +72,13 @@ class Entry:
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
-    def __init__(self, fn: Function, kernel_names: dict[Op, str], symbol: str):
+    def __init__(self, fn: Function, kernel_names: dict[Op, str], symbol: str,
+                 chunked: frozenset = frozenset(), threads: bool = False):
         check(fn)
         self.fn = fn
+        # kernels run in chunks (``kernel.build(op, chunked=True)``), on Numba's
+        # threading layer if ``threads``, else the chunks one after another
+        self.chunked, self.threads = chunked, threads
         self.symbol = symbol
         self.arena_bytes = 0
         mod = ir.Module(name="entry")
@@ -137,10 +141,7 @@ class Entry:
         home = self.home.get(v)
         if home is not None:
             return home
-        off = self.arena_bytes
-        nbytes = math.prod(v.type.shape) * v.type.dtype.itemsize
-        self.arena_bytes += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
-        return self.b.gep(self.arena, [ir.Constant(I64, off)])
+        return self._scratch(math.prod(v.type.shape) * v.type.dtype.itemsize)
 
     def _typed(self, ptr, t):
         return self.b.bitcast(ptr, sc.mem_type(t).as_pointer())
@@ -200,7 +201,68 @@ class Entry:
         self._memcpy(dst, src, out.type)
         self.vals[out] = dst
 
+    def _scratch(self, nbytes: int) -> ir.Value:
+        off = self.arena_bytes
+        self.arena_bytes += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        return self.b.gep(self.arena, [ir.Constant(I64, off)])
+
+    def _chunks(self, op: Op) -> None:
+        """A kernel run in chunks: its arguments in a struct, each full reduction into an
+        array of per-chunk partials that are then reduced here, in chunk order (the same
+        bits on any number of threads)."""
+        b = self.b
+        kind = kn.kinds(op)
+        types = kn.arg_types(op)
+        _, n = kn.chunks(op)
+        struct_t = ir.LiteralStructType(types)
+        data = b.alloca(struct_t)
+        fields = [self.vals[v] for v in op.operands]
+        outs, reds = [], []
+        for r, k in zip(op.results, kind):
+            if k == "full":
+                part = self._typed(self._scratch(n * r.type.dtype.itemsize), r.type)
+                reds.append((r, part))
+                fields.append(part)
+            else:
+                ptr = self._place(r)
+                outs.append((r, ptr))
+                fields.append(ptr)
+        i32 = ir.IntType(32)
+        for j, v in enumerate(fields):
+            b.store(v, b.gep(data, [ir.Constant(i32, 0), ir.Constant(i32, j)]))
+        runner = self._declare(self.kernel_names[op] + "_chunks", ir.VoidType(),
+                               [PTR.as_pointer(), I64.as_pointer(), I64.as_pointer(), PTR])
+        base, dims, steps = b.alloca(PTR), b.alloca(I64), b.alloca(I64)
+        b.store(ir.Constant(PTR, None), base)
+        b.store(ir.Constant(I64, n), dims)
+        b.store(ir.Constant(I64, 1), steps)
+        raw = b.bitcast(data, PTR)
+        if self.threads:
+            threads = b.call(self._declare("get_num_threads", I64, []), [])
+            pfor = self._declare("numba_parallel_for", ir.VoidType(), [PTR] * 5 + [I64] * 3)
+            b.call(pfor, [b.bitcast(runner, PTR), b.bitcast(base, PTR), b.bitcast(dims, PTR),
+                          b.bitcast(steps, PTR), raw, ir.Constant(I64, 0),
+                          ir.Constant(I64, 1), threads])
+        else:
+            b.call(runner, [base, dims, steps, raw])
+        for r, ptr in outs:
+            self.vals[r] = ptr
+        producer = {x: o for o in op.regions[0].ops for x in o.results}
+        for (r, part), br in zip(reds, [x for x, k in zip(op.regions[0].results, kind)
+                                        if k == "full"]):
+            name = producer[br].name
+            acc = b.alloca(sc.reg_type(r.type))
+            b.store(kn.reduce_init(name, r.type), acc)
+
+            def body(b, idx, acc=acc, part=part, name=name, t=r.type):
+                x = sc.load(b, b.gep(part, [idx[0]]), t)
+                b.store(kn._reduce(b, name, b.load(acc), x, t), acc)
+            self.b = b = loop_nest(b, self.f, (n,), body)
+            self.vals[r] = b.load(acc)
+
     def _kernel(self, op: Op) -> None:
+        if op in self.chunked:
+            return self._chunks(op)
         b = self.b
         kind = kn.kinds(op)
         args, reds = [], []

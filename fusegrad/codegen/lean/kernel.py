@@ -138,19 +138,54 @@ def reduce_init(name: str, t) -> ir.Constant:
     return sc.constant(info.min if name == "reduce_max" else info.max, t)
 
 
-def build(op: Op) -> tuple[str, list[str]]:
+#: iterations of the outer loop per chunk of a kernel run on several threads
+CHUNK = 512
+
+
+def chunkable(op: Op) -> bool:
+    """Whether the kernel can run in chunks of its outer loop on several threads: every
+    result is elementwise or a full reduction (each chunk reduces into its own slot)."""
+    return "partial" not in kinds(op)
+
+
+def arg_types(op: Op) -> list[ir.Type]:
+    """The kernel's arguments: inputs (arrays by pointer, scalars by value), then one
+    pointer per result (for a full reduction, to its one element)."""
+    body = op.regions[0]
+    out = [PTR if p.type.shape else sc.reg_type(p.type) for p in body.params]
+    return out + [PTR if k != "full" else sc.mem_type(r.type).as_pointer()
+                  for r, k in zip(body.results, kinds(op))]
+
+
+def chunks(op: Op) -> tuple[int, int]:
+    """(outer iterations, chunks) of a kernel run in chunks."""
+    space = space_of(op)
+    flat = _flat(op)
+    outer = math.prod(space) if flat else space[0]
+    return outer, -(-outer // CHUNK)
+
+
+def _flat(op: Op) -> bool:
+    body, space = op.regions[0], space_of(op)
+    return (all(p.type.shape in ((), space) for p in body.params)
+            and "partial" not in kinds(op))
+
+
+def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     """The kernel module's IR text (function named ``PLACEHOLDER``) and, per result, its
-    kind."""
+    kind. ``chunked``: the function takes the range ``[lo, hi)`` of its outer loop
+    first, and the module has ``PLACEHOLDER + "_chunks"``, the form Numba's threading
+    layer calls (``parallel_for``): it runs chunks of ``CHUNK`` outer iterations, each
+    full reduction into its own slot of that result's array of partials."""
     check(op)
     body = op.regions[0]
     space = space_of(op)
     kind = kinds(op)
     mod = ir.Module(name="kernel")
     mod.triple, mod.data_layout = engine.triple_and_layout()
-    arg_types = [PTR if p.type.shape else sc.reg_type(p.type) for p in body.params]
-    arg_types += [PTR if k != "full" else sc.mem_type(r.type).as_pointer()
-                  for r, k in zip(body.results, kind)]
-    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), arg_types), PLACEHOLDER)
+    types = arg_types(op)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [I64, I64] * chunked + types),
+                     PLACEHOLDER)
     fn.linkage = "external"
     for a in fn.args:
         if isinstance(a.type, ir.PointerType):
@@ -159,9 +194,11 @@ def build(op: Op) -> tuple[str, list[str]]:
     names = value_names(body)
     local: dict = {}
     nparams = len(body.params)
-    for p, a in zip(body.params, fn.args[:nparams]):
+    args = fn.args[2:] if chunked else fn.args
+    bounds = (fn.args[0], fn.args[1]) if chunked else None
+    for p, a in zip(body.params, args[:nparams]):
         local[p] = a
-    outs = fn.args[nparams:]
+    outs = args[nparams:]
     for bop in body.ops:  # constants before the loops
         if bop.name in _HOISTED:
             res = bop.results[0]
@@ -174,10 +211,10 @@ def build(op: Op) -> tuple[str, list[str]]:
         if k == "full":
             accs[r] = b.alloca(sc.reg_type(r.type))
     _reset(b, body, kind, outs, accs, producer)
-    flat = all(p.type.shape in ((), space) for p in body.params) and "partial" not in kind
+    flat = _flat(op)
     loop_space = (math.prod(space),) if flat else space
     typed = [b.bitcast(a, sc.mem_type(p.type).as_pointer())
-             if p.type.shape else None for p, a in zip(body.params, fn.args[:nparams])]
+             if p.type.shape else None for p, a in zip(body.params, args[:nparams])]
     typed_out = [b.bitcast(o, sc.mem_type(r.type).as_pointer()) if k != "full" else None
                  for r, k, o in zip(body.results, kind, outs)]
 
@@ -224,22 +261,58 @@ def build(op: Op) -> tuple[str, list[str]]:
                          r.type)
 
     if flag is None:
-        b = loop_nest(b, fn, loop_space, point)
+        b = loop_nest(b, fn, loop_space, point, bounds)
     else:  # the vector path, and only if it met rare inputs, the whole loop again exactly
-        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "fast"))
+        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "fast"), bounds)
         again = fn.append_basic_block("rare")
         done = fn.append_basic_block("exact_done")
         b.cbranch(b.load(flag), again, done)
         b.position_at_end(again)
         _reset(b, body, kind, outs, accs, producer)
-        b = loop_nest(b, fn, loop_space, point)
+        b = loop_nest(b, fn, loop_space, point, bounds)
         b.branch(done)
         b.position_at_end(done)
     for r, k, out in zip(body.results, kind, outs):
         if k == "full":
             sc.store(b, b.load(accs[r]), out, r.type)
     b.ret_void()
+    if chunked:
+        _chunk_runner(mod, fn, op, types)
     return str(mod), kind
+
+
+def _chunk_runner(mod, kernel, op: Op, types) -> None:
+    """``void <kernel>_chunks(i8** args, i64* dims, i64* steps, i8* data)``: runs chunks
+    ``[args[0], args[0] + dims[0])`` (the caller passes a null base and a step of one,
+    so the first chunk arrives as a pointer's value); ``data`` holds the kernel's
+    arguments, a full reduction's pointer being its array of per-chunk partials."""
+    outer, _ = chunks(op)
+    fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR.as_pointer(), I64.as_pointer(),
+                                                          I64.as_pointer(), PTR]),
+                     PLACEHOLDER + "_chunks")
+    fn.linkage = "external"
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    first = b.ptrtoint(b.load(fn.args[0]), I64)
+    count = b.load(fn.args[1])
+    data = b.bitcast(fn.args[3], ir.LiteralStructType(types).as_pointer())
+    fields = [b.load(b.gep(data, [ir.Constant(ir.IntType(32), 0),
+                                  ir.Constant(ir.IntType(32), j)]))
+              for j in range(len(types))]
+    full = [k == "full" for k in kinds(op)]
+    nparams = len(op.regions[0].params)
+
+    def one(b, idx):
+        c = b.add(first, idx[0])
+        lo = b.mul(c, ir.Constant(I64, CHUNK))
+        end = b.add(lo, ir.Constant(I64, CHUNK))
+        hi = b.select(b.icmp_signed("<", end, ir.Constant(I64, outer)), end,
+                      ir.Constant(I64, outer))
+        call_args = list(fields[:nparams])
+        for v, is_full in zip(fields[nparams:], full):
+            call_args.append(b.gep(v, [c]) if is_full else v)
+        b.call(kernel, [lo, hi, *call_args])
+    b = loop_nest(b, fn, (count,), one)
+    b.ret_void()
 
 
 def _reset(b, body, kind, outs, accs, producer) -> None:
@@ -268,12 +341,13 @@ def _fill(b, ptr, t, value) -> None:
     loop_nest(b, b.function, (n,), body)  # the builder continues after the loop
 
 
-def loop_nest(b: ir.IRBuilder, fn, shape, body) -> ir.IRBuilder:
-    """Loops over ``shape`` (outermost first) calling ``body(builder, indices)`` in the
-    innermost; returns a builder positioned after the loops."""
+def loop_nest(b: ir.IRBuilder, fn, shape, body, bounds=None) -> ir.IRBuilder:
+    """Loops over ``shape`` (outermost first; an extent may be an LLVM value) calling
+    ``body(builder, indices)`` in the innermost; ``bounds``: the outer loop runs over
+    ``[lo, hi)`` only. Returns a builder positioned after the loops."""
     idx = []
     exits = []
-    for n in shape:
+    for d, n in enumerate(shape):
         head = fn.append_basic_block("loop")
         inner = fn.append_basic_block("body")
         done = fn.append_basic_block("done")
@@ -281,8 +355,10 @@ def loop_nest(b: ir.IRBuilder, fn, shape, body) -> ir.IRBuilder:
         b.branch(head)
         b.position_at_end(head)
         i = b.phi(I64)
-        i.add_incoming(ir.Constant(I64, 0), pre)
-        b.cbranch(b.icmp_signed("<", i, ir.Constant(I64, n)), inner, done)
+        lo, hi = bounds if d == 0 and bounds is not None else (ir.Constant(I64, 0), n)
+        i.add_incoming(lo, pre)
+        stop = ir.Constant(I64, hi) if isinstance(hi, int) else hi
+        b.cbranch(b.icmp_signed("<", i, stop), inner, done)
         b.position_at_end(inner)
         idx.append(i)
         exits.append((head, i, done))
