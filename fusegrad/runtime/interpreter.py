@@ -29,11 +29,17 @@ def run(fn: Function, *args) -> tuple[np.ndarray, ...]:
             )
         env[p] = a
     for op in fn.ops:
-        try:
-            out = eval_numpy(OPS[op.name], [env[v] for v in op.operands], op.attrs, op.regions)
-        except IndexError as e:  # a runtime index: name the op and the user's line
-            where = f", at {op.loc}" if op.loc else ""
-            what = "" if str(e).startswith(f"{op.name}:") else f"{op.name} of "
-            raise IndexError(f"{e} (in {what}@{fn.name}{where})") from None
+        out = run_op(fn.name, op, [env[v] for v in op.operands])
         env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
     return tuple(env[r] for r in fn.results)
+
+
+def run_op(name: str, op, operands):
+    """``op`` of Function ``@name`` on concrete operands; an index out of range is an
+    ``IndexError`` naming the op, the Function and the user's line."""
+    try:
+        return eval_numpy(OPS[op.name], operands, op.attrs, op.regions)
+    except IndexError as e:
+        where = f", at {op.loc}" if op.loc else ""
+        what = "" if str(e).startswith(f"{op.name}:") else f"{op.name} of "
+        raise IndexError(f"{e} (in {what}@{name}{where})") from None

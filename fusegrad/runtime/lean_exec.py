@@ -17,13 +17,11 @@ import numpy as np
 from .. import config
 from ..codegen import lean
 from ..ir import Function, Op
-from ..ir.bind import eval_numpy
 from ..ir.control_ops import CONTROL_OPS, RUNNER
-from ..ir.optable import OPS
 from ..ir.printer import print_function
 from ..ir.stats import take_phases
 from . import blas_threads, debug_nans, threading_layer
-from .interpreter import run
+from .interpreter import run, run_op
 
 
 def segments(fused: Function) -> list[Function | Op]:
@@ -98,6 +96,7 @@ class _Segment:
         threads = bool(lean.chunked_kernels(fn)) and threading_layer.layer() in (
             threading_layer.THREAD_SAFE)
         self.code = lean.compile_function(fn, threads)
+        self.threaded = threads
         self.out_specs = tuple((r.type.shape, r.type.dtype) for r in fn.results)
         self.arena_bytes = max(self.code.arena_bytes, 1)
         self.spare: list = [np.empty(self.arena_bytes, np.uint8)]
@@ -137,6 +136,8 @@ class LeanExecutable:
         self.steps = segments(fused)
         parts = [_Segment(s) if isinstance(s, Function) else s for s in self.steps]
         self.parts = parts
+        #: whether large loops run on the threading layer's threads
+        self.threaded = any(getattr(p, "threaded", False) for p in parts)
         whole = len(parts) == 1 and isinstance(parts[0], _Segment) and parts[0].fn is fused
         self._native = parts[0].run if whole else self._segmented
         self.source = _text([p.code.text if isinstance(p, _Segment) else p for p in parts])
@@ -159,8 +160,7 @@ class LeanExecutable:
             if p.name in CONTROL_OPS:  # their bodies run compiled
                 RUNNER.fn = self.regions
             try:
-                out = eval_numpy(OPS[p.name], [env[v] for v in p.operands], p.attrs,
-                                 p.regions)
+                out = run_op(self.fn.name, p, [env[v] for v in p.operands])
             finally:
                 RUNNER.fn = before
             env.update(zip(p.results, out if len(p.results) > 1 else (out,)))
@@ -205,10 +205,10 @@ class LeanExecutable:
         extra = tuple(np.asarray(a, dtype=p.type.dtype) for a, p in
                       zip(extra, self.fn.params[len(self.fn.params) - len(extra):]))
         native = self._native
-        if config.DEBUG_NANS:
-            return lambda args, first=0: self.call_unchecked((*args, *extra))[first:]
 
         def call(args, first=0):
+            if config.DEBUG_NANS:
+                return self.call_unchecked((*args, *extra))[first:]
             for a in args:
                 if not a.flags.c_contiguous:
                     return native([np.ascontiguousarray(a) for a in (*args, *extra)])[first:]

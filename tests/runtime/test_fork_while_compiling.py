@@ -62,6 +62,7 @@ def _run_in_child(body) -> int:
     return _wait_child(pid)
 
 
+@pytest.mark.numba_codegen  # forks while Numba compiles
 def test_a_child_forked_mid_compile_compiles_the_same_and_new_functions():
     fg.jit(lambda x: x + 1.0)(X)  # Numba loaded and warm
     c_busy, c_new = 1.0 + uuid.uuid4().int % 1000 / 7, 2.0 + uuid.uuid4().int % 1000 / 7
@@ -119,6 +120,7 @@ def test_a_child_does_not_keep_the_module_locks_of_the_parents_threads():
     assert _wait_child(pid) == 0
 
 
+@pytest.mark.numba_codegen  # Numba's background compile of the parallel entry
 def test_a_child_forked_during_a_background_compile_starts_it_again(monkeypatch):
     monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1000)
     c = 3.0 + uuid.uuid4().int % 1000 / 7

@@ -19,7 +19,7 @@ import time
 
 from ... import config
 from ...ir import Function
-from ...ir.stats import add_phase
+from ...ir.stats import add_phase, count_module
 from . import engine, mathlib_ir
 from .entry import Entry, check, check_op
 from .kernel import PLACEHOLDER, Unsupported, build, chunkable, space_of
@@ -108,5 +108,6 @@ def compile_function(fused: Function, threads: bool = False) -> Compiled:
     engine.add(bare, "m" + symbol, _linker(bare))
     call = engine.builtin(symbol, fused.name)
     add_phase("LLVM", time.perf_counter() - t1)
+    count_module()
     full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
     return Compiled(call, entry, len(modules), compiled, full)
