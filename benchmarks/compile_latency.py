@@ -353,7 +353,7 @@ def main(argv=None) -> int:
             p.error(f"--sizes takes integers, got {args.sizes!r}")
         families = {f: sizes for f in families}
     jax = not args.no_jax and _has_jax()
-    print(f"code generator: {os.environ.get('FUSEGRAD_BACKEND', 'numba')} (FUSEGRAD_BACKEND)")
+    print(f"code generator: {os.environ.get('FUSEGRAD_BACKEND', 'lean')} (FUSEGRAD_BACKEND)")
     print("| family | size | fusegrad cold | fusegrad warm | JAX first call | cold / JAX |")
     rows = measure(families, rounds=max(1, args.rounds), jax=jax)
     print()

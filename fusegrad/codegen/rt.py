@@ -486,8 +486,12 @@ from .special_rt import (  # noqa: E402,F401  (scipy.special functions for gener
     gamma,
     i0e,
     i1e,
+    iv,
+    ive,
+    jv,
     lgamma,
     logit,
     pdtr,
     polygamma,
+    yv,
 )

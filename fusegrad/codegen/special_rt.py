@@ -50,6 +50,10 @@ _i1e = _extern("i1e", 1)
 _logit = _extern("__pyx_fuse_0logit", 1)
 _betaln = _extern("betaln", 2)
 _pdtr = _extern("pdtr", 2)
+_jv = _extern("__pyx_fuse_1jv", 2)
+_yv = _extern("__pyx_fuse_1yv", 2)
+_iv = _extern("__pyx_fuse_1iv", 2)
+_ive = _extern("__pyx_fuse_1ive", 2)
 
 
 @inline_njit
@@ -110,6 +114,26 @@ def betaln(a, b):
 @inline_njit
 def pdtr(k, mu):
     return type(k)(_pdtr(np.float64(k), np.float64(mu), 0))
+
+
+@inline_njit
+def jv(x, v):
+    return type(x)(_jv(np.float64(v), np.float64(x), 0))
+
+
+@inline_njit
+def yv(x, v):
+    return type(x)(_yv(np.float64(v), np.float64(x), 0))
+
+
+@inline_njit
+def iv(x, v):
+    return type(x)(_iv(np.float64(v), np.float64(x), 0))
+
+
+@inline_njit
+def ive(x, v):
+    return type(x)(_ive(np.float64(v), np.float64(x), 0))
 
 
 def _bernoulli_coefficients(count: int) -> np.ndarray:

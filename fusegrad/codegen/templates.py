@@ -46,6 +46,7 @@ SCALAR: dict[str, str] = {
     "logistic": "rt.logistic({0})",
     **{n: f"rt.{n}({{0}})" for n in _SPECIAL_UNARY},
     "polygamma": "rt.polygamma({0}, {n})",
+    **{n: f"rt.{n}({{0}}, {{v}})" for n in ("jv", "yv", "iv", "ive")},
     "betaln": "rt.betaln({0}, {1})",
     "pdtr": "rt.pdtr({0}, {1})",
     "gammainc": "rt.gammainc({0}, {1})",

@@ -63,6 +63,30 @@ for _name, (_f, _doc) in {**UNARY, **BINARY}.items():
     _def(_name, 2 if _name in BINARY else 1, S.real_elementwise(_name),
          _reference(_f, _doc), "elementwise", promote="float", doc=_doc)
 
+def _ordered(fname: str, doc: str):
+    def impl(x, *, v):
+        from scipy import special
+
+        with np.errstate(all="ignore"):
+            out = getattr(special, fname)(float(v), np.asarray(x, dtype=np.float64))
+        return np.asarray(out).astype(np.asarray(x).dtype, copy=False)
+
+    impl.__name__ = fname
+    impl.__doc__ = doc
+    return impl
+
+
+#: Bessel functions of a constant real order ``v`` (an attribute): op -> (scipy, doc)
+ORDERED = {
+    "jv": ("jv", "jv(x, v): the Bessel function of the first kind of order v"),
+    "yv": ("yv", "yv(x, v): the Bessel function of the second kind of order v"),
+    "iv": ("iv", "iv(x, v): the modified Bessel function of the first kind of order v"),
+    "ive": ("ive", "ive(x, v): exp(-|x|) * iv(x, v), without overflow"),
+}
+for _name, (_f, _doc) in ORDERED.items():
+    _def(_name, 1, S.real_elementwise(_name), _ordered(_f, _doc), "elementwise",
+         attrs=("v",), promote="float", doc=_doc + " (v a constant: no derivative in it)")
+
 _def("polygamma", 1, S.real_elementwise("polygamma"), _polygamma, "elementwise",
      attrs=("n",), promote="float",
      doc="polygamma(x, n): the n-th derivative of digamma (n >= 1, a Python int)")

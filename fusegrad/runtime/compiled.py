@@ -444,7 +444,7 @@ _building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 
 def _build(fn: Function, donated: frozenset[int], reason: str):
-    """With ``FUSEGRAD_BACKEND=lean``, the lean code generator's executable for ``fn``
+    """By default (``FUSEGRAD_BACKEND=lean``), the lean code generator's executable for ``fn``
     (Numba's where a large loop would run on one thread there); else Numba's."""
     if config.BACKEND == "numba":
         return Executable(fn, donated, reason)

@@ -34,9 +34,9 @@ from ..ir.types import is_complex
 __all__ = [
     "beta", "betainc", "betaincc", "betaln", "digamma", "entr", "erf", "erfc", "erfcinv",
     "erfcx", "erfinv", "expit", "gamma", "gammainc", "gammaincc", "gammaln", "gammasgn",
-    "i0", "i0e", "i1", "i1e", "kl_div", "log_expit", "log_ndtr", "log_softmax", "logit",
-    "logsumexp", "multigammaln", "ndtr", "ndtri", "polygamma", "psi", "rgamma", "softmax",
-    "xlog1py", "xlogy",
+    "i0", "i0e", "i1", "i1e", "iv", "ive", "j0", "j1", "jn", "jv", "kl_div", "log_expit",
+    "log_ndtr", "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri",
+    "polygamma", "psi", "rgamma", "softmax", "xlog1py", "xlogy", "y0", "y1", "yn", "yv",
 ]  # fmt: skip
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -323,6 +323,73 @@ def i1(x):
     return ops.i1e(x) * ops.exp(ops.abs(x))
 
 
+def _order(name: str, v, integer: bool = False) -> float:
+    """The order of a Bessel function: a constant (its derivative in the order is not
+    computed, so a traced or array order is an error rather than a dropped gradient)."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                           np.floating)):
+        if isinstance(v, np.ndarray) and v.ndim == 0:
+            return _order(name, v[()], integer)
+        raise TypeError(
+            f"{name}: the order must be a Python number (got {type(v).__name__}); "
+            "fusegrad differentiates Bessel functions in x only. For several orders, "
+            "call it once per order.")
+    if integer and v != int(v):
+        raise ValueError(f"{name}: the order must be an integer, got {v}")
+    return float(v)
+
+
+def jv(v, z):
+    """The Bessel function of the first kind J_v(z) of a constant real order ``v``;
+    d/dz = (J_{v-1} - J_{v+1}) / 2."""
+    return ops.jv(_real("jv", z), v=_order("jv", v))
+
+
+def yv(v, z):
+    """The Bessel function of the second kind Y_v(z) (z > 0); d/dz = (Y_{v-1} - Y_{v+1}) / 2."""
+    return ops.yv(_real("yv", z), v=_order("yv", v))
+
+
+def iv(v, z):
+    """The modified Bessel function of the first kind I_v(z); d/dz = (I_{v-1} + I_{v+1}) / 2."""
+    return ops.iv(_real("iv", z), v=_order("iv", v))
+
+
+def ive(v, z):
+    """exp(-|z|) I_v(z), which does not overflow for large z."""
+    return ops.ive(_real("ive", z), v=_order("ive", v))
+
+
+def jn(n, x):
+    """J_n(x) for an integer order ``n``."""
+    return ops.jv(_real("jn", x), v=_order("jn", n, integer=True))
+
+
+def yn(n, x):
+    """Y_n(x) for an integer order ``n``."""
+    return ops.yv(_real("yn", x), v=_order("yn", n, integer=True))
+
+
+def j0(x):
+    """J_0(x); its derivative is -J_1(x)."""
+    return ops.jv(_real("j0", x), v=0.0)
+
+
+def j1(x):
+    """J_1(x)."""
+    return ops.jv(_real("j1", x), v=1.0)
+
+
+def y0(x):
+    """Y_0(x) (x > 0); its derivative is -Y_1(x)."""
+    return ops.yv(_real("y0", x), v=0.0)
+
+
+def y1(x):
+    """Y_1(x) (x > 0)."""
+    return ops.yv(_real("y1", x), v=1.0)
+
+
 # --- reductions over an axis ---------------------------------------------------------
 
 
@@ -384,5 +451,6 @@ A.SCIPY_UFUNCS.update({
     "ndtri": ndtri, "xlogy": xlogy, "xlog1py": xlog1py, "i0": i0, "i1": i1, "i0e": i0e,
     "i1e": i1e, "gammainc": gammainc, "gammaincc": gammaincc, "betainc": betainc,
     "betaincc": betaincc, "beta": beta, "gammasgn": gammasgn, "rgamma": rgamma,
-    "entr": entr, "kl_div": kl_div,
+    "entr": entr, "kl_div": kl_div, "jv": jv, "yv": yv, "iv": iv, "ive": ive, "jn": jn,
+    "yn": yn, "j0": j0, "j1": j1, "y0": y0, "y1": y1,
 })  # fmt: skip

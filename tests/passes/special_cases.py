@@ -37,9 +37,14 @@ SPECIAL_UNARY = {
     "i0e": _signed(0.2, 4),  # away from the kink of exp(-|x|) at 0
     "i1e": _signed(0.2, 4),
     "logit": _uniform(0.1, 0.9),
+    "jv": _uniform(0.5, 6),
+    "yv": _uniform(0.5, 6),  # Y_v is defined for x > 0
+    "iv": _uniform(-3, 3),
+    "ive": _signed(0.2, 4),  # away from the kink of exp(-|x|) at 0
 }
 SPECIAL_BINARY = {
     "betaln": _each(_uniform(0.3, 4), _uniform(0.3, 4)),
     "pdtr": _each(_half_integers, _uniform(0.3, 4)),  # k away from pdtr's steps
 }
-SPECIAL_ATTRS = {"polygamma": {"n": 2}}
+SPECIAL_ATTRS = {"polygamma": {"n": 2}, "jv": {"v": 2.5}, "yv": {"v": 1.0}, "iv": {"v": 2.0},
+                 "ive": {"v": 1.5}}

@@ -317,8 +317,8 @@ def test_scipy_ufuncs_on_tracers_record_the_fusegrad_functions():
 
 
 def test_unsupported_scipy_ufunc_is_a_clear_error():
-    with pytest.raises(TypeError, match="jv"):
-        fg.grad(lambda x: np.sum(sp.jv(1.0, x)))(np.array([1.0, 2.0]))
+    with pytest.raises(TypeError, match="kv"):
+        fg.grad(lambda x: np.sum(sp.kv(1.0, x)))(np.array([1.0, 2.0]))
 
 
 def test_eager_tensors_differentiate_through_special_functions():

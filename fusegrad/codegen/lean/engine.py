@@ -19,6 +19,7 @@ import contextlib
 import ctypes
 import hashlib
 import os
+import re
 import warnings
 
 from ... import _forksafe, config
@@ -58,11 +59,19 @@ def _register_symbols(llvm) -> None:
         llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
 
 
+_SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
+
+
 def blas_address(name: str) -> int:
     """The address of SciPy's BLAS routine ``name`` (Fortran calling convention)."""
-    from scipy.linalg import cython_blas
+    return cython_address("scipy.linalg.cython_blas", name)
 
-    capsule = cython_blas.__pyx_capi__[name]
+
+def cython_address(module: str, name: str) -> int:
+    """The address of C function ``name`` that Cython module ``module`` exports."""
+    import importlib
+
+    capsule = importlib.import_module(module).__pyx_capi__[name]
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -172,6 +181,10 @@ def add(ir_text: str, name: str, link=None) -> bool:
             for routine in ("dgemm", "sgemm"):  # only for a program with products
                 llvm.add_symbol(f"fusegrad_{routine}", blas_address(routine))
             _state["blas"] = True
+        for cname in set(_SPECIAL.findall(ir_text)) - _state.setdefault("special", set()):
+            llvm.add_symbol(f"fusegrad_cs_{cname}",  # SciPy's special functions, by address
+                            cython_address("scipy.special.cython_special", cname))
+            _state["special"].add(cname)
         mod = llvm.parse_assembly(ir_text)
         mod.name = name
         data = _read_object(name)

@@ -20,6 +20,7 @@ from ...ir.types import TensorType, dtype_name
 from . import mathlib_ir
 
 F64, F32, I1, I8 = ir.DoubleType(), ir.FloatType(), ir.IntType(1), ir.IntType(8)
+I32 = ir.IntType(32)
 _INT_BITS = {"i64": 64, "i32": 32, "i16": 16, "i8": 8, "u8": 8}
 _FLOATS = {"f64": F64, "f32": F32}
 
@@ -258,6 +259,37 @@ def atan2(b, op, a):
     return _libm(b, "atan2", a)
 
 
+#: special functions computed by SciPy's own C functions (``cython_special``, called by
+#: address as ``fusegrad_cs_<name>``): op -> C function, in float64, rounded to the type
+SPECIAL = {
+    "lgamma": "gammaln", "digamma": "__pyx_fuse_1psi", "gamma": "__pyx_fuse_1gamma",
+    "erfc": "__pyx_fuse_1erfc", "erfcx": "__pyx_fuse_1erfcx", "erfinv": "__pyx_fuse_0erfinv",
+    "erfcinv": "erfcinv", "i0e": "i0e", "i1e": "i1e", "logit": "__pyx_fuse_0logit",
+    "betaln": "betaln", "pdtr": "pdtr", "jv": "__pyx_fuse_1jv", "yv": "__pyx_fuse_1yv",
+    "iv": "__pyx_fuse_1iv", "ive": "__pyx_fuse_1ive",
+}
+#: of those, the ones with a constant order ``v`` (the C function's first operand)
+_ORDERED = ("jv", "yv", "iv", "ive")
+
+
+def _special(cname: str):
+    def fn(b, op, a):
+        ty = a[0].type
+        wide = [x if isinstance(ty, ir.DoubleType) else b.fpext(x, F64) for x in a]
+        if op.name in _ORDERED:
+            wide = [ir.Constant(F64, float(op.attrs["v"])), *wide]
+        sym = "fusegrad_cs_" + cname
+        mod = b.module
+        callee = mod.globals.get(sym)
+        if callee is None:
+            callee = ir.Function(mod, ir.FunctionType(F64, [F64] * len(wide) + [I32]), sym)
+            callee.attributes.add("nounwind")
+        out = b.call(callee, [*wide, ir.Constant(I32, 0)])  # Cython's skip_dispatch: 0
+        return out if isinstance(ty, ir.DoubleType) else b.fptrunc(out, ty)
+    fn.__name__ = cname
+    return fn
+
+
 SCALAR_OPS = {
     "add": add, "sub": sub, "mul": mul, "div": div, "neg": neg, "pow": pow_,
     "maximum": maximum, "minimum": minimum, "clamp": clamp, "select": select,
@@ -276,6 +308,7 @@ SCALAR_OPS = {
         ("arccos", "acos"), ("arctan", "atan"), ("sinh", "sinh"), ("cosh", "cosh"),
         ("tanh", "tanh"), ("arcsinh", "asinh"), ("arccosh", "acosh"),
         ("arctanh", "atanh"), ("cbrt", "cbrt"), ("erf", "erf"))},
+    **{n: _special(c) for n, c in SPECIAL.items()},
 }  # fmt: skip
 
 #: ops whose operands and result must be floating point here (integer forms go elsewhere)

@@ -64,6 +64,25 @@ def i1e_deriv(out, x):
     return ops.select(zero, 0.5, ops.i0e(x) - out / safe - ops.sign(x) * out)
 
 
+def jv_deriv(out, x, v):
+    """(J_{v-1} - J_{v+1}) / 2 (the same recurrence for Y_v)."""
+    return (ops.jv(x, v=v - 1) - ops.jv(x, v=v + 1)) * 0.5
+
+
+def yv_deriv(out, x, v):
+    return (ops.yv(x, v=v - 1) - ops.yv(x, v=v + 1)) * 0.5
+
+
+def iv_deriv(out, x, v):
+    """(I_{v-1} + I_{v+1}) / 2."""
+    return (ops.iv(x, v=v - 1) + ops.iv(x, v=v + 1)) * 0.5
+
+
+def ive_deriv(out, x, v):
+    """(ive_{v-1} + ive_{v+1}) / 2 - sign(x) ive_v: the scale exp(-|x|)'s term too."""
+    return (ops.ive(x, v=v - 1) + ops.ive(x, v=v + 1)) * 0.5 - ops.sign(x) * out
+
+
 def logit_deriv(out, x):
     return 1 / (x * (1 - x))
 
@@ -85,6 +104,10 @@ UNARY_DERIVS = {
     "i0e": i0e_deriv,
     "i1e": i1e_deriv,
     "logit": logit_deriv,
+    "jv": jv_deriv,
+    "yv": yv_deriv,
+    "iv": iv_deriv,
+    "ive": ive_deriv,
 }
 
 
