@@ -19,7 +19,8 @@ from ..ir.matrix import T, eye, mm, tril, triu
 from ..ir.types import dtype_name
 from ..numpy._linalg_solve import as_matrix
 
-__all__ = ["cho_factor", "cho_solve", "expm", "solve_triangular"]
+__all__ = ["cho_factor", "cho_solve", "expm", "solve_banded", "solve_sylvester",
+           "solve_triangular"]
 
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
 
@@ -147,3 +148,55 @@ def expm(A_):
     if not isinstance(a, np.ndarray):
         r = ops.select(s > steps, math.nan, r)
     return r
+
+
+def solve_sylvester(a, b, q):
+    """``scipy.linalg.solve_sylvester``: ``X`` with ``a @ X + X @ b = q`` (``a`` M x M,
+    ``b`` N x N, ``q`` M x N). Solved as the linear system
+    ``(a (x) I_N + I_M (x) b^T) vec(X) = vec(q)`` (row-major ``vec``) of size M N, so it
+    is differentiable in all three to any order; its cost grows as (M N)**3, which
+    suits the small matrices this is used for (SciPy's Bartels-Stewart grows as
+    M**3 + N**3)."""
+    from ..numpy import linalg as fla
+
+    a = as_matrix(a, "solve_sylvester", square=True)
+    b = as_matrix(b, "solve_sylvester", square=True)
+    q = A.to_float(A.asarray(q))
+    (m, _), (n, _) = A.shape(a), A.shape(b)
+    if A.shape(q) != (m, n):
+        raise ShapeError(f"solve_sylvester: q must be ({m}, {n}) for a of shape {A.shape(a)} "
+                         f"and b of shape {A.shape(b)}, got {A.shape(q)}")
+    dt = np.result_type(A.dtype(a), A.dtype(b), A.dtype(q))
+    a, b, q = A.astype(a, dt), A.astype(b, dt), A.astype(q, dt)
+    big = _kron(a, eye(n, dt)) + _kron(eye(m, dt), T(b))
+    x = fla.solve(big, A.reshape(q, (m * n,)))
+    return A.reshape(x, (m, n))
+
+
+def _kron(x, y):
+    (p, r), (s, t) = A.shape(x), A.shape(y)
+    prod = A.reshape(x, (p, 1, r, 1)) * A.reshape(y, (1, s, 1, t))
+    return A.reshape(prod, (p * s, r * t))
+
+
+def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):
+    """``scipy.linalg.solve_banded``: solve ``a x = b`` for the banded ``a`` stored in
+    LAPACK's band form, ``ab[u + i - j, j] == a[i, j]`` (``l`` sub- and ``u``
+    superdiagonals, ``ab`` of shape ``(l + u + 1, M)``); ``b`` of shape ``(M,)`` or
+    ``(M, K)``. ``a`` is assembled from its diagonals and solved densely, so the result
+    is differentiable in ``ab`` and ``b`` to any order."""
+    from ..numpy import _arrays, linalg as fla
+
+    lower, upper = (int(v) for v in l_and_u)
+    ab = A.to_float(A.asarray(ab))
+    if A.ndim(ab) != 2 or A.shape(ab)[0] != lower + upper + 1:
+        raise ShapeError(f"solve_banded: ab must be ({lower + upper + 1}, M) for "
+                         f"(l, u) = ({lower}, {upper}), got {A.shape(ab)}")
+    m = A.shape(ab)[1]
+    a = None
+    for k in range(-lower, upper + 1):  # k: the diagonal a[i, i + k]
+        if abs(k) >= m:
+            continue
+        band = _arrays.diag(ab[upper - k, max(0, k): m + min(0, k)], k)
+        a = band if a is None else a + band
+    return fla.solve(a, b)
