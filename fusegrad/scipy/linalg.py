@@ -185,7 +185,8 @@ def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_fi
     superdiagonals, ``ab`` of shape ``(l + u + 1, M)``); ``b`` of shape ``(M,)`` or
     ``(M, K)``. ``a`` is assembled from its diagonals and solved densely, so the result
     is differentiable in ``ab`` and ``b`` to any order."""
-    from ..numpy import _arrays, linalg as fla
+    from ..numpy import _arrays
+    from ..numpy import linalg as fla
 
     lower, upper = (int(v) for v in l_and_u)
     ab = A.to_float(A.asarray(ab))
