@@ -139,6 +139,23 @@ REWRITES: list[Rule] = [
 # --- the matcher ----------------------------------------------------------------
 
 
+_BY_ROOT: dict[str, list[Rule]] = {}
+_INDEXED: list[int] = [-1]  # len(REWRITES) when _BY_ROOT was made
+
+
+def _rules_for(name: str) -> list[Rule]:
+    """The rules that can match an op named ``name`` (those whose pattern's root is that
+    op, or is not an op), in ``REWRITES``' order: the first rule that matches wins."""
+    if _INDEXED[0] != len(REWRITES):
+        _BY_ROOT.clear()
+        _INDEXED[0] = len(REWRITES)
+    rules = _BY_ROOT.get(name)
+    if rules is None:
+        rules = _BY_ROOT[name] = [r for r in REWRITES if not isinstance(r.pattern, tuple)
+                                  or r.pattern[0] == name]
+    return rules
+
+
 class _Rewriter:
     def __init__(self):
         self.ops: list[Op] = []
@@ -191,7 +208,7 @@ class _Rewriter:
 
     def rewrite(self, op: Op) -> Value | None:
         self.producer[op.results[0]] = op
-        for rule in REWRITES:
+        for rule in _rules_for(op.name):
             b: dict = {"_producer": self.producer.get, "_uses": self.uses}
             if not self.match(rule.pattern, op.results[0], b):
                 continue
