@@ -25,10 +25,7 @@ def test_eager_losses_match_pytorch():
     assert got[-1] < got[0] - 0.5  # it learns
 
 
-@pytest.mark.slow
 @pytest.mark.compiled
-@pytest.mark.xfail(run=False, reason="compiling the whole training step under fg.jit did not "
-                   "finish in 38 minutes: tracing and the IR passes of the eager step")
 def test_jit_losses_match_pytorch():
     got = np.array(gpt_training.losses(torch, jit=True), dtype=np.float32)
     np.testing.assert_allclose(got, RECORDED, rtol=1e-5)
