@@ -16,7 +16,7 @@ import numpy as np
 from . import ops
 from .bind import aval, is_weak
 from .errors import ShapeError
-from .types import dtype_name, is_float, is_inexact, real_dtype
+from .types import dtype_name, is_complex, is_float, is_inexact, real_dtype
 
 #: NumPy function -> fusegrad implementation, filled by ``fusegrad.numpy``;
 #: array classes use it for ``__array_function__`` and ``__array_ufunc__``.
@@ -171,11 +171,37 @@ def sum(x, axis=None, dtype=None, keepdims=False):
 
 
 def max(x, axis=None, keepdims=False):
+    if is_complex(dtype(x)):
+        return _complex_extreme("reduce_max", x, axis, keepdims)
     return _reduce("reduce_max", x, axis, keepdims)
 
 
 def min(x, axis=None, keepdims=False):
+    if is_complex(dtype(x)):
+        return _complex_extreme("reduce_min", x, axis, keepdims)
     return _reduce("reduce_min", x, axis, keepdims)
+
+
+def _complex_extreme(opname, x, axis, keepdims):
+    """NumPy's order of complex numbers: by real part, ties by imaginary part. The
+    chosen element is found with real reductions, then read out of ``x`` by a mask, so
+    the whole gradient goes to it (split evenly between exact duplicates, as for real
+    ``max``); an element with a NaN part makes the result NaN+NaNj (NumPy returns
+    that element)."""
+    x = asarray(x)
+    re, im = ops.stop_gradient(ops.real(x)), ops.stop_gradient(ops.imag(x))
+    best_re = _reduce(opname, re, axis, True)
+    fill = -np.inf if opname == "reduce_max" else np.inf
+    best_im = _reduce(opname, ops.select(re == best_re, im, fill), axis, True)
+    chosen = ops.logical_and(re == best_re, im == best_im)
+    ties = sum(astype(chosen, real_dtype(dtype(x))), axis, keepdims=True)
+    out = sum(ops.select(chosen, x, 0), axis, keepdims=True) / ops.select(ties > 0, ties, 1)
+    nan = _reduce("reduce_max", ops.logical_or(ops.isnan(re), ops.isnan(im)), axis, True)
+    out = ops.select(nan, complex(np.nan, np.nan), out)
+    if keepdims:
+        return out
+    axes = norm_axes(axis, ndim(x), opname)
+    return reshape(out, tuple(n for i, n in enumerate(shape(x)) if i not in axes))
 
 
 def count(x, axis) -> int:
