@@ -266,7 +266,7 @@ def test_large_loops_run_in_chunks_with_the_same_bits_on_any_thread_count(monkey
     try:
         numba.set_num_threads(1)
         one = g(x)
-        numba.set_num_threads(max(before, 2))
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # all there are
         two = g(x)
     finally:
         numba.set_num_threads(before)

@@ -15,7 +15,7 @@ from fusegrad import config
 from fusegrad.runtime.compiled import executable
 from fusegrad.transforms.inspection import make_ir
 
-pytestmark = pytest.mark.compiled
+pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]  # the Numba entry's scratch
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.int8])
