@@ -34,6 +34,7 @@ def segments(fused: Function) -> list[Function | Op]:
     native = {op: lean.lowers(op) for op in pending}
     if all(native.values()):
         return [fused]
+    used = {v for op in fused.ops for v in op.operands} | set(fused.results)
     order: list[list[Op] | Op] = []
     while pending:
         run_, rest = [], []
@@ -43,8 +44,7 @@ def segments(fused: Function) -> list[Function | Op]:
                 ready.update(op.results)
             else:
                 rest.append(op)
-        if any(r in fused.results or any(r in o.operands for o in rest)
-               for op in run_ for r in op.results):
+        if any(r in used for op in run_ for r in op.results):  # else all of it is dead
             order.append(run_)
         for i, op in enumerate(rest):
             if not native[op] and all(v in ready for v in op.operands):
