@@ -19,10 +19,15 @@ SPECIAL_UNARY_EXPR = {
     "i0e": "ops.i0e({0})",
     "i1e": "ops.i1e({0})",
     "logit": "ops.logit(ops.add(ops.mul(ops.tanh({0}), 0.45), 0.5))",
+    "jv": "ops.jv({0}, v=2.0)",  # an integer order: real for x < 0 too
+    "yv": f"ops.yv({_SQ}, v=1.0)",  # Y_v: x > 0
+    "iv": "ops.iv({0}, v=2.0)",
+    "ive": "ops.ive({0}, v=1.0)",
 }
 SPECIAL_UNARY_GUARD = {
     "i0e": "np.abs({0}).min() > M",  # exp(-|x|): a kink at 0
     "i1e": "np.abs({0}).min() > M",
+    "ive": "np.abs({0}).min() > M",
 }
 SPECIAL_BINARY_EXPR = {
     "betaln": f"ops.betaln({_SQ}, ops.add(ops.mul({{1}}, {{1}}), 0.5))",
