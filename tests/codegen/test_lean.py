@@ -68,6 +68,15 @@ CASES = [
 ]
 
 
+def _interpreted(transform, f, x):
+    """``transform(f)(x)`` run by the NumPy interpreter (the reference)."""
+    config.DISABLE_JIT = True
+    try:
+        return transform(f)(x)
+    finally:
+        config.DISABLE_JIT = False
+
+
 def _lean_executable(f, x):
     """The executable ``fg.value_and_grad(f)(x)`` ran on, and its results."""
     seen = []
@@ -179,11 +188,7 @@ def test_unlowered_ops_run_between_compiled_segments():
     hosts = [p.name for p in exe.parts if not hasattr(p, "code")]
     assert "cumsum" in hosts and len(exe.parts) > len(hosts)
     assert "between segments, with NumPy" in exe.source
-    config.DISABLE_JIT = True
-    try:
-        want = fg.grad(f)(w)
-    finally:
-        config.DISABLE_JIT = False
+    want = _interpreted(fg.grad, f, w)
     assert_close(grad, want, "exact64")
 
 
@@ -198,11 +203,7 @@ def test_control_flow_regions_run_compiled():
     _, (_, grad) = _lean_executable(f, x)
     names = {fn.name for fn, e in compiled._cache.values() if isinstance(e, LeanExecutable)}
     assert {"cond", "body"} <= names
-    config.DISABLE_JIT = True
-    try:
-        want = fg.grad(f)(x)
-    finally:
-        config.DISABLE_JIT = False
+    want = _interpreted(fg.grad, f, x)
     assert_close(grad, want, "exact64")
 
 
@@ -271,10 +272,6 @@ def test_large_loops_run_in_chunks_with_the_same_bits_on_any_thread_count(monkey
     finally:
         numba.set_num_threads(before)
     assert one[0] == two[0] and np.array_equal(one[1], two[1])
-    config.DISABLE_JIT = True
-    try:
-        want = fg.value_and_grad(f)(x)
-    finally:
-        config.DISABLE_JIT = False
+    want = _interpreted(fg.value_and_grad, f, x)
     assert_close(value, want[0], "exact64")
     assert_close(grad, want[1], "exact64")
