@@ -6,9 +6,12 @@ Every helper takes stacks flattened to 3-D, ``(batch, M, N)``, C-contiguous, and
 3-D (or 2-D for per-matrix vectors, 1-D for per-matrix scalars) stacks; the generated
 code reshapes them. Where Numba's ``np.linalg`` differs from NumPy's the helper makes
 up the difference: ``eigh`` first symmetrises from the lower triangle
-(NumPy reads only that one), triangular solves are substitution loops (by blocks
+(NumPy reads only that one; a complex matrix becomes Hermitian, its diagonal real),
+triangular solves are substitution loops (by blocks
 updated with ``np.dot`` for large ones), and complete
 QR is a Householder factorisation with LAPACK's reflector convention (``dlarfg``).
+``host_op`` runs the NumPy implementation of the ops Numba has none of (``eig``,
+``sqrtm``, ``sylvester``) from a ``numba.objmode`` block.
 """
 
 from __future__ import annotations
@@ -19,15 +22,25 @@ import numpy as np
 _jit = numba.njit(error_model="numpy", cache=True)
 
 
+def host_op(name: str, *operands):
+    """The op-table NumPy implementation of ``name`` (``eig``, ``sqrtm``, ``sylvester``),
+    run from a ``numba.objmode`` block: its results as a tuple of C-contiguous arrays."""
+    from ..ir import OPS
+
+    out = OPS[name].impl(*operands)
+    return tuple(np.ascontiguousarray(r) for r in (out if isinstance(out, tuple) else (out,)))
+
+
 @_jit
 def _lower_sym(a):
-    """The symmetric matrix whose lower triangle is ``a``'s."""
+    """The symmetric (Hermitian) matrix whose lower triangle is ``a``'s, its diagonal real."""
     n = a.shape[0]
     out = np.empty_like(a)
     for i in range(n):
-        for j in range(i + 1):
+        out[i, i] = a[i, i].real
+        for j in range(i):
             out[i, j] = a[i, j]
-            out[j, i] = a[i, j]
+            out[j, i] = np.conj(a[i, j])
     return out
 
 
@@ -178,7 +191,7 @@ def slogdet(a):
 @_jit
 def eigh(a):
     nb, n = a.shape[0], a.shape[1]
-    w = np.empty((nb, n), a.dtype)
+    w = np.empty((nb, n), a.real.dtype)
     v = np.empty_like(a)
     for b in range(nb):
         wb, vb = np.linalg.eigh(_lower_sym(a[b]))
@@ -193,7 +206,7 @@ def svd(a, full):
     k = min(m, n)
     um, vn = (m, n) if full else (k, k)
     u = np.empty((nb, m, um), a.dtype)
-    s = np.empty((nb, k), a.dtype)
+    s = np.empty((nb, k), a.real.dtype)
     vt = np.empty((nb, vn, n), a.dtype)
     for b in range(nb):
         ub, sb, vtb = np.linalg.svd(a[b], full_matrices=full)

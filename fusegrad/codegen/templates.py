@@ -77,6 +77,7 @@ ARRAY_OPS = frozenset({
     "fft",  # codegen.fft_lower
     "cond", "while_loop", "scan", "while_grad", "while_grad_vjp",  # codegen.control
     "cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr",  # linalg_lower
+    "eig", "sqrtm", "sylvester",  # linalg_lower, calling out to NumPy/SciPy
 })  # fmt: skip
 
 #: ops that never reach the code generator, and why

@@ -153,4 +153,6 @@ OP_NAMES.update({  # the linear-algebra ops (fusegrad.ir.linalg_ops)
     "cholesky": "LinalgCholeskyExBackward0", "solve": "LinalgSolveExBackward0",
     "triangular_solve": "LinalgSolveTriangularBackward0", "slogdet": "LinalgSlogdetBackward0",
     "eigh": "LinalgEighBackward0", "svd": "LinalgSvdBackward0", "qr": "LinalgQrBackward0",
+    "eig": "LinalgEigBackward0",
+    "sqrtm": "SqrtmBackward0", "sylvester": "SylvesterBackward0",  # no PyTorch op
 })  # fmt: skip

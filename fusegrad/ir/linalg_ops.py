@@ -4,7 +4,10 @@ Each op works on stacks of matrices: its operands have shape ``(..., M, N)`` and
 leading axes are a batch, as in ``np.linalg``. Operands of two-operand ops share the
 same batch axes (``fusegrad.numpy.linalg`` broadcasts them first). Integer operands are
 promoted to float64 (``promote="float"``), as NumPy does; float32 stays float32;
-other dtypes are refused. The NumPy reference implementations call ``np.linalg``.
+``solve``, ``eigh`` and ``svd`` also take complex64/complex128 (their eigenvalues and
+singular values are real); other dtypes are refused. The NumPy reference
+implementations call ``np.linalg``. ``eig``, ``sqrtm`` and ``sylvester`` are in
+``eig_ops``.
 
 - ``cholesky(a)``: the lower Cholesky factor ``L`` (``L @ L.T`` = a); reads the lower
   triangle of ``a`` only.
@@ -14,10 +17,11 @@ other dtypes are refused. The NumPy reference implementations call ``np.linalg``
   ``b`` is ``(..., N, K)``.
 - ``solve(a, b)``: ``x`` with ``a @ x = b``, ``b`` of shape ``(..., N, K)`` (LU).
 - ``slogdet(a)``: ``(sign, logabsdet)`` of ``det(a)``, each of the batch shape.
-- ``eigh(a)``: ``(w, v)`` of the symmetric matrix whose lower triangle is ``a``'s
-  (``UPLO='L'``): eigenvalues ascending, eigenvectors in the columns of ``v``.
+- ``eigh(a)``: ``(w, v)`` of the symmetric (Hermitian) matrix whose lower triangle is
+  ``a``'s (``UPLO='L'``; the imaginary part of a complex diagonal is not read):
+  eigenvalues ascending and real, eigenvectors in the columns of ``v``.
 - ``svd(a) {full_matrices}``: ``(u, s, vt)`` with ``a = u @ diag(s) @ vt``, ``s``
-  descending; ``u``/``vt`` square if ``full_matrices``.
+  descending and real; ``u``/``vt`` square if ``full_matrices``.
 - ``qr(a) {complete}``: ``(q, r)`` with ``a = q @ r`` (Householder, LAPACK's signs);
   ``q`` square if ``complete``, else ``(M, min(M, N))``.
 """
@@ -29,20 +33,30 @@ import numpy as np
 from .errors import ShapeError
 from .opdef import _def
 from .shapes import fmt
-from .types import TensorType
+from .types import TensorType, is_complex, real_dtype
 
 LINALG_OPS = ("cholesky", "triangular_solve", "solve", "slogdet", "eigh", "svd", "qr")
 
 
-def _float_dtype(name: str, types) -> np.dtype:
+_REAL = (np.dtype(np.float32), np.dtype(np.float64))
+_COMPLEX = (np.dtype(np.complex64), np.dtype(np.complex128))
+
+
+def _float_dtype(name: str, types, complex_ok: bool = False) -> np.dtype:
+    """The operands' one dtype: float32/float64 (or complex64/complex128 if ``complex_ok``)."""
     dtypes = {t.dtype for t in types}
     if len(dtypes) != 1:
         raise ShapeError(f"{name}: operands must share one dtype, got {fmt(types)}")
     dt = types[0].dtype
-    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+    if dt in _REAL or (complex_ok and dt in _COMPLEX):
+        return dt
+    if is_complex(dt):
         raise ShapeError(f"{name}: expects float32 or float64 matrices, got {fmt(types)} "
-                         "(float16 is not supported by LAPACK; convert with astype)")
-    return dt
+                         f"({name} of complex matrices is not supported; take the real and "
+                         "imaginary parts apart, or use a real formulation)")
+    want = "float32 or float64 (or complex64, complex128)" if complex_ok else "float32 or float64"
+    raise ShapeError(f"{name}: expects {want} matrices, got {fmt(types)} "
+                     "(float16 is not supported by LAPACK; convert with astype)")
 
 
 def _matrix(name: str, t: TensorType, what: str = "a", square: bool = False):
@@ -62,10 +76,10 @@ def _square_rule(name: str):
     return rule
 
 
-def _solve_rule(name: str):
+def _solve_rule(name: str, complex_ok: bool = False):
     def rule(types, **_):
         a, b = types
-        dt = _float_dtype(name, types)
+        dt = _float_dtype(name, types, complex_ok)
         _matrix(name, a, square=True)
         _matrix(name, b, "b")
         if b.shape[:-1] != a.shape[:-1]:
@@ -86,19 +100,19 @@ def slogdet_rule(types, **_):
 
 def eigh_rule(types, **_):
     (a,) = types
-    dt = _float_dtype("eigh", types)
+    dt = _float_dtype("eigh", types, complex_ok=True)
     _matrix("eigh", a, square=True)
-    return (TensorType(a.shape[:-1], dt), TensorType(a.shape, dt))
+    return (TensorType(a.shape[:-1], real_dtype(dt)), TensorType(a.shape, dt))
 
 
 def svd_rule(types, *, full_matrices):
     (a,) = types
-    dt = _float_dtype("svd", types)
+    dt = _float_dtype("svd", types, complex_ok=True)
     _matrix("svd", a)
     *batch, m, n = a.shape
     k = min(m, n)
     um, vn = (m, n) if full_matrices else (k, k)
-    return (TensorType((*batch, m, um), dt), TensorType((*batch, k), dt),
+    return (TensorType((*batch, m, um), dt), TensorType((*batch, k), real_dtype(dt)),
             TensorType((*batch, vn, n), dt))
 
 
@@ -160,13 +174,13 @@ _def("triangular_solve", 2, _solve_rule("triangular_solve"), triangular_solve_im
      attrs=("lower", "trans", "unit_diagonal"), promote="float",
      doc="triangular_solve(a, b): x with op(tri(a)) @ x = b; tri = lower or upper "
          "triangle (unit diagonal if unit_diagonal), op = identity (trans=0) or .T (1)")
-_def("solve", 2, _solve_rule("solve"), np.linalg.solve, "linalg", promote="float",
+_def("solve", 2, _solve_rule("solve", complex_ok=True), np.linalg.solve, "linalg", promote="float",
      doc="solve(a, b): x with a @ x = b, b of shape (..., N, K)")
 _def("slogdet", 1, slogdet_rule, slogdet_impl, "linalg", promote="float",
      doc="slogdet(a) -> (sign, logabsdet) of det(a)")
 _def("eigh", 1, eigh_rule, eigh_impl, "linalg", promote="float",
-     doc="eigh(a) -> (w, v): eigenvalues (ascending) and eigenvectors of the symmetric "
-         "matrix given by a's lower triangle")
+     doc="eigh(a) -> (w, v): eigenvalues (ascending, real) and eigenvectors of the "
+         "symmetric (Hermitian) matrix given by a's lower triangle")
 _def("svd", 1, svd_rule, svd_impl, "linalg", attrs=("full_matrices",), promote="float",
      doc="svd(a) -> (u, s, vt), s descending; u, vt square if full_matrices")
 _def("qr", 1, qr_rule, qr_impl, "linalg", attrs=("complete",), promote="float",

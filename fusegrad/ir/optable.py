@@ -311,6 +311,7 @@ from . import complex_ops as _complex_ops  # noqa: E402,F401  (registers real, i
 from . import control_ops as _control_ops  # noqa: E402,F401  (registers cond, while_loop, scan, ...)
 from . import conv_ops as _conv_ops  # noqa: E402,F401  (registers conv)
 from . import count_op as _count_op  # noqa: E402,F401  (registers count)
+from . import eig_ops as _eig_ops  # noqa: E402,F401  (registers eig, sqrtm, sylvester)
 from . import fft_ops as _fft_ops  # noqa: E402,F401  (registers fft)
 from . import incgamma_ops as _incgamma_ops  # noqa: E402,F401  (gammainc, betainc, ...)
 from . import linalg_ops as _linalg_ops  # noqa: E402,F401  (registers cholesky, solve, eigh, ...)

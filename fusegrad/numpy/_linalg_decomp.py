@@ -1,5 +1,6 @@
-"""``fusegrad.numpy.linalg``: symmetric eigendecomposition, SVD, QR and the matrix norms
-built on singular values, on stacks of matrices as in ``np.linalg``.
+"""``fusegrad.numpy.linalg``: symmetric (Hermitian) and general eigendecompositions, SVD,
+QR and the matrix norms built on singular values, on stacks of matrices as in
+``np.linalg``, real or complex (except ``qr``).
 
 Gradients at degenerate points (docs/linalg.md): where two eigenvalues (or singular
 values) are equal, the ``1 / (w_j - w_i)`` terms of the eigenvector (singular vector)
@@ -21,10 +22,16 @@ from ..ir import ops
 from ..ir.array import implements as _implements
 from ..ir.errors import ShapeError
 from ..ir.matrix import T
+from ..ir.types import is_complex
 from ._linalg_solve import as_matrix
 
-__all__ = ["EighResult", "QRResult", "SVDResult", "eigh", "eigvalsh", "matrix_norm", "qr",
-           "svd", "svdvals"]
+__all__ = ["EigResult", "EighResult", "QRResult", "SVDResult", "eig", "eigh", "eigvals",
+           "eigvalsh", "matrix_norm", "qr", "svd", "svdvals"]
+
+
+class EigResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
 
 
 class EighResult(NamedTuple):
@@ -47,33 +54,65 @@ def _uplo(a, UPLO: str, name: str):
     if UPLO not in ("L", "U"):
         raise ValueError(f"{name}: UPLO must be 'L' or 'U', got {UPLO!r}")
     a = as_matrix(a, name, square=True)
-    return a if UPLO == "L" else T(a)  # the upper triangle of a is the lower one of a.T
+    if UPLO == "L":
+        return a
+    # the upper triangle of a is the lower one of a^H (a.T for real a)
+    at = T(a)
+    return ops.conj(at) if is_complex(A.dtype(a)) else at
 
 
 @_implements(np.linalg.eigh)
 def eigh(a, UPLO="L") -> EighResult:
-    """``np.linalg.eigh``: ``(eigenvalues, eigenvectors)`` of the symmetric matrices given
-    by the lower (``UPLO='L'``) or upper triangle of ``a``; the gradient is with respect
-    to that triangle. Eigenvector signs are LAPACK's; use losses invariant to them
-    (with ``UPLO='U'`` LAPACK runs on the transpose's lower triangle, so the signs may
-    differ from NumPy's, which reads the upper one)."""
+    """``np.linalg.eigh``: ``(eigenvalues, eigenvectors)`` of the symmetric (Hermitian)
+    matrices given by the lower (``UPLO='L'``) or upper triangle of ``a``; the gradient
+    is with respect to that triangle. The eigenvalues are real and ascending; the
+    imaginary part of a complex diagonal is not read (as in LAPACK). Eigenvector signs
+    (phases) are LAPACK's; use losses invariant to them (with ``UPLO='U'`` LAPACK runs
+    on the conjugate transpose's lower triangle, so they may differ from NumPy's, which
+    reads the upper one)."""
     w, v = ops.eigh(_uplo(a, UPLO, "eigh"))
     return EighResult(w, v)
 
 
 @_implements(np.linalg.eigvalsh)
 def eigvalsh(a, UPLO="L"):
-    """``np.linalg.eigvalsh``: ascending eigenvalues; the gradient ``V diag(g) V^T`` is
-    defined at repeated eigenvalues too."""
+    """``np.linalg.eigvalsh``: ascending (real) eigenvalues; the gradient
+    ``V diag(g) V^H`` is defined at repeated eigenvalues too."""
     return ops.eigh(_uplo(a, UPLO, "eigvalsh"))[0]
+
+
+@_implements(np.linalg.eig)
+def eig(a) -> EigResult:
+    """``np.linalg.eig``: ``(eigenvalues, eigenvectors)`` of general square matrices, with
+    ``a @ v[..., :, k] = w[..., k] * v[..., :, k]``, in LAPACK's order; eigenvectors of
+    unit norm with their largest component real (LAPACK's phase).
+
+    Unlike NumPy, the results are complex always (float64 -> complex128, float32 ->
+    complex64), also when every eigenvalue is real: a traced program's dtypes cannot
+    depend on the values (JAX does the same). Gradients: through the eigenvalues
+    always; through the eigenvectors for losses invariant to each one's phase (or for
+    real matrices with real eigenvalues); where two eigenvalues are equal the
+    eigenvector derivative's ``1 / (w[j] - w[i])`` terms are dropped (docs/linalg.md).
+    """
+    w, v = ops.eig(as_matrix(a, "eig", square=True))
+    return EigResult(w, v)
+
+
+@_implements(np.linalg.eigvals)
+def eigvals(a):
+    """``np.linalg.eigvals``: the eigenvalues of general square matrices, complex always
+    (see ``eig``); the gradient is ``V^-T diag(g) V^T``."""
+    return ops.eig(as_matrix(a, "eigvals", square=True))[0]
 
 
 @_implements(np.linalg.svd)
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """``np.linalg.svd``: ``(U, S, Vh)`` (or ``S`` if not ``compute_uv``), ``S`` descending.
 
-    Gradients: through ``S`` always (``U diag(g) Vh``); through ``U``/``Vh`` for the
-    reduced factors (or square full ones), with the degenerate terms dropped at
+    Complex ``a`` gives complex ``U``/``Vh`` and real ``S``. Gradients: through ``S``
+    always (``U diag(g) Vh``); through ``U``/``Vh`` for the reduced factors (or square
+    full ones), for complex ``a`` for losses invariant to a common phase of ``U[:, k]``
+    and ``Vh[k]`` (as in JAX), with the degenerate terms dropped at
     repeated singular values and inf/NaN at zero singular values of a non-square
     ``a``. ``full_matrices=True`` on a non-square ``a`` is not differentiable through
     ``U``/``Vh`` (their extra columns are any orthonormal completion): use

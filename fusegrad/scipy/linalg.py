@@ -1,9 +1,11 @@
 """``fusegrad.scipy.linalg``: differentiable ``solve_triangular``, ``cho_factor`` /
-``cho_solve`` and ``expm``, on stacks of matrices ``(..., M, M)``.
+``cho_solve``, ``expm``, ``sqrtm``, ``solve_sylvester`` and ``solve_banded``, on stacks of
+matrices ``(..., M, M)``.
 
-Built on the op table's ``triangular_solve``, ``cholesky`` and ``solve`` with matmul and
-elementwise ops, so each is differentiable in reverse and forward mode to any order,
-batches under ``vmap`` and compiles. Integer inputs are promoted to float64.
+Built on the op table's ``triangular_solve``, ``cholesky``, ``solve``, ``sqrtm`` and
+``sylvester`` with matmul and elementwise ops, so each is differentiable in reverse and
+forward mode to any order, batches under ``vmap`` and compiles. Integer inputs are
+promoted to float64.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ..ir.types import dtype_name
 from ..numpy._linalg_solve import as_matrix
 
 __all__ = ["cho_factor", "cho_solve", "expm", "solve_banded", "solve_sylvester",
-           "solve_triangular"]
+           "solve_triangular", "sqrtm"]
 
 _TRANS = {0: 0, 1: 1, 2: 1, "N": 0, "T": 1, "C": 1}
 
@@ -152,31 +154,34 @@ def expm(A_):
 
 def solve_sylvester(a, b, q):
     """``scipy.linalg.solve_sylvester``: ``X`` with ``a @ X + X @ b = q`` (``a`` M x M,
-    ``b`` N x N, ``q`` M x N). Solved as the linear system
-    ``(a (x) I_N + I_M (x) b^T) vec(X) = vec(q)`` (row-major ``vec``) of size M N, so it
-    is differentiable in all three to any order; its cost grows as (M N)**3, which
-    suits the small matrices this is used for (SciPy's Bartels-Stewart grows as
-    M**3 + N**3)."""
-    from ..numpy import linalg as fla
-
+    ``b`` N x N, ``q`` M x N; stacks of them broadcast), by SciPy's Bartels-Stewart
+    algorithm (the ``sylvester`` op). Differentiable in all three to any order: the
+    derivatives are Sylvester solves with the same (or transposed) ``a`` and ``b``."""
     a = as_matrix(a, "solve_sylvester", square=True)
     b = as_matrix(b, "solve_sylvester", square=True)
-    q = A.to_float(A.asarray(q))
-    (m, _), (n, _) = A.shape(a), A.shape(b)
-    if A.shape(q) != (m, n):
-        raise ShapeError(f"solve_sylvester: q must be ({m}, {n}) for a of shape {A.shape(a)} "
-                         f"and b of shape {A.shape(b)}, got {A.shape(q)}")
+    q = as_matrix(q, "solve_sylvester")
+    (m, n), sq = (A.shape(a)[-1], A.shape(b)[-1]), A.shape(q)
+    if sq[-2:] != (m, n):
+        raise ShapeError(f"solve_sylvester: q must be (..., {m}, {n}) for a of shape "
+                         f"{A.shape(a)} and b of shape {A.shape(b)}, got {sq}")
     dt = np.result_type(A.dtype(a), A.dtype(b), A.dtype(q))
-    a, b, q = A.astype(a, dt), A.astype(b, dt), A.astype(q, dt)
-    big = _kron(a, eye(n, dt)) + _kron(eye(m, dt), T(b))
-    x = fla.solve(big, A.reshape(q, (m * n,)))
-    return A.reshape(x, (m, n))
+    batch = tuple(np.broadcast_shapes(A.shape(a)[:-2], A.shape(b)[:-2], sq[:-2]))
+    a, b, q = (A.broadcast_to(A.astype(x, dt), batch + A.shape(x)[-2:]) for x in (a, b, q))
+    return ops.sylvester(a, b, q)
 
 
-def _kron(x, y):
-    (p, r), (s, t) = A.shape(x), A.shape(y)
-    prod = A.reshape(x, (p, 1, r, 1)) * A.reshape(y, (1, s, 1, t))
-    return A.reshape(prod, (p * s, r * t))
+def sqrtm(A_, disp=True, blocksize=64):
+    """``scipy.linalg.sqrtm``: the principal square root ``X`` (``X @ X = A``, the
+    eigenvalues of ``X`` in the right half plane) of each matrix of a stack
+    ``(..., M, M)``, by SciPy's Schur method.
+
+    The dtype is ``A``'s: real in, real out. Where SciPy returns a complex root for a
+    real matrix (a negative real eigenvalue), the result is NaN in that matrix's
+    entries (a traced dtype cannot depend on the values): pass ``A.astype(complex)``
+    for the complex root. The derivative solves ``X dX + dX X = dA`` (a Sylvester
+    equation, exact to any order); it is infinite at a singular ``A``. ``disp`` and
+    ``blocksize`` are accepted and ignored (errors are never printed)."""
+    return ops.sqrtm(as_matrix(A_, "sqrtm", square=True))
 
 
 def solve_banded(l_and_u, ab, b, overwrite_ab=False, overwrite_b=False, check_finite=True):

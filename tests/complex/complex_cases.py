@@ -72,6 +72,39 @@ def complex_cases(Case, inputs):
              "f64-c128"),
         Case("convert", inputs(cnormal(3)), {"dtype": "f64"}, "c128-f64"),
         *fft_cases(Case, inputs),
+        *linalg_cases(Case, inputs),
+    ]
+
+
+def _hermitian(n: int, batch=()):
+    """Hermitian matrices with eigenvalues spread over [-2, 3], plus noise in the upper
+    triangle and the imaginary part of the diagonal (neither is read by ``eigh``)."""
+    def draw(rng):
+        q = np.linalg.qr(_cdraw(rng, (*batch, n, n)))[0]
+        w = np.linspace(-2.0, 3.0, n) + rng.uniform(-0.1, 0.1, (*batch, n))
+        a = (q * w[..., None, :]) @ np.conj(np.swapaxes(q, -1, -2))
+        return a + np.triu(_cdraw(rng, (*batch, n, n)), 1) + 1j * np.eye(n)
+
+    return draw
+
+
+def _shifted(*shape: int):
+    """A complex matrix plus 4 on the diagonal (eigenvalues near 4: well-conditioned)."""
+    return lambda rng: _cdraw(rng, shape) + 4 * np.eye(shape[-1])
+
+
+def linalg_cases(Case, inputs):
+    """Linear-algebra ops on complex matrices. Eigenvector phases are LAPACK's, so for
+    ``eigh`` and ``eig`` only the eigenvalues meet random cotangents (phase-invariant
+    losses of the vectors are in ``test_complex_linalg``), and likewise ``svd``."""
+    return [
+        Case("solve", inputs(_shifted(3, 3), cnormal(3, 2)), label="complex"),
+        Case("eigh", inputs(_hermitian(4)), label="complex", results=1),
+        Case("eigh", inputs(_hermitian(3, (2,))), label="complex-batched", results=1),
+        Case("eig", inputs(cnormal(4, 4)), label="complex", results=1),
+        Case("sqrtm", inputs(_shifted(3, 3)), label="complex"),
+        Case("sylvester", inputs(_shifted(3, 3), _shifted(2, 2), cnormal(3, 2)),
+             label="complex"),
     ]
 
 

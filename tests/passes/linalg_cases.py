@@ -63,6 +63,19 @@ def triangle(*shape: int, lower: bool):
     return draw
 
 
+def real_spectrum(*shape: int):
+    """``S diag(w) S^-1`` with real eigenvalues spread over [-2, 3] and a well-conditioned,
+    non-orthogonal ``S``: a non-symmetric matrix whose eigenvectors are real."""
+    *batch, n, _ = shape
+
+    def draw(rng):
+        s = rng.standard_normal(shape) * 0.3 + np.eye(n)
+        w = np.linspace(-2.0, 3.0, n) + rng.uniform(-0.1, 0.1, (*batch, n))
+        return (s * w[..., None, :]) @ np.linalg.inv(s)
+
+    return draw
+
+
 def normal(*shape: int):
     return lambda rng: rng.standard_normal(shape)
 
@@ -86,6 +99,15 @@ def linalg_cases(Case, inputs):
         Case("svd", inputs(spread_singular(2, 3, 3)), {"full_matrices": 1}, "square-full"),
         Case("qr", inputs(spread_singular(3, 3)), {"complete": 1}, "square-complete"),
         Case("qr", inputs(spread_singular(2, 5, 3)), {"complete": 0}, "tall-batched"),
+        # complex eigenvalues: the eigenvectors' phase is LAPACK's, so only w is checked
+        Case("eig", inputs(normal(4, 4)), {}, "values", results=1),
+        Case("eig", inputs(real_spectrum(2, 3, 3)), {}, "real-spectrum-batched"),
+        Case("sqrtm", inputs(symmetric(3, 3, lo=0.5, hi=3.0, noise=False)), {}, "spd"),
+        Case("sqrtm", inputs(well_conditioned(2, 3, 3)), {}, "batched"),
+        Case("sylvester", inputs(well_conditioned(3, 3), well_conditioned(2, 2), normal(3, 2)),
+             {}, "3x2"),
+        Case("sylvester", inputs(well_conditioned(2, 2, 2), well_conditioned(2, 3, 3),
+                                 normal(2, 2, 3)), {}, "batched"),
     ]
     for lower in (0, 1):
         for trans in (0, 1):

@@ -2,6 +2,7 @@
 
 from ...tracer.concrete import register_cuts
 from . import complex_rules, control_jvp, control_vjp, conv_rules, fft_rules  # noqa: F401  (register the region ops' and conv's rules)  # noqa: F401  (complex and fft rules)
+from . import eig_rules as _eig_rules  # noqa: F401  (eig, sqrtm, sylvester)
 from . import incgamma_rules as _incgamma_rules  # noqa: F401  (gammainc, betainc, ...)
 from . import pool_rules as _pool_rules  # noqa: F401  (the pooling ops' rules)
 from . import special_rules as _special_rules  # noqa: F401  (the special-function ops' rules)

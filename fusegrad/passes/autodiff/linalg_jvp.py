@@ -2,7 +2,9 @@
 
 The same conventions as their VJP rules (``linalg_vjp``): ops that read one triangle
 (``cholesky``, ``eigh``) see the tangent of the symmetric matrix that triangle defines;
-equal eigenvalues / singular values drop their ``1 / gap`` terms; ``svd`` with
+equal eigenvalues / singular values drop their ``1 / gap`` terms; complex ``eigh`` and
+``svd`` read ``T`` as the conjugate transpose, and give the eigenvectors (``u``) the
+phase tangent of JAX's rules; ``svd`` with
 non-square full factors gives the tangent of ``s`` and NaN tangents for ``u`` and
 ``vt`` (not defined; forward mode cannot know which results are used); ``qr`` of a
 wide matrix or complete ``qr`` of a tall one raises.
@@ -14,10 +16,19 @@ import math
 
 from ...ir import ops
 from ...ir.bind import aval
-from ...ir.matrix import T, col, diag, mm, row, tril
+from ...ir.matrix import T, col, diag, diag_embed, mm, row, tril
 from ...ir.types import dtype_name
 from .jvp_rules import rule
-from .linalg_vjp import gap_inverse, inverse, phi, project_triangle, qr_check, reduced_factors
+from .linalg_vjp import (
+    H,
+    gap_inverse,
+    inverse,
+    is_cplx,
+    phi,
+    project_triangle,
+    qr_check,
+    reduced_factors,
+)
 from .vjp_rules import zeros_like
 
 
@@ -26,7 +37,11 @@ def _or_zeros(t, x):
 
 
 def sym_from_lower(t):
-    """The symmetric matrix whose lower triangle is ``t``'s."""
+    """The symmetric (Hermitian) matrix whose lower triangle is ``t``'s (the imaginary
+    part of a complex diagonal dropped)."""
+    if is_cplx(t):
+        low = tril(t, -1)
+        return low + H(low) + diag_embed(ops.real(diag(t)))
     return tril(t) + T(tril(t, -1))
 
 
@@ -66,8 +81,13 @@ def slogdet_jvp(tangents, out, a):
 def eigh_jvp(tangents, out, a):
     (ta,) = tangents
     w, v = out
-    m = mm(T(v), mm(sym_from_lower(ta), v))
-    return diag(m), mm(v, gap_inverse(w) * m)
+    m = mm(H(v), mm(sym_from_lower(ta), v))
+    dw = ops.real(diag(m)) if is_cplx(m) else diag(m)
+    return dw, mm(v, gap_inverse(w) * m)
+
+
+def _real(x):
+    return ops.real(x) if is_cplx(x) else x
 
 
 def _nan_like(x):
@@ -83,22 +103,25 @@ def svd_jvp(tangents, out, a, *, full_matrices):
     m, n = aval(a).shape[-2:]
     if full_matrices and m != n:
         ur, vtr = reduced_factors(u, vt)
-        ds = diag(mm(T(ur), mm(ta, T(vtr))))
+        ds = _real(diag(mm(H(ur), mm(ta, H(vtr)))))
         return _nan_like(u), ds, _nan_like(vt)  # u, vt: any orthonormal completion
-    v = T(vt)
-    ds = mm(T(u), mm(ta, v))
+    v = H(vt)
+    ds = mm(H(u), mm(ta, v))
     f = gap_inverse(s * s)
     dss = ds * row(s)
     sds = col(s) * ds
-    du = mm(u, f * (dss + T(dss)))
-    dv = mm(v, f * (sds + T(sds)))
+    inner = f * (dss + H(dss))
+    if is_cplx(ds):  # the phase of u: i im(diag(ds)) / s (that of v stays put)
+        inner = inner + diag_embed(diag(ds - H(ds)) * (0.5 / s))
+    du = mm(u, inner)
+    dv = mm(v, f * (sds + H(sds)))
     if m > n:
         dav = mm(ta, v)
-        du = du + (dav - mm(u, mm(T(u), dav))) / row(s)
+        du = du + (dav - mm(u, mm(H(u), dav))) / row(s)
     if n > m:
-        dau = mm(T(ta), u)
-        dv = dv + (dau - mm(v, mm(T(v), dau))) / row(s)
-    return du, diag(ds), T(dv)
+        dau = mm(H(ta), u)
+        dv = dv + (dau - mm(v, mm(H(v), dau))) / row(s)
+    return du, _real(diag(ds)), H(dv)
 
 
 @rule("qr")

@@ -16,12 +16,20 @@ ops), so the adjoint is plain IR and can be differentiated again.
   eigenvalues are equal (to rounding: ``GAP_ULPS``), ``F`` is set to 0 (JAX gives
   inf/NaN): exact when the loss does not depend on the choice of basis inside the
   eigenspace (eigenvalues, projectors), and otherwise that gradient is not defined.
+  Complex (Hermitian) ``a``: the linear transpose of ``dV = V (F * (V^H dA V))`` is
+  ``G = conj(V (diag(gw) + F * (V^H conj(gV))) V^H)``, then
+  ``tril(G + G^H, -1) + diag(re(diag(G)))`` (the diagonal's imaginary part is not
+  read); exact for losses invariant to each eigenvector's phase.
 - ``svd``: the textbook adjoint (reduced factors, or full square ones) with
   ``F[i, j] = 1 / (s[j]**2 - s[i]**2)``, set to 0 at repeated singular values (same
   reasoning); the terms for the columns of a non-square factor divide by ``s``, so
   a zero singular value gives inf/NaN when the loss depends on ``u`` or ``vt``.
   ``full_matrices`` with ``M != N`` has no defined gradient for ``u``/``vt``: raises
-  (the cotangent of ``s`` alone is fine).
+  (the cotangent of ``s`` alone is fine). Complex ``a``: the same rule with ``T`` read
+  as the conjugate transpose ``H``, applied to ``conj(gu)``, ``conj(gvt)`` and
+  conjugated at the end, plus ``diag(im(diag(U^H conj(gu))) / s)`` from the phase the
+  JVP gives ``u`` (``i im(diag(U^H dA V)) / s``, JAX's choice); exact for losses
+  invariant to a common phase of ``u[:, k]`` and ``vt[k]``.
 - ``qr``: the adjoint for ``M >= N`` (reduced, or complete when square); other shapes
   raise (as in JAX).
 """
@@ -33,7 +41,7 @@ import numpy as np
 from ...ir import ops
 from ...ir.bind import aval
 from ...ir.matrix import T, col, diag, diag_embed, eye, mm, row, tril, triu
-from ...ir.types import dtype_name
+from ...ir.types import dtype_name, is_complex
 from .reverse import NotDifferentiableError
 from .vjp_rules import rule, zeros_like
 
@@ -57,9 +65,33 @@ def gap_inverse(w):
     return ops.select(close, 0, 1 / ops.select(close, 1, d))
 
 
+def is_cplx(x) -> bool:
+    return is_complex(aval(x).dtype)
+
+
+def cj(x):
+    """``conj(x)`` for complex ``x``; real ``x`` itself (no op recorded)."""
+    return ops.conj(x) if is_cplx(x) else x
+
+
+def H(x):
+    """The conjugate transpose of the last two axes (``T`` for real ``x``)."""
+    return cj(T(x))
+
+
+def like(x, other):
+    """Real ``x`` made complex where ``other`` is (for products with it)."""
+    if is_cplx(other) and not is_cplx(x):
+        return ops.convert(x, dtype=dtype_name(aval(other).dtype))
+    return x
+
+
 def sym_lower(g):
-    """Cotangent of ``a`` from the cotangent ``g`` of the symmetric matrix its lower
-    triangle defines: ``tril(g + g.T) - diag(g)``."""
+    """Cotangent of ``a`` from the cotangent ``g`` of the symmetric (Hermitian) matrix its
+    lower triangle defines: ``tril(g + g.T) - diag(g)``; complex:
+    ``tril(g + g^H, -1) + diag(re(diag(g)))``."""
+    if is_cplx(g):
+        return tril(g + H(g), -1) + diag_embed(ops.real(diag(g)))
     return tril(g + T(g)) - diag_embed(diag(g))
 
 
@@ -125,10 +157,11 @@ def eigh_vjp(g, out, a):
     w, v = out
     inner = None
     if gv is not None:
-        inner = gap_inverse(w) * mm(T(v), gv)
+        inner = gap_inverse(w) * mm(H(v), cj(gv))
     if gw is not None:
+        gw = like(gw, v)
         inner = diag_embed(gw) if inner is None else inner + diag_embed(gw)
-    return (sym_lower(mm(v, mm(inner, T(v)))),)
+    return (cj(sym_lower(mm(v, mm(inner, H(v))))),)
 
 
 def reduced_factors(u, vt):
@@ -158,37 +191,44 @@ def _square_full(name: str, x, full: bool) -> None:
 
 @rule("svd")
 def svd_vjp(g, out, a, *, full_matrices):
+    """Written for the conjugates of the cotangents of ``u`` and ``vt`` and conjugated at
+    the end (no-ops for real ``a``), so one text serves both."""
     gu, gs, gvt = g
     u, s, vt = out
+    gu, gvt = (None if x is None else cj(x) for x in (gu, gvt))
+    if gs is not None:
+        gs = like(gs, u)
     if gu is None and gvt is None:
         if gs is None:
             return (None,)
         ur, vtr = reduced_factors(u, vt)
-        return (mm(ur, mm(diag_embed(gs), vtr)),)
+        return (cj(mm(ur, mm(diag_embed(gs), vtr))),)
     _square_full("svd", a, full_matrices)
     m, n = aval(a).shape[-2:]
     k = min(m, n)
     f = gap_inverse(s * s)
     inner = None
     if gu is not None:
-        uhgu = mm(T(u), gu)
-        inner = (uhgu - T(uhgu)) * row(s)
+        uhgu = mm(H(u), gu)
+        inner = (uhgu - H(uhgu)) * row(s)
     if gvt is not None:
-        vhgv = mm(vt, T(gvt))
-        term = col(s) * (vhgv - T(vhgv))
+        vhgv = mm(vt, H(gvt))
+        term = col(s) * (vhgv - H(vhgv))
         inner = term if inner is None else inner + term
     inner = f * inner
+    if gu is not None and is_cplx(u):  # the phase the JVP gives u
+        inner = inner + diag_embed(diag(uhgu - H(uhgu)) * (0.5 / s))
     if gs is not None:
         inner = inner + diag_embed(gs)
     if m > k and gu is not None:
         gus = gu / row(s)
-        ga = mm(u, inner) + gus - mm(u, mm(T(u), gus))
-        return (mm(ga, vt),)
+        ga = mm(u, inner) + gus - mm(u, mm(H(u), gus))
+        return (cj(mm(ga, vt)),)
     if n > k and gvt is not None:
         sgv = gvt / col(s)
-        ga = mm(inner, vt) + sgv - mm(mm(sgv, T(vt)), vt)
-        return (mm(u, ga),)
-    return (mm(u, mm(inner, vt)),)
+        ga = mm(inner, vt) + sgv - mm(mm(sgv, H(vt)), vt)
+        return (cj(mm(u, ga)),)
+    return (cj(mm(u, mm(inner, vt))),)
 
 
 def qr_check(a, complete: bool) -> None:
