@@ -1,1 +1,1 @@
-"""``fusegrad.scipy``: differentiable versions of SciPy functions (``special``, ``stats``, ``linalg``, ``integrate``)."""
+"""``fusegrad.scipy``: differentiable versions of SciPy functions (``special``, ``stats``, ``linalg``, ``integrate``, ``signal``)."""
