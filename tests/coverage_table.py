@@ -18,6 +18,7 @@ import fusegrad.numpy as fnp
 import fusegrad.scipy.integrate as fintegrate
 import fusegrad.scipy.linalg as flinalg
 import fusegrad.scipy.optimize as foptimize
+import fusegrad.scipy.signal as fsignal
 import fusegrad.scipy.special as fspecial
 import fusegrad.scipy.stats as fstats
 from fusegrad.ir import array as A
@@ -121,6 +122,7 @@ def scipy_rows() -> list[tuple[str, str, str]]:
                          else SCIPY_NOTES.get(f"{family}.{m}", "")))
     rows += [(f"scipy.linalg.{n}", "yes", "") for n in flinalg.__all__]
     rows += [(f"scipy.integrate.{n}", "yes", "adjoint method") for n in fintegrate.__all__]
+    rows += [(f"scipy.signal.{n}", "yes", "") for n in fsignal.__all__]
     rows.append(("scipy.optimize.minimize", "-", "fg.scipy.minimize: compiled jac (and hessp)"
                  if hasattr(foptimize, "minimize") else ""))
     return rows
