@@ -118,7 +118,8 @@ def test_solve_sylvester_on_stacks_matches_scipy():
 def _eigh_loss(uplo):
     def f(a):
         w, v = L.eigh(a, UPLO=uplo)
-        return fnp.sum(w * WC) + fnp.sum(fnp.abs(v) ** 2 * WB) + fnp.sum(fnp.abs(v[:, :2] @ v[:, :2].conj().T))
+        proj = v[:, :2] @ v[:, :2].conj().T  # the projector onto two eigenvectors
+        return fnp.sum(w * WC) + fnp.sum(fnp.abs(v) ** 2 * WB) + fnp.sum(fnp.abs(proj))
     return f
 
 
