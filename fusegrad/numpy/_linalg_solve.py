@@ -18,7 +18,7 @@ from ..ir import ops
 from ..ir.array import implements as _implements
 from ..ir.errors import ShapeError
 from ..ir.matrix import T, eye, mm
-from ..ir.types import dtype_name
+from ..ir.types import dtype_name, is_complex, real_dtype
 
 __all__ = ["SlogdetResult", "cholesky", "det", "inv", "lstsq", "matrix_power", "pinv",
            "slogdet", "solve"]
@@ -158,11 +158,16 @@ def _default_rcond(a) -> float:
     return max(m, n) * float(np.finfo(A.dtype(a)).eps)
 
 
+def _H(x):
+    """The conjugate transpose of the last two axes (``T`` for real ``x``)."""
+    return ops.conj(T(x)) if is_complex(A.dtype(x)) else T(x)
+
+
 def _pinv_from_svd(u, s, vt, rcond):
     large = _cutoff_mask(s, rcond)
     sinv = ops.select(large, 1 / ops.select(large, s, 1), 0)
     k = A.shape(s)[-1]
-    return mm(T(vt), A.reshape(sinv, (*A.shape(s)[:-1], k, 1)) * T(u))
+    return mm(_H(vt), A.reshape(sinv, (*A.shape(s)[:-1], k, 1)) * _H(u))
 
 
 _NO_VALUE = object()
@@ -209,7 +214,8 @@ def lstsq(a, b, rcond=None):
     rank = A.sum(A.astype(_cutoff_mask(s, rcond), np.int64))
     if m > n:
         r = b2 - mm(a, x)
-        residuals = A.sum(r * r, 0)
+        residuals = A.sum(ops.real(r * ops.conj(r)) if is_complex(A.dtype(r)) else r * r, 0)
     else:
-        residuals = ops.broadcast_to(ops.constant(value=0, dtype=_dt(a)), shape=(0,))
+        residuals = ops.broadcast_to(
+            ops.constant(value=0, dtype=dtype_name(real_dtype(A.dtype(a)))), shape=(0,))
     return (A.reshape(x, (n,)) if vector else x), residuals, rank, s

@@ -11,7 +11,7 @@ from ..ir import array as A
 from ..ir import ops
 from ..ir.array import implements as _implements
 from ..ir.errors import ShapeError
-from ..ir.types import dtype_name
+from ..ir.types import dtype_name, is_complex
 from ._linalg_api import (
     cross,
     diagonal,
@@ -62,7 +62,8 @@ def norm(x, ord=None, axis=None, keepdims=False):
     if not matrix and len(axes) > 1 and axis is not None:
         raise ShapeError(f"norm: axis must name one or two axes, got {axis!r}")
     if ord in (None, "fro", 2):
-        return _safe_root(A.sum(x * x, axes, keepdims=keepdims), 2)
+        sq = ops.real(x * ops.conj(x)) if is_complex(A.dtype(x)) else x * x
+        return _safe_root(A.sum(sq, axes, keepdims=keepdims), 2)
     if ord == "nuc" or isinstance(ord, str):
         raise ValueError(f"norm: invalid ord {ord!r} for a vector norm")
     if ord == math.inf:

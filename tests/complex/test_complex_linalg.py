@@ -64,9 +64,23 @@ def test_complex_svd_matches_numpy():
     assert_close(L.svd(C53, compute_uv=False), np.linalg.svd(C53, compute_uv=False), "exact64")
 
 
-def test_complex_solve_and_inv_match_numpy():
+def test_complex_solve_inv_pinv_lstsq_match_numpy():
     assert_close(L.solve(C4, C53[:4]), np.linalg.solve(C4, C53[:4]), "exact64")
     assert_close(fg.jit(L.inv)(STACK), np.linalg.inv(STACK), "exact64")
+    assert_close(L.pinv(C53), np.linalg.pinv(C53), "exact64")
+    assert_close(L.pinv(C53.T), np.linalg.pinv(C53.T), "exact64")
+    b = crand(5)
+    for got, want in zip(L.lstsq(C53, b), np.linalg.lstsq(C53, b)):
+        assert np.asarray(got).dtype.kind == np.asarray(want).dtype.kind
+        assert_close(got, want, "exact64")
+
+
+@pytest.mark.parametrize("ord", [None, "fro", 1, -1, 2, -2, "nuc", np.inf])
+def test_complex_norms_match_numpy(ord):
+    got = L.norm(C53, ord)
+    assert got.dtype == np.float64
+    assert_close(got, np.linalg.norm(C53, ord), "exact64")
+    assert_close(L.norm(C53, axis=0), np.linalg.norm(C53, axis=0), "exact64")
 
 
 def test_eig_is_complex_always_and_matches_numpy():
@@ -164,6 +178,10 @@ GRAD_CASES = {
     "svd-square": (_svd_loss, C4),
     "svdvals": (lambda a: fnp.sum(L.svdvals(a) ** 2 * WC[:3]), C53),
     "solve": (lambda a: fnp.sum(fnp.abs(L.solve(a, C53[:4, :2])) ** 2), C4 + 3 * np.eye(4)),
+    "norms": (lambda a: L.norm(a) + L.norm(a, 2) + L.norm(a, "nuc"), C53),
+    "pinv": (lambda a: fnp.sum(fnp.abs(L.pinv(a)) ** 2 * WB[:3, :]), C53[:4]),
+    "lstsq": (lambda a: fnp.sum(fnp.abs(L.lstsq(a, C53[:, 0])[0]) ** 2)
+              + fnp.sum(L.lstsq(a, C53[:, 0])[1]), C53[:, ::-1].copy()),
     "eig-real": (_eig_loss, R4),
     "eig-complex": (_eig_loss, C4),
     "eig-real-vectors": (_eig_real_vectors_loss, RS4),
