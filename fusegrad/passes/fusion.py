@@ -67,17 +67,22 @@ def prepare(fn: Function) -> Function:
 
 
 class _Groups:
-    """Union-find over group ids, each with an iteration space and its dependencies."""
+    """Union-find over group ids, each with an iteration space and its direct
+    dependencies (``deps``: the groups whose results it reads, directly or through ops
+    outside every group) and their inverse (``users``). Ids in either set may have been
+    merged since they were recorded: ``find`` them."""
 
     def __init__(self):
         self.parent: list[int] = []
         self.space: list[tuple[int, ...]] = []
         self.deps: list[set[int]] = []
+        self.users: list[set[int]] = []
 
     def new(self, space) -> int:
         self.parent.append(len(self.parent))
         self.space.append(space)
         self.deps.append(set())
+        self.users.append(set())
         return len(self.parent) - 1
 
     def find(self, g: int) -> int:
@@ -91,26 +96,40 @@ class _Groups:
         for g in gs[1:]:
             self.parent[g] = root
             self.deps[root] |= self.deps[g]
+            self.users[root] |= self.users[g]
         return root
 
-    def closure(self, start) -> set[int]:
-        """Every group reachable from ``start`` through the groups' current dependencies
-        (recorded reach sets predate later merges, so they are expanded here)."""
-        seen: set[int] = set()
-        stack = [self.find(s) for s in start]
+    def depend(self, g: int, h: int) -> None:
+        """Record that group ``g`` reads a result of group ``h``."""
+        self.deps[g].add(h)
+        self.users[h].add(g)
+
+    def feeds(self, target: int, start: set[int]) -> bool:
+        """Whether group ``target`` is one of the (root) groups ``start`` or one they
+        depend on, transitively: a search from ``target`` through its users, which
+        stays among the few groups recorded after it in the common case."""
+        if target in start:
+            return True
+        seen = {target}
+        stack = [target]
         while stack:
-            d = stack.pop()
-            if d not in seen:
-                seen.add(d)
-                stack.extend(self.find(x) for x in self.deps[d])
-        return seen
+            for x in self.users[stack.pop()]:
+                x = self.find(x)
+                if x not in seen:
+                    if x in start:
+                        return True
+                    seen.add(x)
+                    stack.append(x)
+        return False
 
 
 def _partition(fn: Function) -> dict[Op, int]:
     groups = _Groups()
     member: dict[Op, int] = {}
     producer: dict[Value, Op] = {op_r: op for op in fn.ops for op_r in op.results}
-    reach: dict[Value, set[int]] = {}
+    # the groups a value outside every loop depends on directly (through ops outside)
+    front: dict[Value, set[int]] = {}
+    no_groups: set[int] = set()
 
     def group_output(v):
         """The group whose loop produces ``v`` element by element, if any."""
@@ -120,39 +139,36 @@ def _partition(fn: Function) -> dict[Op, int]:
         return groups.find(member[op])
 
     for op in fn.ops:
-        operand_reach: set[int] = set()
+        reads: set[int] = set()  # groups read through ops outside them, or reductions
         for u in op.operands:
-            operand_reach |= reach.get(u, set())
+            reads |= front.get(u, no_groups)
             uop = producer.get(u)
             if uop is not None and uop in member and uop.name in REDUCTIONS:
-                operand_reach.add(groups.find(member[uop]))
+                reads.add(groups.find(member[uop]))
+        outputs = [g for g in map(group_output, op.operands) if g is not None]
         space = _space(op)
         if space is None:
-            out_reach = set(operand_reach)
-            for u in op.operands:
-                g = group_output(u)
-                if g is not None:
-                    out_reach.add(g)
-            for r in op.results:
-                reach[r] = out_reach
+            here = reads.union(outputs)
+            if here:
+                for r in op.results:
+                    front[r] = here
             continue
-        # groups the operands depend on through ops outside them: joining one would
-        # close a cycle (it feeds a boundary op whose result reaches this op)
-        outputs = [g for g in map(group_output, op.operands) if g is not None]
-        upstream = groups.closure(operand_reach.union(*(groups.deps[g] for g in outputs)))
+        # joining a group the operands depend on through ops outside it would close a
+        # cycle (it feeds a boundary op whose result reaches this op)
+        upstream = {groups.find(x) for x in reads}
+        for g in outputs:
+            upstream.update(groups.find(x) for x in groups.deps[g])
         candidates = []
         for g in outputs:
-            if groups.space[g] == space and g not in candidates and g not in upstream:
+            if groups.space[g] == space and g not in candidates \
+                    and not groups.feeds(g, upstream):
                 candidates.append(g)
         g = groups.union(candidates) if candidates else groups.new(space)
         member[op] = g
-        groups.deps[g] |= operand_reach
-        for u in op.operands:
-            h = group_output(u)
-            if h is not None and groups.find(h) != groups.find(g):
-                groups.deps[g].add(h)
-        for r in op.results:
-            reach[r] = set(groups.deps[g])
+        for h in reads.union(outputs):
+            h = groups.find(h)
+            if h != g:
+                groups.depend(g, h)
     return {op: groups.find(g) for op, g in member.items()}
 
 
