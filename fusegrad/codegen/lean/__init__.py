@@ -20,7 +20,7 @@ import time
 from ... import config
 from ...ir import Function
 from ...ir.stats import add_phase, count_module
-from . import engine, mathlib_ir
+from . import copies, engine, mathlib_ir
 from .entry import Entry, check, check_op
 from .kernel import PLACEHOLDER, Unsupported, build, chunkable, space_of
 
@@ -75,7 +75,10 @@ def _lowered(fused: Function, threads: bool = False):
             names[op] = name
             modules.append((bare, name))
             texts.append(text.replace(PLACEHOLDER, name))
-    return modules, texts, Entry(fused, names, "__fusegrad_entry__", chunked, threads)
+    entry = Entry(fused, names, "__fusegrad_entry__", chunked, threads)
+    modules += entry.helpers
+    texts += [text for text, _ in entry.helpers]
+    return modules, texts, entry
 
 
 def _linker(text: str):
@@ -103,9 +106,11 @@ def compile_function(fused: Function, threads: bool = False) -> Compiled:
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     t1 = time.perf_counter()
     add_phase("IR emission", t1 - t0)
+    if entry.uses_copies:
+        copies.ensure()
     for text, name in modules:
         compiled += engine.add(text, "m" + name, _linker(text))
-    engine.add(bare, "m" + symbol, _linker(bare))
+    engine.add(bare, "m" + symbol, _linker(bare), kind="entry")
     call = engine.builtin(symbol, fused.name)
     add_phase("LLVM", time.perf_counter() - t1)
     count_module()

@@ -88,15 +88,16 @@ _LIBM = tuple(n + s for n in (
 ) for s in ("", "f"))
 
 
-def target_machine():
-    tm = _state.get("tm")
+def target_machine(level: int = 3):
+    """The host's target machine generating code at optimisation ``level`` (0-3)."""
+    tm = _state.get(("tm", level))
     if tm is None:
         llvm = _llvm()
         target = llvm.Target.from_default_triple()
         tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
                                           features=llvm.get_host_cpu_features().flatten(),
-                                          opt=3, reloc="default", codemodel="jitdefault")
-        _state["tm"] = tm
+                                          opt=level, reloc="default", codemodel="jitdefault")
+        _state[("tm", level)] = tm
     return tm
 
 
@@ -110,7 +111,7 @@ def _engine():
     if ee is None:
         llvm = _llvm()
         ee = llvm.create_mcjit_compiler(llvm.parse_assembly(""), target_machine())
-        ee.set_object_cache(_notify, _get_buffer)
+        ee.set_object_cache(None, _get_buffer)  # every module's object comes from ``add``
         _state["ee"] = ee
     return ee
 
@@ -121,11 +122,11 @@ def _object_path(name: str) -> str:
     return os.path.join(folder, f"{name}.o")
 
 
-def _notify(module, buffer: bytes) -> None:
+def _keep_object(name: str, buffer: bytes) -> None:
     # the object file behind the hash of its bytes: a damaged file is never loaded; an
     # unwritable cache costs a compile next time, nothing else
     with contextlib.suppress(OSError):
-        write_atomic(_object_path(module.name), hashlib.sha256(buffer).digest() + buffer)
+        write_atomic(_object_path(name), hashlib.sha256(buffer).digest() + buffer)
 
 
 def _read_object(name: str) -> bytes | None:
@@ -148,30 +149,43 @@ def _read_object(name: str) -> bytes | None:
 
 
 def _get_buffer(module):
-    data = _pending_objects.pop(module.name, None)
-    if data is not None:
-        _stats["loaded"] += 1
-    return data
+    return _pending_objects.pop(module.name, None)
 
 
 def module_name(ir_text: str) -> str:
-    """The content hash naming a module: its IR and the code generator's salt."""
-    return "fgl_" + hashlib.sha256((salt() + ir_text).encode()).hexdigest()[:32]
+    """The content hash naming a module: its IR, the code generator's salt and the
+    optimisation level."""
+    return "fgl_" + hashlib.sha256(f"{salt()}{config.OPT}{ir_text}".encode()).hexdigest()[:32]
 
 
-def _optimise(mod) -> None:
+#: how hard LLVM works on each kind of module: ``(pass pipeline level, code generation
+#: level)``. Kernels are the loops: the full pipeline (``FUSEGRAD_OPT``), vectorised.
+#: An entry is straight-line driver code (unpacking arguments, calls to kernels and
+#: BLAS, scalar arithmetic) run once per call: optimising it bought nothing measurable
+#: and cost half of a large program's compile, so it gets the always-inline pipeline
+#: and the fast instruction selector.
+LEVELS = {"kernel": (2, 3), "entry": (0, 0)}
+
+
+def _levels(kind: str) -> tuple[int, int]:
+    passes, codegen = LEVELS[kind]
+    return (config.OPT if passes is None else min(passes, config.OPT)), min(codegen, config.OPT)
+
+
+def _optimise(mod, level: int) -> None:
     llvm = _llvm()
-    pto = llvm.create_pipeline_tuning_options(speed_level=config.OPT)
-    pto.loop_vectorization = config.OPT >= 2
-    pto.slp_vectorization = config.OPT >= 2
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pto.loop_vectorization = level >= 2
+    pto.slp_vectorization = level >= 2
     pb = llvm.create_pass_builder(target_machine(), pto)
     pb.getModulePassManager().run(mod, pb)
 
 
-def add(ir_text: str, name: str, link=None) -> bool:
+def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
     """Make module ``name`` (IR ``ir_text``) part of the engine: from the disk cache, or
-    (after ``link(module)`` adds what it calls, if given) optimised and compiled.
-    Returns whether it was compiled (False: reused in memory or loaded)."""
+    (after ``link(module)`` adds what it calls, if given) optimised and compiled at the
+    levels of its ``kind`` (``LEVELS``). Returns whether it was compiled (False: reused
+    in memory or loaded)."""
     with _lock:
         if name in _added:
             _stats["reused"] += 1
@@ -189,18 +203,19 @@ def add(ir_text: str, name: str, link=None) -> bool:
         mod.name = name
         data = _read_object(name)
         cached = data is not None
-        if cached:
-            _pending_objects[name] = data
-        else:
+        if not cached:
             if link is not None:
                 link(mod)
-            _optimise(mod)
+            passes, codegen = _levels(kind)
+            _optimise(mod, passes)
+            data = target_machine(codegen).emit_object(mod)
+            _keep_object(name, data)
+        _pending_objects[name] = data
         ee = _engine()
         ee.add_module(mod)
         ee.finalize_object()
         _added.add(name)
-        if not cached:
-            _stats["compiled"] += 1
+        _stats["loaded" if cached else "compiled"] += 1
         return not cached
 
 
@@ -214,14 +229,15 @@ def stats() -> dict[str, int]:
     return dict(_stats)
 
 
-def assembly(ir_text: str, link=None) -> str:
+def assembly(ir_text: str, link=None, kind: str = "kernel") -> str:
     """The machine code LLVM makes of ``ir_text``, optimised as ``add`` does (for reading)."""
     with _lock:
         mod = _llvm().parse_assembly(ir_text)
         if link is not None:
             link(mod)
-        _optimise(mod)
-        return target_machine().emit_assembly(mod)
+        passes, codegen = _levels(kind)
+        _optimise(mod, passes)
+        return target_machine(codegen).emit_assembly(mod)
 
 
 class _MethodDef(ctypes.Structure):

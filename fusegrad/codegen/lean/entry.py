@@ -21,7 +21,7 @@ from llvmlite import ir
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
 from ...ir.printer import value_names
-from . import engine
+from . import copies, engine
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, annotation, loop_nest
@@ -115,6 +115,12 @@ class Entry:
             if r.type.shape != () and r not in self.home and r not in fn.params:
                 self.home[r] = d
         self.names = value_names(fn)
+        #: loops between kernels (copies, iota), each its own module like a kernel's:
+        #: ``(text, name)``; the entry itself is straight-line code
+        self.helpers: list[tuple[str, str]] = []
+        self.tables: dict = {}
+        self.uses_copies = False  # whether it calls ``copies``' strided copy
+        self.folded = _folded_transposes(fn)
         for op in fn.ops:
             b.comment(annotation(op, self.names))
             self._op(op)
@@ -296,15 +302,52 @@ class Entry:
     def _copy(self, dst, dst_off, dst_strides, src, src_off, src_strides, shape, t,
               scalar=None) -> None:
         """``dst[dst_off + i . dst_strides] = src[src_off + i . src_strides]`` over
-        ``shape`` (element strides; ``scalar``: a register value instead of ``src``)."""
-        tdst = self._typed(dst, t)
-        tsrc = None if scalar is not None else self._typed(src, t)
+        ``shape`` (element strides; ``scalar``: a register value instead of ``src``), by
+        the shared strided copy (``copies``)."""
+        b = self.b
+        if scalar is not None:  # a one-element source read with zero strides
+            slot = b.alloca(sc.mem_type(t))
+            sc.store(b, scalar, slot, t)
+            src, src_off, src_strides = b.bitcast(slot, PTR), 0, [0] * len(shape)
+        dims, dst_st, src_st = copies.plan(shape, dst_strides, src_strides)
+        ety = ir.IntType(8 * t.dtype.itemsize)
+        ends = [b.gep(b.bitcast(p, ety.as_pointer()), [ir.Constant(I64, off)])
+                for p, off in ((dst, dst_off), (src, src_off))]
+        tables = [self._table(v) for v in (dims, dst_st, src_st)]
+        fn = self._declare(copies.symbol(t.dtype.itemsize), ir.VoidType(),
+                           [ety.as_pointer()] * 2 + [I64] + [I64.as_pointer()] * 3)
+        b.call(fn, [*ends, ir.Constant(I64, len(dims)), *tables])
+        self.uses_copies = True
 
-        def body(b, idx):
-            v = scalar if scalar is not None else sc.load(
-                b, b.gep(tsrc, [_lin(b, src_off, idx, src_strides)]), t)
-            sc.store(b, v, b.gep(tdst, [_lin(b, dst_off, idx, dst_strides)]), t)
-        self.b = loop_nest(self.b, self.f, shape, body)
+    def _table(self, values: list[int]) -> ir.Value:
+        """A pointer to a constant array of ``values`` (i64) in the module."""
+        arr = ir.ArrayType(I64, len(values))
+        key = ("table", tuple(values))
+        g = self.tables.get(key)
+        if g is None:
+            g = ir.GlobalVariable(self.mod, arr, f"table{len(self.tables)}")
+            g.global_constant = True
+            g.linkage = "internal"
+            g.initializer = ir.Constant(arr, list(values))
+            self.tables[key] = g
+        return self.b.gep(g, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
+
+    def _loop(self, args, shape, body) -> None:
+        """Call a loop over ``shape`` built in a module of its own (named by the hash of
+        its text, so every program doing the same loop shares it): ``body(builder,
+        indices, function)`` reads its operands from the function's arguments ``args``."""
+        mod = ir.Module(name="loop")
+        mod.triple, mod.data_layout = engine.triple_and_layout()
+        f = ir.Function(mod, ir.FunctionType(ir.VoidType(), [a.type for a in args]),
+                        kn.PLACEHOLDER)
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        b = loop_nest(b, f, shape, lambda b, idx: body(b, idx, f))
+        b.ret_void()
+        text = str(mod)
+        name = "k_" + engine.module_name(text)[4:]
+        if all(name != n for _, n in self.helpers):
+            self.helpers.append((text.replace(kn.PLACEHOLDER, name), name))
+        self.b.call(self._declare(name, ir.VoidType(), [a.type for a in args]), args)
 
     def _source(self, v: Value):
         """(pointer, register value) of an operand: arrays by pointer, scalars by value."""
@@ -322,6 +365,9 @@ class Entry:
 
     def _transpose(self, op: Op) -> None:
         out, x = op.results[0], op.operands[0]
+        if out in self.folded:  # read transposed by the products that use it
+            self.vals[out] = self.vals[x]
+            return
         st = _c_strides(x.type.shape)
         dst = self._place(out)
         self._copy(dst, 0, _c_strides(out.type.shape), self.vals[x], 0,
@@ -367,7 +413,9 @@ class Entry:
 
     def _matmul(self, op: Op) -> None:
         """A 2-D product by BLAS ``gemm``: C order is the transposed column order, so
-        ``C = A B`` is computed as ``C^T = B^T A^T`` without copies."""
+        ``C = A B`` is computed as ``C^T = B^T A^T`` without copies; an operand that is
+        the transpose of a stored matrix (``_folded_transposes``) is read as that
+        matrix with gemm's transpose flag."""
         b = self.b
         out, (x, y) = op.results[0], op.operands
         (m, k), n = x.type.shape, y.type.shape[1]
@@ -380,12 +428,16 @@ class Entry:
             b.store(value, slot)
             return slot
 
-        no = ref(ir.Constant(ir.IntType(8), ord("N")), ir.IntType(8))
-        ints = [ref(ir.Constant(i32, v), i32) for v in (n, m, k, max(1, n), max(1, k),
-                                                        max(1, n))]
+        ty = x in self.folded  # x = S^T, S stored (k, m)
+        ty_y = y in self.folded  # y = U^T, U stored (n, k)
+        flags = [ref(ir.Constant(ir.IntType(8), ord("T" if t else "N")), ir.IntType(8))
+                 for t in (ty_y, ty)]
+        ints = [ref(ir.Constant(i32, v), i32) for v in (
+            n, m, k, max(1, k if ty_y else n), max(1, m if ty else k), max(1, n))]
         one, zero = ref(ir.Constant(ety, 1.0), ety), ref(ir.Constant(ety, 0.0), ety)
-        args = [no, no, ints[0], ints[1], ints[2], one, self._typed(self.vals[y], out.type),
-                ints[3], self._typed(self.vals[x], out.type), ints[4], zero,
+        args = [flags[0], flags[1], ints[0], ints[1], ints[2], one,
+                self._typed(self.vals[y], out.type), ints[3],
+                self._typed(self.vals[x], out.type), ints[4], zero,
                 self._typed(dst, out.type), ints[5]]
         name = "fusegrad_dgemm" if out.type.dtype == np.float64 else "fusegrad_sgemm"
         b.call(self._declare(name, ir.VoidType(), [a.type for a in args]), args)
@@ -395,15 +447,31 @@ class Entry:
         out = op.results[0]
         dst = self._place(out)
         t = out.type
-        tdst = self._typed(dst, t)
 
-        def body(b, idx):
+        def body(b, idx, f):
             i = idx[0]
             v = (b.sitofp(i, sc.reg_type(t)) if t.dtype.kind == "f" else
                  b.trunc(i, sc.reg_type(t)) if sc.reg_type(t).width < 64 else i)
-            sc.store(b, v, b.gep(tdst, [i]), t)
-        self.b = loop_nest(self.b, self.f, out.type.shape, body)
+            sc.store(b, v, b.gep(f.args[0], [i]), t)
+        self._loop([self._typed(dst, t)], out.type.shape, body)
         self.vals[out] = dst
+
+
+def _folded_transposes(fn: Function) -> frozenset:
+    """The 2-D transposes of ``fn`` read only by lowered products (which read them
+    transposed in place) and not results: never copied."""
+    uses: dict[Value, list[Op]] = {}
+    for op in fn.ops:
+        for v in op.operands:
+            uses.setdefault(v, []).append(op)
+    out = set()
+    for op in fn.ops:
+        r = op.results[0] if op.name == "transpose" else None
+        if (r is not None and r.type.ndim == 2 and tuple(op.attrs["perm"]) == (1, 0)
+                and r not in fn.results and uses.get(r)
+                and all(u.name == "matmul" and _driver_op(u) for u in uses[r])):
+            out.add(r)
+    return frozenset(out)
 
 
 def _c_strides(shape) -> list[int]:
@@ -412,11 +480,3 @@ def _c_strides(shape) -> list[int]:
         out.append(step)
         step *= n
     return out[::-1]
-
-
-def _lin(b, off, idx, strides):
-    total = ir.Constant(I64, off)
-    for i, s in zip(idx, strides):
-        if s:
-            total = b.add(total, b.mul(i, ir.Constant(I64, s)) if s != 1 else i)
-    return total
