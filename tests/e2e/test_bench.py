@@ -122,3 +122,29 @@ def test_bench_compile_exponents_are_log_log_slopes():
 def test_bench_compile_bad_family_is_a_usage_error(capsys):
     assert main(["bench", "compile", "--only", "nope"]) == 2
     assert "unknown family" in capsys.readouterr().err
+
+
+def test_bench_compile_gpt_family(tmp_path, capsys):
+    """The GPT training step under ``fg.jit``: its compiling call timed, cold and warm."""
+    out = tmp_path / "gpt.json"
+    from fusegrad.bench import _suite
+
+    latency = _suite("compile_latency")
+    assert latency.main(["--families", "gpt", "--sizes", "1", "--no-jax",
+                         "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())
+    assert (row["family"], row["size"]) == ("gpt", 1)
+    assert "cold_error" not in row and "warm_error" not in row
+    assert 0 < row["warm_first_s"] < row["cold_first_s"]
+    assert row["cold_startup_s"] > 0  # the eager first step, before the compile
+    assert "| gpt | 1 (1 layer, vs PyTorch's first step) |" in capsys.readouterr().out
+
+
+def test_bench_compile_geomean_leaves_out_the_pytorch_rows():
+    from fusegrad.bench import _suite
+
+    latency = _suite("compile_latency")
+    rows = [{"family": "scalar", "ratio_cold_to_jax": 4.0},
+            {"family": "mlp", "ratio_cold_to_jax": 0.25},
+            {"family": "gpt", "ratio_cold_to_jax": 100.0}]
+    assert latency.geomean(rows) == pytest.approx(1.0)
