@@ -140,9 +140,14 @@ class LeanExecutable:
         self.threaded = any(getattr(p, "threaded", False) for p in parts)
         whole = len(parts) == 1 and isinstance(parts[0], _Segment) and parts[0].fn is fused
         self._native = parts[0].run if whole else self._segmented
-        self.source = _text([p.code.text if isinstance(p, _Segment) else p for p in parts])
         self.phases = take_phases()
         self.warm = True
+
+    @property
+    def source(self) -> str:
+        """The annotated LLVM IR of every segment, with the ops between them."""
+        return _text([(p.code.text or lean.source(p.fn, p.threaded))
+                      if isinstance(p, _Segment) else p for p in self.parts])
 
     def kernels(self) -> tuple[int, int]:
         """Kernels of this function, and how many of them were compiled (not reused)."""

@@ -19,6 +19,7 @@ import time
 
 from ... import config
 from ...ir import Function
+from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
 from . import copies, engine, mathlib_ir
 from .entry import Entry, check, check_op
@@ -33,11 +34,13 @@ _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 class Compiled:
     """A fused Function's machine code: ``call(*params, *results, arena)``."""
 
-    def __init__(self, call, entry: Entry, kernels: int, compiled: int, text: str):
+    def __init__(self, call, arena_bytes: int, kernels: int, compiled: int, text: str | None):
         self.call = call
-        self.arena_bytes = entry.arena_bytes
+        self.arena_bytes = arena_bytes
         self.kernels, self.compiled = kernels, compiled
-        self.text = text  # the annotated LLVM IR, entry first (for ``fusegrad dump``)
+        # the annotated LLVM IR, entry first (None when loaded by its manifest: see
+        # ``source``)
+        self.text = text
 
 
 def lowers(op) -> bool:
@@ -95,24 +98,59 @@ def source(fused: Function, threads: bool = False) -> str:
     return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
 
 
+def _manifest_key(fused: Function, threads: bool) -> str | None:
+    """The name under which ``fused``'s compiled form is recorded: the hash of its text
+    (every op, attribute and constant, exactly), the code generator's salt, the
+    optimisation level and the threads setting. None if an attribute has no text."""
+    try:
+        text = print_function(fused)
+    except TypeError:
+        return None
+    return engine.module_name(f"{threads}\n{text}")
+
+
+def _from_manifest(fused: Function, key: str | None):
+    """``fused`` compiled before (in this process or another): its entry and kernels
+    loaded by their recorded names, without emitting any IR. None if anything is
+    missing (the caller compiles)."""
+    manifest = engine.read_manifest(key) if key else None
+    if manifest is None:
+        return None
+    if manifest["copies"]:
+        copies.ensure()
+    if not engine.load_objects(manifest["modules"]):
+        return None
+    call = engine.builtin(manifest["symbol"], fused.name)
+    return Compiled(call, manifest["arena"], manifest["kernels"], 0, None)
+
+
 def compile_function(fused: Function, threads: bool = False) -> Compiled:
     """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered);
     ``threads``: its chunked kernels (``chunked_kernels``) run on Numba's threading
-    layer, which the caller has started, else one chunk after another (the same bits)."""
+    layer, which the caller has started, else one chunk after another (the same bits).
+    A function compiled before is loaded by its manifest (``_from_manifest``)."""
     check(fused)
     t0 = time.perf_counter()
+    key = _manifest_key(fused, threads)
+    done = _from_manifest(fused, key)
+    if done is not None:
+        add_phase("cache load", time.perf_counter() - t0)
+        count_module()
+        return done
     compiled = 0
     modules, texts, entry = _lowered(fused, threads)
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
-    t1 = time.perf_counter()
-    add_phase("IR emission", t1 - t0)
+    add_phase("IR emission", time.perf_counter() - t0)
     if entry.uses_copies:
         copies.ensure()
     for text, name in modules:
         compiled += engine.add(text, "m" + name, _linker(text))
     engine.add(bare, "m" + symbol, _linker(bare), kind="entry")
     call = engine.builtin(symbol, fused.name)
-    add_phase("LLVM", time.perf_counter() - t1)
     count_module()
+    if key is not None:
+        engine.write_manifest(key, {
+            "symbol": symbol, "modules": ["m" + n for _, n in modules] + ["m" + symbol],
+            "arena": entry.arena_bytes, "kernels": len(modules), "copies": entry.uses_copies})
     full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
-    return Compiled(call, entry, len(modules), compiled, full)
+    return Compiled(call, entry.arena_bytes, len(modules), compiled, full)

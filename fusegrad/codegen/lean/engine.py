@@ -18,11 +18,14 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import hashlib
+import json
 import os
 import re
+import time
 import warnings
 
 from ... import _forksafe, config
+from ...ir.stats import add_phase
 from ..compile import _directory, salt, write_atomic
 
 _lock = _forksafe.lock()
@@ -199,6 +202,7 @@ def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
             llvm.add_symbol(f"fusegrad_cs_{cname}",  # SciPy's special functions, by address
                             cython_address("scipy.special.cython_special", cname))
             _state["special"].add(cname)
+        t0 = time.perf_counter()
         mod = llvm.parse_assembly(ir_text)
         mod.name = name
         data = _read_object(name)
@@ -208,15 +212,66 @@ def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
                 link(mod)
             passes, codegen = _levels(kind)
             _optimise(mod, passes)
+            t1 = time.perf_counter()
+            add_phase("LLVM optimisation", t1 - t0)
+            t0 = t1
             data = target_machine(codegen).emit_object(mod)
             _keep_object(name, data)
         _pending_objects[name] = data
         ee = _engine()
         ee.add_module(mod)
         ee.finalize_object()
+        add_phase("cache load" if cached else "machine code", time.perf_counter() - t0)
         _added.add(name)
         _stats["loaded" if cached else "compiled"] += 1
         return not cached
+
+
+def load_objects(names: list[str]) -> bool:
+    """Add modules ``names`` from their cached machine code alone (no IR: MCJIT takes
+    the object file for an empty module of that name). False if one is not cached;
+    those already added stay."""
+    llvm = _llvm()
+    with _lock:
+        for name in names:
+            if name in _added:
+                _stats["reused"] += 1
+                continue
+            data = _read_object(name)
+            if data is None:
+                return False
+            t0 = time.perf_counter()
+            mod = llvm.parse_assembly("")
+            mod.name = name
+            _pending_objects[name] = data
+            ee = _engine()
+            ee.add_module(mod)
+            ee.finalize_object()
+            add_phase("cache load", time.perf_counter() - t0)
+            _added.add(name)
+            _stats["loaded"] += 1
+    return True
+
+
+def _manifest_path(key: str) -> str:
+    return _object_path(key)[:-2] + ".json"
+
+
+def read_manifest(key: str) -> dict | None:
+    """What ``write_manifest`` recorded under ``key`` (None: nothing, or damaged)."""
+    try:
+        with open(_manifest_path(key), "rb") as f:
+            data = f.read()
+        manifest = json.loads(data[32:])
+    except (OSError, ValueError):
+        return None
+    return manifest if hashlib.sha256(data[32:]).digest() == data[:32] else None
+
+
+def write_manifest(key: str, manifest: dict) -> None:
+    body = json.dumps(manifest).encode()
+    with contextlib.suppress(OSError):
+        write_atomic(_manifest_path(key), hashlib.sha256(body).digest() + body)
 
 
 def address(symbol: str) -> int:

@@ -1,0 +1,72 @@
+"""A function the lean generator compiled before is loaded by its manifest: its entry
+and kernels come from their cached machine code without any LLVM IR being emitted, and
+anything missing or damaged falls back to compiling."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.compiled
+
+_CODE = """
+import json, numpy as np, fusegrad as fg, fusegrad.numpy as fnp
+import fusegrad.codegen.lean as lean
+from fusegrad.codegen.lean import engine
+emitted = []
+real = lean._lowered
+lean._lowered = lambda *a, **k: (emitted.append(1), real(*a, **k))[1]
+def f(x):
+    h = fnp.tanh(x.reshape(3, 4).T @ x.reshape(3, 4))
+    return fnp.sum(fnp.concatenate([h[1:], h[:1] * 2.0]) ** 2)
+g = fg.grad(f)(np.linspace(-1.0, 1.0, 12))
+print(json.dumps({"grad": g.tolist(), "stats": engine.stats(), "emitted": len(emitted)}))
+"""
+
+
+def _run(env) -> dict:
+    out = subprocess.run([sys.executable, "-c", _CODE], env=env, capture_output=True,
+                         text=True, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def env(tmp_path):
+    return dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path), FUSEGRAD_BACKEND="lean")
+
+
+def test_a_new_process_loads_the_manifest(env, tmp_path):
+    cold = _run(env)
+    assert cold["stats"]["compiled"] >= 2  # the kernels and the entry
+    assert list((tmp_path / "lean").glob("*.json"))
+    warm = _run(env)
+    assert warm["grad"] == cold["grad"]
+    assert warm["stats"]["compiled"] == 0 and warm["stats"]["loaded"] >= 2
+    assert cold["emitted"] >= 1 and warm["emitted"] == 0  # no IR was built
+
+
+def test_a_damaged_manifest_is_written_again(env, tmp_path):
+    cold = _run(env)
+    manifests = list((tmp_path / "lean").glob("*.json"))
+    for path in manifests:
+        path.write_bytes(path.read_bytes()[:-3])
+    again = _run(env)  # emits the IR again; the machine code is still cached
+    assert again["grad"] == cold["grad"]
+    assert again["stats"]["compiled"] == 0 and again["stats"]["loaded"] >= 2
+    assert again["emitted"] >= 1
+    for path in manifests:
+        json.loads(path.read_bytes()[32:])  # whole again
+
+
+def test_a_missing_object_compiles_again(env, tmp_path):
+    cold = _run(env)
+    manifest = next((tmp_path / "lean").glob("*.json"))
+    names = json.loads(manifest.read_bytes()[32:])["modules"]
+    (tmp_path / "lean" / f"{names[0]}.o").unlink()
+    again = _run(env)
+    assert again["grad"] == cold["grad"]
+    assert again["stats"]["compiled"] >= 1
