@@ -116,6 +116,7 @@ def _from_manifest(fused: Function, key: str | None):
     manifest = engine.read_manifest(key) if key else None
     if manifest is None:
         return None
+    engine.provide(manifest["symbols"])
     if manifest["copies"]:
         copies.ensure()
     if not engine.load_objects(manifest["modules"]):
@@ -151,6 +152,8 @@ def compile_function(fused: Function, threads: bool = False) -> Compiled:
     if key is not None:
         engine.write_manifest(key, {
             "symbol": symbol, "modules": ["m" + n for _, n in modules] + ["m" + symbol],
-            "arena": entry.arena_bytes, "kernels": len(modules), "copies": entry.uses_copies})
+            "arena": entry.arena_bytes, "kernels": len(modules), "copies": entry.uses_copies,
+            "symbols": sorted({x for text, _ in [*modules, (bare, "")]
+                               for x in engine.host_symbols(text)})})
     full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
     return Compiled(call, entry.arena_bytes, len(modules), compiled, full)

@@ -7,8 +7,8 @@ shape (a module for LLVM to optimise in every new program), an entry calls this
 function with the shape and strides as data, coalesced first (``plan``) so that the
 innermost run is as long as it can be; a run contiguous on both sides is one
 ``memcpy``. A scalar broadcast is the same copy from a one-element source with zero
-strides. The module's text never changes, so its machine code is made once and
-loaded from the cache after that.
+strides. The module's text never changes, so its machine code is made once per
+machine (kept beside the math library's bitcode) and loaded after that.
 
     void fusegrad_copy<bits>(iN* dst, iN* src, i64 ndim, i64* shape,
                              i64* dst_strides, i64* src_strides)
@@ -143,12 +143,17 @@ def module_text() -> str:
     return str(mod)
 
 
+def name(text: str) -> str:
+    """The module's name: ``rt_`` (kept once per machine) and the hash of its text."""
+    return "rt_" + engine.module_name(text)[4:]
+
+
 def ensure() -> None:
     """Add the copies to the engine (compiled once per machine, then loaded)."""
-    if "copies" not in _added:
+    if not _added:
         text = module_text()
-        engine.add(text, engine.module_name(text))
-        _added.add("copies")
+        engine.add(text, name(text), kind="runtime")
+        _added.append(True)
 
 
-_added: set[str] = set()
+_added: list[bool] = []

@@ -120,6 +120,10 @@ def _engine():
 
 
 def _object_path(name: str) -> str:
+    if name.startswith("rt_"):  # the runtime's own modules: kept once per machine
+        from . import mathlib_ir
+
+        return os.path.join(mathlib_ir._folder(), f"{name}.o")
     folder = os.path.join(_directory(), "lean")
     os.makedirs(folder, mode=0o700, exist_ok=True)
     return os.path.join(folder, f"{name}.o")
@@ -162,17 +166,20 @@ def module_name(ir_text: str) -> str:
 
 
 #: how hard LLVM works on each kind of module: ``(pass pipeline level, code generation
-#: level)``. Kernels are the loops: the full pipeline (``FUSEGRAD_OPT``), vectorised.
+#: level)``, at most ``FUSEGRAD_OPT``. Kernels are the loops, vectorised at level 2 (3
+#: doubled their compile time and changed no measured step time); the runtime's own
+#: modules (``copies``), named ``rt_...`` and kept once per machine beside the math
+#: library, the same.
 #: An entry is straight-line driver code (unpacking arguments, calls to kernels and
 #: BLAS, scalar arithmetic) run once per call: optimising it bought nothing measurable
 #: and cost half of a large program's compile, so it gets the always-inline pipeline
 #: and the fast instruction selector.
-LEVELS = {"kernel": (2, 3), "entry": (0, 0)}
+LEVELS = {"kernel": (2, 3), "runtime": (2, 3), "entry": (0, 0)}
 
 
 def _levels(kind: str) -> tuple[int, int]:
     passes, codegen = LEVELS[kind]
-    return (config.OPT if passes is None else min(passes, config.OPT)), min(codegen, config.OPT)
+    return min(passes, config.OPT), min(codegen, config.OPT)
 
 
 def _optimise(mod, level: int) -> None:
@@ -194,14 +201,7 @@ def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
             _stats["reused"] += 1
             return False
         llvm = _llvm()
-        if "@\"fusegrad_" in ir_text and "blas" not in _state:  # SciPy's BLAS: imported
-            for routine in ("dgemm", "sgemm"):  # only for a program with products
-                llvm.add_symbol(f"fusegrad_{routine}", blas_address(routine))
-            _state["blas"] = True
-        for cname in set(_SPECIAL.findall(ir_text)) - _state.setdefault("special", set()):
-            llvm.add_symbol(f"fusegrad_cs_{cname}",  # SciPy's special functions, by address
-                            cython_address("scipy.special.cython_special", cname))
-            _state["special"].add(cname)
+        provide(host_symbols(ir_text))
         t0 = time.perf_counter()
         mod = llvm.parse_assembly(ir_text)
         mod.name = name
@@ -225,6 +225,29 @@ def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
         _added.add(name)
         _stats["loaded" if cached else "compiled"] += 1
         return not cached
+
+
+def host_symbols(ir_text: str) -> list[str]:
+    """The SciPy routines module ``ir_text`` calls by address (``provide`` them)."""
+    out = [f"blas:{r}" for r in ("dgemm", "sgemm") if f'@"fusegrad_{r}"' in ir_text]
+    return out + [f"special:{c}" for c in sorted(set(_SPECIAL.findall(ir_text)))]
+
+
+def provide(symbols: list[str]) -> None:
+    """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
+    a program with products) and special functions (``special:<cname>``)."""
+    llvm = _llvm()
+    done = _state.setdefault("provided", set())
+    for sym in symbols:
+        if sym in done:
+            continue
+        kind, name = sym.split(":")
+        if kind == "blas":
+            llvm.add_symbol(f"fusegrad_{name}", blas_address(name))
+        else:
+            llvm.add_symbol(f"fusegrad_cs_{name}",
+                            cython_address("scipy.special.cython_special", name))
+        done.add(sym)
 
 
 def load_objects(names: list[str]) -> bool:
