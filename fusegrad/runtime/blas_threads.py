@@ -12,8 +12,10 @@ setting is process-wide (OpenBLAS's pthreads builds have no per-thread count): w
 any such call runs, every BLAS product of the library is single-threaded; the count in
 force before the first of overlapping calls is restored when the last one ends.
 
-The libraries are found by ``threadpoolctl``, once: SciPy's own BLAS libraries if it
-bundles them, else every BLAS library loaded. Entering and leaving ``serial()`` then
+The library is found once: SciPy's bundled OpenBLAS, opened directly with its own
+``scipy_openblas_get/set_num_threads`` (importing ``scipy.linalg`` and ``threadpoolctl``
+to find it cost 0.6 s of a first call); where SciPy bundles none, ``threadpoolctl``
+finds the BLAS libraries loaded. Entering and leaving ``serial()`` then
 costs a few ctypes calls (about 1.5 us in all). For OpenBLAS's pthreads builds, the
 count is set with the library's own ``openblas_set_num_threads``: threadpoolctl's
 ``set_num_threads`` lets only the first thread that calls it change OpenBLAS's count
@@ -37,9 +39,12 @@ class _Library:
 
     __slots__ = ("get", "path", "set")
 
-    def __init__(self, controller):
-        self.path = controller.filepath
-        self.get, self.set = controller.get_num_threads, controller.set_num_threads
+    def __init__(self, path: str, get, set_):
+        self.path, self.get, self.set = path, get, set_
+
+    @classmethod
+    def of(cls, controller) -> _Library:
+        """The library behind a ``threadpoolctl`` controller."""
         if controller.internal_api == "openblas" and controller.threading_layer != "openmp":
             for prefix, suffix in product(("scipy_", ""), ("", "64_", "_64")):
                 get = getattr(controller.dynlib, f"{prefix}openblas_get_num_threads{suffix}",
@@ -47,11 +52,32 @@ class _Library:
                 set_ = getattr(controller.dynlib, f"{prefix}openblas_set_num_threads{suffix}",
                                None)
                 if get is not None and set_ is not None:
-                    self.get, self.set = get, set_
-                    return
+                    return cls(controller.filepath, get, set_)
+        return cls(controller.filepath, controller.get_num_threads,
+                   controller.set_num_threads)
+
+
+def _bundled() -> list[_Library]:
+    """SciPy's bundled OpenBLAS, the library the lean generator's products call, with
+    its own thread-count functions (no ``scipy.linalg`` or ``threadpoolctl`` import)."""
+    import ctypes
+
+    from ..codegen.lean import engine
+
+    lib = engine.bundled_blas()
+    get = getattr(lib, "scipy_openblas_get_num_threads", None) if lib is not None else None
+    set_ = getattr(lib, "scipy_openblas_set_num_threads", None) if lib is not None else None
+    if get is None or set_ is None:
+        return []
+    get.restype, get.argtypes = ctypes.c_int, []
+    set_.restype, set_.argtypes = None, [ctypes.c_int]
+    return [_Library(lib._name, get, set_)]
 
 
 def _find() -> list[_Library]:
+    bundled = _bundled()
+    if bundled:
+        return bundled
     import scipy
     import scipy.linalg.cython_blas  # loads the library compiled products call
     from threadpoolctl import ThreadpoolController
@@ -60,7 +86,7 @@ def _find() -> list[_Library]:
     site = os.path.dirname(os.path.dirname(os.path.realpath(scipy.__file__)))
     scipys = [c for c in found
               if os.path.realpath(c.filepath).startswith(os.path.join(site, "scipy"))]
-    return [_Library(c) for c in scipys or found]
+    return [_Library.of(c) for c in scipys or found]
 
 
 _found: list[list[_Library]] = []
