@@ -1,7 +1,7 @@
 """Differential fuzzing: random programs over the whole op table, every transform checked.
 
 See docs/fuzzing.md. The default run checks ``N_DEFAULT`` programs in the interpreter
-and compiles ``N_COMPILED`` of them; ``pytest -m fuzz`` checks ``N_LARGE`` more
+and compiles every one of them; ``pytest -m fuzz`` checks ``N_LARGE`` more
 (compiling one in ``LARGE_COMPILED_EVERY``). A failure names its seed and prints the
 program shrunk to a few ops, as IR and as Python;
 ``FUSEGRAD_FUZZ_SEED=n python -m pytest tests/fuzz -k seed`` reruns seed ``n``.
@@ -25,7 +25,6 @@ from .runner import LARGE_START, failure_message
 from .shrink import shrink
 
 N_DEFAULT = 300
-N_COMPILED = 100
 N_LARGE = 10_000
 LARGE_COMPILED_EVERY = 50
 
@@ -36,15 +35,9 @@ def _check(seed: int, compiled: bool) -> None:
         pytest.fail(msg, pytrace=False)
 
 
+@pytest.mark.compiled
 @pytest.mark.parametrize("seed", range(N_DEFAULT), ids=lambda s: f"program{s}")
 def test_program(seed):
-    _check(seed, compiled=False)
-
-
-@pytest.mark.compiled
-@pytest.mark.parametrize("seed", range(0, N_DEFAULT, N_DEFAULT // N_COMPILED),
-                         ids=lambda s: f"program{s}")
-def test_program_compiled(seed):
     _check(seed, compiled=True)
 
 
