@@ -101,12 +101,15 @@ def source(fused: Function, threads: bool = False) -> str:
 def _manifest_key(fused: Function, threads: bool) -> str | None:
     """The name under which ``fused``'s compiled form is recorded: the hash of its text
     (every op, attribute and constant, exactly), the code generator's salt, the
-    optimisation level and the threads setting. None if an attribute has no text."""
+    optimisation level, the threads setting and which kernels run in chunks. None if
+    an attribute has no text."""
     try:
         text = print_function(fused)
     except TypeError:
         return None
-    return engine.module_name(f"{threads}\n{text}")
+    chunked = chunked_kernels(fused)
+    marks = [i for i, op in enumerate(fused.ops) if op in chunked]
+    return engine.module_name(f"{threads} {marks}\n{text}")
 
 
 def _from_manifest(fused: Function, key: str | None):
