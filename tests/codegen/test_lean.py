@@ -141,6 +141,28 @@ def test_math_library_loops_vectorise():
     assert any(f"{op}pd" in asm for op in ("vmul", "vfmadd", "vadd"))
 
 
+def test_rare_inputs_path_calls_the_library_out_of_line():
+    """A kernel with sin/cos runs a vector loop of the fast variants and, only if it met
+    rare inputs, the loop again with the exact variants: those are called, not inlined,
+    so the kernel's code holds the library once rather than once per call."""
+    import re
+
+    from fusegrad.codegen.lean.kernel import PLACEHOLDER, build
+    from fusegrad.passes.fusion import fuse
+    from fusegrad.passes.simplify import simplify
+
+    fn = fg.make_ir(lambda v: fnp.sin(v) * fnp.cos(v) + fnp.sin(2.0 * v))(np.ones(4096))
+    op = next(o for o in fuse(simplify(fn)).ops if o.name == "fused")
+    text, _ = build(op)
+    mod = engine._llvm().parse_assembly(text.replace(PLACEHOLDER, "k_test"))
+    mathlib_ir.link_into(mod)
+    engine._optimise(mod, 2)
+    kernel = str(mod.get_function("k_test"))
+    calls = re.findall(r"call [^@]*@\"?(cfunc\.[^\"(]+)", kernel)
+    assert len(calls) == 3  # sin, cos, sin: the exact variants, on the rare path
+    assert "<4 x double>" in kernel or "<8 x double>" in kernel  # the fast loop's vectors
+
+
 def test_damaged_object_file_is_recompiled(tmp_path):
     code = (
         "import warnings, numpy as np, fusegrad as fg, fusegrad.numpy as fnp\n"

@@ -224,7 +224,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     if flag is not None:
         b.store(ir.Constant(ir.IntType(1), 0), flag)
 
-    def point(b, idx, variant="full"):
+    def point(b, idx, variant="full", outline=False):
         vals = dict(local)
         for j, p in enumerate(body.params):
             if p.type.shape:
@@ -238,7 +238,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
             if bop.name.startswith("reduce_"):
                 continue
             args = [vals[v] for v in bop.operands]
-            vals[res] = sc.emit(b, bop, args, variant)
+            vals[res] = sc.emit(b, bop, args, variant, outline)
             if variant == "fast" and bop in rare_ops:
                 rare = sc.library_call(b, bop.name, args, "rare")
                 if rare is not None:
@@ -269,7 +269,9 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
         b.cbranch(b.load(flag), again, done)
         b.position_at_end(again)
         _reset(b, body, kind, outs, accs, producer)
-        b = loop_nest(b, fn, loop_space, point, bounds)
+        # rare inputs only: the math library called, not inlined (each function of it
+        # compiled once in the module, not once per call)
+        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "full", True), bounds)
         b.branch(done)
         b.position_at_end(done)
     for r, k, out in zip(body.results, kind, outs):

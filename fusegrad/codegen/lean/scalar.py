@@ -332,9 +332,10 @@ def supports(op) -> bool:
     return True
 
 
-def library_call(b: ir.IRBuilder, name: str, args: list, variant: str):
+def library_call(b: ir.IRBuilder, name: str, args: list, variant: str, outline: bool = False):
     """A call of the math library's ``name`` (``variant`` of it), or None if it has none
-    for these operands' type. The kernel's module gets the library linked in."""
+    for these operands' type. The kernel's module gets the library linked in, and the
+    call is inlined unless ``outline``."""
     if name == "sqrt" or not _is_float(args[0]):
         return None  # sqrt: one instruction, the same bits
     dtype = np.float64 if isinstance(args[0].type, ir.DoubleType) else np.float32
@@ -344,16 +345,18 @@ def library_call(b: ir.IRBuilder, name: str, args: list, variant: str):
     ret = I1 if variant == "rare" else args[0].type
     fn = b.module.globals.get(sym) or ir.Function(
         b.module, ir.FunctionType(ret, [a.type for a in args]), sym)
-    return b.call(fn, args)
+    return b.call(fn, args, attrs=("noinline",) if outline else ())
 
 
-def emit(b: ir.IRBuilder, op, args: list, variant: str = "full") -> ir.Value:
+def emit(b: ir.IRBuilder, op, args: list, variant: str = "full",
+         outline: bool = False) -> ir.Value:
     """One element of ``op`` from its operands' elements ``args``; math functions from
     the math library (``variant``: ``full`` is right for every input, ``fast`` may
-    miss the rare inputs its ``rare`` variant flags)."""
+    miss the rare inputs its ``rare`` variant flags), called, not inlined, if
+    ``outline``."""
     if op.name in mathlib_ir.OPS:
         call = library_call(b, op.name, args, variant if op.name in mathlib_ir.RARE_OPS
-                            else "fast")
+                            else "fast", outline)
         if call is not None:
             return call
     return SCALAR_OPS[op.name](b, op, args)
