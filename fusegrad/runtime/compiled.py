@@ -35,7 +35,7 @@ from ..ir.printer import print_function
 from ..ir.stats import add_phase, count_compile, take_phases
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
-from . import blas_threads, debug_nans, lean_exec, numba_fork, threading_layer
+from . import blas_threads, debug_nans, lean_exec, numba_fork, pass_cache, threading_layer
 from .buffer_pool import BufferPool
 from .hot_call import hot_call
 from .interpreter import run
@@ -450,7 +450,7 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
         return Executable(fn, donated, reason)
     _refuse_float16(fn)
     try:
-        fused = fuse(simplify(fn))
+        fused = _passes(fn)
     except FusegradError:
         raise
     except Exception as e:
@@ -472,6 +472,20 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
              f"{compiled} compiled, {kernels - compiled} reused or loaded) in "
              f"{_ms(sum(exe.phases.values()))}: {parts}")
     return exe
+
+
+def _passes(fn: Function) -> Function:
+    """``fuse(simplify(fn))``, read from the pass cache when a process ran them on the
+    same program before (``pass_cache``)."""
+    t0 = time.perf_counter()
+    name = pass_cache.key(fn)
+    fused = pass_cache.load(name) if name is not None else None
+    add_phase("cache load", time.perf_counter() - t0)
+    if fused is None:
+        fused = fuse(simplify(fn))
+        if name is not None:
+            pass_cache.store(name, fused)
+    return fused
 
 
 def _run_region(region: Function):

@@ -1,7 +1,8 @@
-"""A function the lean generator compiled before is loaded by its manifest: its entry
-and kernels come from their cached machine code without any LLVM IR being emitted (the
-SciPy routines they call, BLAS and a special function here, are provided first), and
-anything missing or damaged falls back to compiling."""
+"""A warm start: a function compiled before, in another process, is loaded. The IR
+passes' result comes from the pass cache, and the lean generator's manifest names the
+entry and kernels whose cached machine code is loaded without any LLVM IR being
+emitted (the SciPy routines they call, BLAS and a special function here, are provided
+first). Anything missing or damaged falls back to running the passes or compiling."""
 
 from __future__ import annotations
 
@@ -18,15 +19,18 @@ _CODE = """
 import json, numpy as np, fusegrad as fg, fusegrad.numpy as fnp
 import fusegrad.codegen.lean as lean
 from fusegrad.codegen.lean import engine
-emitted = []
-real = lean._lowered
+from fusegrad.runtime import compiled
+emitted, passes = [], []
+real, real_simplify = lean._lowered, compiled.simplify
 lean._lowered = lambda *a, **k: (emitted.append(1), real(*a, **k))[1]
+compiled.simplify = lambda fn: (passes.append(1), real_simplify(fn))[1]
 def f(x):
     h = fnp.tanh(x.reshape(3, 4).T @ x.reshape(3, 4))
     return (fnp.sum(fnp.concatenate([h[1:], h[:1] * 2.0]) ** 2)
             + fnp.sum(fg.scipy.special.gammaln(x * x + 1.0)))
 g = fg.grad(f)(np.linspace(-1.0, 1.0, 12))
-print(json.dumps({"grad": g.tolist(), "stats": engine.stats(), "emitted": len(emitted)}))
+print(json.dumps({"grad": g.tolist(), "stats": engine.stats(), "emitted": len(emitted),
+                  "passes": len(passes)}))
 """
 
 
@@ -49,6 +53,20 @@ def test_a_new_process_loads_the_manifest(env, tmp_path):
     assert warm["grad"] == cold["grad"]
     assert warm["stats"]["compiled"] == 0 and warm["stats"]["loaded"] >= 2
     assert cold["emitted"] >= 1 and warm["emitted"] == 0  # no IR was built
+    assert cold["passes"] == 1 and warm["passes"] == 0  # nor were the passes run
+
+
+def test_a_damaged_pass_cache_entry_runs_the_passes(env, tmp_path):
+    cold = _run(env)
+    entries = list((tmp_path / "lean").glob("passes_*.pkl"))
+    assert entries
+    for path in entries:
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    again = _run(env)
+    assert again["grad"] == cold["grad"] and again["passes"] == 1
+    assert again["emitted"] == 0  # the manifest still names the machine code
 
 
 def test_a_damaged_manifest_is_written_again(env, tmp_path):
