@@ -144,11 +144,29 @@ def _engine():
     return ee
 
 
+def machine_folder() -> str:
+    """Where what is built once per machine is kept (the math library's bitcode, the
+    runtime's own modules): beside Numba's cache of the math library, in the package,
+    as trusted as the package itself; where the package cannot be written, in the
+    cache directory."""
+    folder = _state.get("machine_folder")
+    if folder is None:
+        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "mathlib", "__pycache__")
+        with contextlib.suppress(OSError):
+            os.makedirs(here, exist_ok=True)
+        if os.access(here, os.W_OK):
+            folder = here
+        else:
+            folder = os.path.join(_directory(), "lean")
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        _state["machine_folder"] = folder
+    return folder
+
+
 def _object_path(name: str) -> str:
     if name.startswith("rt_"):  # the runtime's own modules: kept once per machine
-        from . import mathlib_ir
-
-        return os.path.join(mathlib_ir._folder(), f"{name}.o")
+        return os.path.join(machine_folder(), f"{name}.o")
     folder = os.path.join(_directory(), "lean")
     os.makedirs(folder, mode=0o700, exist_ok=True)
     return os.path.join(folder, f"{name}.o")

@@ -33,32 +33,13 @@ OPS = frozenset({
     "cosh", "arcsinh", "arccosh", "arctanh", "pow", "atan2"})
 RARE_OPS = frozenset({"sin", "cos", "tan"})
 _state: dict[str, str | None] = {}  # key -> symbol
-_FOLDER: str | None = None
 _bitcode: dict[str, bytes] = {}  # symbol -> bitcode of its module
 _TARGET_ATTRS = re.compile(r'"target-(?:cpu|features)"="[^"]*"')
 _NOINLINE = re.compile(r"^(attributes #\d+ = \{[^}\n]*)\bnoinline\b", re.MULTILINE)
 
 
-def _folder() -> str:
-    """Where the bitcode is kept: beside Numba's cache of the same functions (in the
-    package, once per machine, as trusted as the package itself), or where the package
-    cannot be written, in the cache directory."""
-    global _FOLDER
-    if _FOLDER is None:
-        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "mathlib", "__pycache__")
-        with contextlib.suppress(OSError):
-            os.makedirs(here, exist_ok=True)
-        if os.access(here, os.W_OK):
-            _FOLDER = here
-        else:
-            _FOLDER = os.path.join(cg_compile._directory(), "lean")
-            os.makedirs(_FOLDER, mode=0o700, exist_ok=True)
-    return _FOLDER
-
-
 def _path(key: str) -> str:
-    folder = _folder()
+    folder = engine.machine_folder()
     return os.path.join(folder, f"mathlib-{cg_compile.salt()[:24]}-{key.replace('/', '-')}.bc")
 
 
