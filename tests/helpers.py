@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from fusegrad import config
 from fusegrad.ir import Function, TensorType, evaluate
 from fusegrad.passes.autodiff import vjp
 from fusegrad.tracer import trace, trace_pytree
@@ -194,3 +195,20 @@ def _check_vjp(fn, args, wrt, rng, step) -> None:
     assert_close(
         analytic, numeric, "fd", f"<u, J^T v> (VJP) vs <J u, v> (finite differences){where}"
     )
+
+
+def interpreted(f: Callable, *args):
+    """``f(*args)`` run by the NumPy interpreter (the reference for compiled results)."""
+    old = config.DISABLE_JIT
+    config.DISABLE_JIT = True
+    try:
+        return f(*args)
+    finally:
+        config.DISABLE_JIT = old
+
+
+def damage(path) -> None:
+    """Flip one byte in the middle of the file at ``path`` (a damaged cache entry)."""
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))

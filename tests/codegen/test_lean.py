@@ -17,7 +17,7 @@ from fusegrad.codegen.lean import engine, mathlib_ir
 from fusegrad.runtime import compiled
 from fusegrad.runtime.interpreter import run
 from fusegrad.runtime.lean_exec import LeanExecutable
-from tests.helpers import assert_close
+from tests.helpers import assert_close, damage, interpreted
 
 pytestmark = pytest.mark.compiled
 
@@ -66,15 +66,6 @@ CASES = [
     (clipped, np.linspace(-1.0, 1.5, 9)),
     (mixed, np.linspace(-1.0, 2.0, 7).astype(np.float32)),
 ]
-
-
-def _interpreted(transform, f, x):
-    """``transform(f)(x)`` run by the NumPy interpreter (the reference)."""
-    config.DISABLE_JIT = True
-    try:
-        return transform(f)(x)
-    finally:
-        config.DISABLE_JIT = False
 
 
 def _lean_executable(f, x):
@@ -176,9 +167,7 @@ def test_damaged_object_file_is_recompiled(tmp_path):
     objects = list((tmp_path / "lean").glob("*.o"))
     assert objects
     for path in objects:
-        data = bytearray(path.read_bytes())
-        data[len(data) // 2] ^= 0xFF
-        path.write_bytes(bytes(data))
+        damage(path)
     second = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                             text=True, check=True).stdout
     assert first.split("]")[0] == second.split("]")[0]
@@ -210,7 +199,7 @@ def test_unlowered_ops_run_between_compiled_segments():
     hosts = [p.name for p in exe.parts if not hasattr(p, "code")]
     assert "cumsum" in hosts and len(exe.parts) > len(hosts)
     assert "between segments, with NumPy" in exe.source
-    want = _interpreted(fg.grad, f, w)
+    want = interpreted(fg.grad(f), w)
     assert_close(grad, want, "exact64")
 
 
@@ -225,7 +214,7 @@ def test_control_flow_regions_run_compiled():
     _, (_, grad) = _lean_executable(f, x)
     names = {fn.name for fn, e in compiled._cache.values() if isinstance(e, LeanExecutable)}
     assert {"cond", "body"} <= names
-    want = _interpreted(fg.grad, f, x)
+    want = interpreted(fg.grad(f), x)
     assert_close(grad, want, "exact64")
 
 
@@ -294,6 +283,6 @@ def test_large_loops_run_in_chunks_with_the_same_bits_on_any_thread_count(monkey
     finally:
         numba.set_num_threads(before)
     assert one[0] == two[0] and np.array_equal(one[1], two[1])
-    want = _interpreted(fg.value_and_grad, f, x)
+    want = interpreted(fg.value_and_grad(f), x)
     assert_close(value, want[0], "exact64")
     assert_close(grad, want[1], "exact64")

@@ -13,6 +13,8 @@ import sys
 
 import pytest
 
+from tests.helpers import damage
+
 pytestmark = pytest.mark.compiled
 
 _CODE = """
@@ -61,9 +63,7 @@ def test_a_damaged_pass_cache_entry_runs_the_passes(env, tmp_path):
     entries = list((tmp_path / "lean").glob("passes_*.pkl"))
     assert entries
     for path in entries:
-        data = bytearray(path.read_bytes())
-        data[len(data) // 2] ^= 0xFF
-        path.write_bytes(bytes(data))
+        damage(path)
     again = _run(env)
     assert again["grad"] == cold["grad"] and again["passes"] == 1
     assert again["emitted"] == 0  # the manifest still names the machine code

@@ -12,11 +12,10 @@ import scipy.linalg as sla
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad import config
 from fusegrad.ir.errors import ShapeError
 from fusegrad.passes.autodiff import NotDifferentiableError
 from fusegrad.scipy import linalg as fsl
-from tests.helpers import FD_STEP, assert_close, check_grads
+from tests.helpers import FD_STEP, assert_close, check_grads, interpreted
 
 L = fnp.linalg
 RNG = np.random.default_rng(3)
@@ -266,19 +265,10 @@ def _all_losses(c, r):
             + fnp.sum(fnp.abs(L.inv(c)) ** 2))
 
 
-def _interpreted(f, *args):
-    old = config.DISABLE_JIT
-    config.DISABLE_JIT = True
-    try:
-        return f(*args)
-    finally:
-        config.DISABLE_JIT = old
-
-
 @pytest.mark.compiled
 def test_compiled_gradients_equal_interpreter():
     grad = fg.value_and_grad(_all_losses, argnums=(0, 1))
-    got, want = fg.jit(grad)(C4, R4), _interpreted(grad, C4, R4)
+    got, want = fg.jit(grad)(C4, R4), interpreted(grad, C4, R4)
     assert_close(got[0], want[0], "exact64")
     for x, y in zip(got[1], want[1]):
         assert x.dtype == y.dtype
@@ -298,7 +288,7 @@ def test_numba_codegen_equals_interpreter():
     calling out to NumPy/SciPy in object mode."""
     c, r = C4[:3, :3], R4[:3, :3]
     grad = fg.value_and_grad(_small_losses, argnums=(0, 1))
-    got, want = fg.jit(grad)(c, r), _interpreted(grad, c, r)
+    got, want = fg.jit(grad)(c, r), interpreted(grad, c, r)
     assert_close(got[0], want[0], "exact64")
     for x, y in zip(got[1], want[1]):
         assert_close(x, y, "exact64")

@@ -12,12 +12,11 @@ import scipy.linalg as sla
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad import config
 from fusegrad.ir import ops
 from fusegrad.ir.types import dtype_name
 from fusegrad.passes.autodiff import NotDifferentiableError
 from fusegrad.scipy import linalg as fsl
-from tests.helpers import assert_close, check_grads
+from tests.helpers import assert_close, check_grads, interpreted
 from tests.passes.linalg_cases import orthogonal, spread_singular, symmetric, well_conditioned
 
 L = fnp.linalg
@@ -253,20 +252,11 @@ def _all_losses(a, spd, sym, tall, b):
             + fnp.sum(W4(a) * L.qr(a, "complete")[0] ** 2) + fnp.sum(L.slogdet(a)[1]))
 
 
-def _interpreted(f, *args):
-    old = config.DISABLE_JIT
-    config.DISABLE_JIT = True
-    try:
-        return f(*args)
-    finally:
-        config.DISABLE_JIT = old
-
-
 @pytest.mark.compiled
 def test_compiled_gradients_equal_interpreter():
     args = (SQ[0, 0], SPD[0], SYM[0], TALL[0], B[0, 0])
     grad = fg.grad(_all_losses, argnums=(0, 1, 2, 3, 4))
-    for x, y in zip(fg.jit(grad)(*args), _interpreted(grad, *args)):
+    for x, y in zip(fg.jit(grad)(*args), interpreted(grad, *args)):
         assert_close(x, y, "exact64")
 
 
@@ -280,7 +270,7 @@ def _f32_losses(a, spd, tall, b):
 def test_compiled_float32_gradients_equal_interpreter():
     args = [x.astype(np.float32) for x in (SQ[0, 0], SPD[0], TALL[0], B[0, 0])]
     grad = fg.grad(_f32_losses, argnums=(0, 1, 2, 3))
-    for x, y in zip(fg.jit(grad)(*args), _interpreted(grad, *args)):
+    for x, y in zip(fg.jit(grad)(*args), interpreted(grad, *args)):
         assert x.dtype == np.float32
         assert_close(x, y, "f32")
 
