@@ -27,7 +27,6 @@ import numpy as np
 
 from .. import _forksafe, config
 from ..codegen import compile as cg_compile
-from ..codegen import lean
 from ..codegen.buffers import plan as buffer_plan
 from ..ir import Function
 from ..ir.errors import FusegradError
@@ -84,11 +83,11 @@ class Executable:
                  "warm")
 
     def __init__(self, fn: Function, donated: frozenset[int] = frozenset(),
-                 reason: str = "new function", fused: Function | None = None):
+                 reason: str = "new function"):
         self.fn, self.reason = fn, reason
         _refuse_float16(fn)
         try:
-            self.fused = fuse(simplify(fn)) if fused is None else fused
+            self.fused = fuse(simplify(fn))
             t0 = time.perf_counter()
             buffers = buffer_plan(self.fused, donated, config.REUSE_BUFFERS)
             self.source, dims = _generate(self.fused, buffers)
@@ -407,14 +406,6 @@ def _generate(fused: Function, buffers):
     return generate(fused, buffers) if buffers.slots else generate(fused)
 
 
-def _one_thread_loop(fused: Function) -> bool:
-    """Whether a loop kernel of at least ``PARALLEL_THRESHOLD`` elements would run on one
-    thread on the lean path: a partial reduction, or a kernel it does not lower."""
-    return any(op.name == "fused" and _loop_size(fused.replace(ops=(op,))) >= (
-        config.PARALLEL_THRESHOLD) and not (lean.lowers(op) and lean.chunkable(op))
-        for op in fused.ops)
-
-
 def _loop_size(fused: Function) -> int:
     """Elements of the largest loop kernel."""
     return max((math.prod(v.type.shape) for op in fused.ops if op.name == "fused"
@@ -444,8 +435,8 @@ _building: dict[tuple, tuple[Function, threading.Lock]] = {}
 
 
 def _build(fn: Function, donated: frozenset[int], reason: str):
-    """By default (``FUSEGRAD_BACKEND=lean``), the lean code generator's executable for ``fn``
-    (Numba's where a large loop would run on one thread there); else Numba's."""
+    """By default (``FUSEGRAD_BACKEND=lean``), the lean code generator's executable for
+    ``fn``; with ``FUSEGRAD_BACKEND=numba``, Numba's."""
     if config.BACKEND == "numba":
         return Executable(fn, donated, reason)
     _refuse_float16(fn)
@@ -455,10 +446,6 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
         raise
     except Exception as e:
         raise _internal(fn, e) from e
-    if _one_thread_loop(fused):
-        # the lean generator would run a large loop on one thread
-        take_phases()  # the Numba path counts its own phases again
-        return Executable(fn, donated, reason, fused)
     try:
         exe = lean_exec.build(fn, fused, reason, _run_region)
     except FusegradError:

@@ -215,11 +215,12 @@ class Entry:
     def _chunks(self, op: Op) -> None:
         """A kernel run in chunks: its arguments in a struct, each full reduction into an
         array of per-chunk partials that are then reduced here, in chunk order (the same
-        bits on any number of threads)."""
+        bits on any number of threads); each element of an array result, a partial
+        reduction's included, is computed inside one chunk."""
         b = self.b
         kind = kn.kinds(op)
         types = kn.arg_types(op)
-        _, n = kn.chunks(op)
+        n = kn.chunks(op)[2]
         struct_t = ir.LiteralStructType(types)
         data = b.alloca(struct_t)
         fields = [self.vals[v] for v in op.operands]

@@ -7,7 +7,9 @@ element, full reductions accumulate into one scalar, partial reductions into
 their output array indexed by the kept axes, in the order of the iteration space
 (as the reference interpreter's loops: the same bits on every call). When every
 array input has the full iteration shape and no reduction is partial, the nest
-is one flat loop, which LLVM vectorises.
+is one flat loop, which LLVM vectorises. A large kernel runs in fixed chunks of one
+axis (``chunk_axis``), each output element computed inside one chunk, so its
+results do not depend on how many threads run the chunks.
 
 Two kernels with the same text (the same body and shapes) are one module: a
 model's repeated layers, or two functions sharing a loop, compile it once.
@@ -138,14 +140,37 @@ def reduce_init(name: str, t) -> ir.Constant:
     return sc.constant(info.min if name == "reduce_max" else info.max, t)
 
 
-#: iterations of the outer loop per chunk of a kernel run on several threads
+#: elements per chunk of a kernel run on several threads: a chunk is the fewest
+#: iterations of its chunk axis covering at least this many elements of the loops inside
 CHUNK = 512
 
 
+def chunk_axis(op: Op) -> int | None:
+    """The axis of the iteration space (of the flat loop, if ``_flat``) whose range is
+    split into chunks, its other loops running whole in every chunk: the first axis of
+    more than one iteration that every partial reduction keeps. Each output element is
+    then computed inside one chunk, its reduction in the order of the one-thread loop
+    (row sums: chunks of rows; column sums: chunks of columns, each over all rows);
+    elementwise results are stored per element and each full reduction reduces into the
+    chunk's own slot. None when there is no such axis (partial reductions keeping no
+    common axis, as ``x.sum(0)`` and ``x.sum(1)`` in one kernel, or keeping only axes of
+    one iteration): the kernel runs on one thread."""
+    if _flat(op):
+        return 0
+    space = space_of(op)
+    body = op.regions[0]
+    producer = {r: o for o in body.ops for r in o.results}
+    kept = set(range(len(space)))
+    for r, k in zip(body.results, kinds(op)):
+        if k == "partial":
+            kept -= set(producer[r].attrs["axes"])
+    axis = next((ax for ax in sorted(kept) if space[ax] > 1), None)
+    return 0 if axis is None and "partial" not in kinds(op) else axis
+
+
 def chunkable(op: Op) -> bool:
-    """Whether the kernel can run in chunks of its outer loop on several threads: every
-    result is elementwise or a full reduction (each chunk reduces into its own slot)."""
-    return "partial" not in kinds(op)
+    """Whether the kernel can run in chunks on several threads (``chunk_axis``)."""
+    return chunk_axis(op) is not None
 
 
 def arg_types(op: Op) -> list[ir.Type]:
@@ -157,12 +182,17 @@ def arg_types(op: Op) -> list[ir.Type]:
                   for r, k in zip(body.results, kinds(op))]
 
 
-def chunks(op: Op) -> tuple[int, int]:
-    """(outer iterations, chunks) of a kernel run in chunks."""
+def chunks(op: Op) -> tuple[int, int, int]:
+    """(iterations of the chunk axis, iterations per chunk, chunks) of a kernel run in
+    chunks: fixed by the shapes alone, never by the number of threads."""
     space = space_of(op)
-    flat = _flat(op)
-    outer = math.prod(space) if flat else space[0]
-    return outer, -(-outer // CHUNK)
+    if _flat(op):
+        extent, inner = math.prod(space), 1
+    else:
+        axis = chunk_axis(op)
+        extent, inner = space[axis], math.prod(space[axis + 1:])
+    width = max(1, min(extent, -(-CHUNK // max(inner, 1))))
+    return extent, width, -(-extent // width)
 
 
 def _flat(op: Op) -> bool:
@@ -173,10 +203,11 @@ def _flat(op: Op) -> bool:
 
 def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     """The kernel module's IR text (function named ``PLACEHOLDER``) and, per result, its
-    kind. ``chunked``: the function takes the range ``[lo, hi)`` of its outer loop
-    first, and the module has ``PLACEHOLDER + "_chunks"``, the form Numba's threading
-    layer calls (``parallel_for``): it runs chunks of ``CHUNK`` outer iterations, each
-    full reduction into its own slot of that result's array of partials."""
+    kind. ``chunked``: the function takes the range ``[lo, hi)`` of its chunk axis
+    (``chunk_axis``) first, and the module has ``PLACEHOLDER + "_chunks"``, the form
+    Numba's threading layer calls (``parallel_for``): it runs chunks (``chunks``), each
+    full reduction into its own slot of that result's array of partials, each partial
+    reduction into the output elements of its chunk."""
     check(op)
     body = op.regions[0]
     space = space_of(op)
@@ -196,6 +227,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     nparams = len(body.params)
     args = fn.args[2:] if chunked else fn.args
     bounds = (fn.args[0], fn.args[1]) if chunked else None
+    axis = chunk_axis(op) if chunked else 0
     for p, a in zip(body.params, args[:nparams]):
         local[p] = a
     outs = args[nparams:]
@@ -210,7 +242,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     for r, k in zip(body.results, kind):
         if k == "full":
             accs[r] = b.alloca(sc.reg_type(r.type))
-    _reset(b, body, kind, outs, accs, producer)
+    _reset(b, body, kind, outs, accs, space, bounds, axis)
     flat = _flat(op)
     loop_space = (math.prod(space),) if flat else space
     typed = [b.bitcast(a, sc.mem_type(p.type).as_pointer())
@@ -261,17 +293,19 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
                          r.type)
 
     if flag is None:
-        b = loop_nest(b, fn, loop_space, point, bounds)
+        b = loop_nest(b, fn, loop_space, point, bounds, axis)
     else:  # the vector path, and only if it met rare inputs, the whole loop again exactly
-        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "fast"), bounds)
+        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "fast"), bounds,
+                      axis)
         again = fn.append_basic_block("rare")
         done = fn.append_basic_block("exact_done")
         b.cbranch(b.load(flag), again, done)
         b.position_at_end(again)
-        _reset(b, body, kind, outs, accs, producer)
+        _reset(b, body, kind, outs, accs, space, bounds, axis)
         # rare inputs only: the math library called, not inlined (each function of it
         # compiled once in the module, not once per call)
-        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "full", True), bounds)
+        b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "full", True),
+                      bounds, axis)
         b.branch(done)
         b.position_at_end(done)
     for r, k, out in zip(body.results, kind, outs):
@@ -288,7 +322,7 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
     ``[args[0], args[0] + dims[0])`` (the caller passes a null base and a step of one,
     so the first chunk arrives as a pointer's value); ``data`` holds the kernel's
     arguments, a full reduction's pointer being its array of per-chunk partials."""
-    outer, _ = chunks(op)
+    extent, width, _ = chunks(op)
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR.as_pointer(), I64.as_pointer(),
                                                           I64.as_pointer(), PTR]),
                      PLACEHOLDER + "_chunks")
@@ -305,10 +339,10 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
 
     def one(b, idx):
         c = b.add(first, idx[0])
-        lo = b.mul(c, ir.Constant(I64, CHUNK))
-        end = b.add(lo, ir.Constant(I64, CHUNK))
-        hi = b.select(b.icmp_signed("<", end, ir.Constant(I64, outer)), end,
-                      ir.Constant(I64, outer))
+        lo = b.mul(c, ir.Constant(I64, width))
+        end = b.add(lo, ir.Constant(I64, width))
+        hi = b.select(b.icmp_signed("<", end, ir.Constant(I64, extent)), end,
+                      ir.Constant(I64, extent))
         call_args = list(fields[:nparams])
         for v, is_full in zip(fields[nparams:], full):
             call_args.append(b.gep(v, [c]) if is_full else v)
@@ -317,13 +351,19 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
     b.ret_void()
 
 
-def _reset(b, body, kind, outs, accs, producer) -> None:
-    """Reductions back to their initial values."""
+def _reset(b, body, kind, outs, accs, space, bounds, axis) -> None:
+    """Reductions back to their initial values; in a chunk (``bounds`` on ``axis`` of
+    ``space``), a partial reduction's output elements of that chunk only."""
+    producer = {r: o for o in body.ops for r in o.results}
     for r, k, out in zip(body.results, kind, outs):
+        init = reduce_init(producer[r].name, r.type)
         if k == "full":
-            b.store(reduce_init(producer[r].name, r.type), accs[r])
+            b.store(init, accs[r])
+        elif k == "partial" and bounds is None:
+            _fill(b, out, r.type, init, (math.prod(r.type.shape),))
         elif k == "partial":
-            _fill(b, out, r.type, reduce_init(producer[r].name, r.type))
+            keep = [ax for ax in range(len(space)) if ax not in producer[r].attrs["axes"]]
+            _fill(b, out, r.type, init, [space[ax] for ax in keep], bounds, keep.index(axis))
 
 
 def _offset(b, idx, strides):
@@ -334,19 +374,21 @@ def _offset(b, idx, strides):
     return off
 
 
-def _fill(b, ptr, t, value) -> None:
-    n = math.prod(t.shape)
+def _fill(b, ptr, t, value, shape, bounds=None, axis=0) -> None:
+    """``value`` into the C-ordered array ``ptr`` of ``shape`` (``bounds``: only the
+    range ``[lo, hi)`` of ``axis``)."""
     typed = b.bitcast(ptr, sc.mem_type(t).as_pointer())
+    st = _strides(shape, shape)
 
     def body(b, idx):
-        sc.store(b, value, b.gep(typed, [idx[0]]), t)
-    loop_nest(b, b.function, (n,), body)  # the builder continues after the loop
+        sc.store(b, value, b.gep(typed, [_offset(b, idx, st)]), t)
+    loop_nest(b, b.function, shape, body, bounds, axis)  # the builder continues after it
 
 
-def loop_nest(b: ir.IRBuilder, fn, shape, body, bounds=None) -> ir.IRBuilder:
+def loop_nest(b: ir.IRBuilder, fn, shape, body, bounds=None, axis=0) -> ir.IRBuilder:
     """Loops over ``shape`` (outermost first; an extent may be an LLVM value) calling
-    ``body(builder, indices)`` in the innermost; ``bounds``: the outer loop runs over
-    ``[lo, hi)`` only. Returns a builder positioned after the loops."""
+    ``body(builder, indices)`` in the innermost; ``bounds``: the loop of ``axis`` runs
+    over ``[lo, hi)`` only. Returns a builder positioned after the loops."""
     idx = []
     exits = []
     for d, n in enumerate(shape):
@@ -357,7 +399,7 @@ def loop_nest(b: ir.IRBuilder, fn, shape, body, bounds=None) -> ir.IRBuilder:
         b.branch(head)
         b.position_at_end(head)
         i = b.phi(I64)
-        lo, hi = bounds if d == 0 and bounds is not None else (ir.Constant(I64, 0), n)
+        lo, hi = bounds if d == axis and bounds is not None else (ir.Constant(I64, 0), n)
         i.add_incoming(lo, pre)
         stop = ir.Constant(I64, hi) if isinstance(hi, int) else hi
         b.cbranch(b.icmp_signed("<", i, stop), inner, done)
