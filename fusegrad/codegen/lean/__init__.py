@@ -21,7 +21,7 @@ from ... import config
 from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
-from . import copies, engine, mathlib_ir
+from . import copies, engine, mathcalls, mathlib_ir
 from .entry import Entry, check, check_op
 from .kernel import PLACEHOLDER, Unsupported, build, chunkable, space_of
 
@@ -73,7 +73,7 @@ def _lowered(fused: Function, threads: bool = False):
     chunked = chunked_kernels(fused)
     for op in fused.ops:
         if op.name == "fused":
-            text, _ = build(op, op in chunked)
+            text = mathcalls.prepare(build(op, op in chunked)[0])
             bare, name = _named(text, PLACEHOLDER, "k_")
             names[op] = name
             modules.append((bare, name))
@@ -101,7 +101,8 @@ def source(fused: Function, threads: bool = False) -> str:
 def _manifest_key(fused: Function, threads: bool) -> str | None:
     """The name under which ``fused``'s compiled form is recorded: the hash of its text
     (every op, attribute and constant, exactly), the code generator's salt, the
-    optimisation level, the threads setting and which kernels run in chunks. None if
+    optimisation level, the threads setting, which kernels run in chunks and how kernels
+    call the math library (``mathcalls.INLINE_CALLS``). None if
     an attribute has no text."""
     try:
         text = print_function(fused)
@@ -109,7 +110,7 @@ def _manifest_key(fused: Function, threads: bool) -> str | None:
         return None
     chunked = chunked_kernels(fused)
     marks = [i for i, op in enumerate(fused.ops) if op in chunked]
-    return engine.module_name(f"{threads} {marks}\n{text}")
+    return engine.module_name(f"{threads} {marks} {mathcalls.INLINE_CALLS}\n{text}")
 
 
 def _from_manifest(fused: Function, key: str | None):
@@ -122,7 +123,8 @@ def _from_manifest(fused: Function, key: str | None):
     engine.provide(manifest["symbols"])
     if manifest["copies"]:
         copies.ensure()
-    if not engine.load_objects(manifest["modules"]):
+    if not (mathcalls.ensure(manifest["mathlib"])
+            and engine.load_objects(manifest["modules"])):
         return None
     call = engine.builtin(manifest["symbol"], fused.name)
     return Compiled(call, manifest["arena"], manifest["kernels"], 0, None)
@@ -156,6 +158,7 @@ def compile_function(fused: Function, threads: bool = False) -> Compiled:
         engine.write_manifest(key, {
             "symbol": symbol, "modules": ["m" + n for _, n in modules] + ["m" + symbol],
             "arena": entry.arena_bytes, "kernels": len(modules), "copies": entry.uses_copies,
+            "mathlib": mathcalls.keys("\n".join(text for text, _ in [*modules, (bare, "")])),
             "symbols": sorted({x for text, _ in [*modules, (bare, "")]
                                for x in engine.host_symbols(text)})})
     full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])

@@ -125,5 +125,5 @@ def link_into(mod) -> None:
         if not fn.is_declaration and fn.name not in own:
             fn.linkage = "internal"
     for g in mod.global_variables:
-        if not g.is_declaration:
+        if not (g.is_declaration or g.name.startswith("llvm.")):  # not LLVM's own lists
             g.linkage = "internal"

@@ -17,7 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir.types import TensorType, dtype_name
-from . import mathlib_ir
+from . import mathcalls, mathlib_ir
 
 F64, F32, I1, I8 = ir.DoubleType(), ir.FloatType(), ir.IntType(1), ir.IntType(8)
 I32 = ir.IntType(32)
@@ -334,17 +334,21 @@ def supports(op) -> bool:
 
 def library_call(b: ir.IRBuilder, name: str, args: list, variant: str, outline: bool = False):
     """A call of the math library's ``name`` (``variant`` of it), or None if it has none
-    for these operands' type. The kernel's module gets the library linked in, and the
-    call is inlined unless ``outline``."""
+    for these operands' type. The call names the function by its ``fgm.`` key
+    (``mathcalls``): the kernel is later given the library inlined or its shared
+    vector forms; never inlined if ``outline``."""
     if name == "sqrt" or not _is_float(args[0]):
         return None  # sqrt: one instruction, the same bits
     dtype = np.float64 if isinstance(args[0].type, ir.DoubleType) else np.float32
-    sym = mathlib_ir.symbol(name, dtype, variant)
+    sym = mathcalls.symbol(name, dtype, variant)
     if sym is None:
         return None
-    ret = I1 if variant == "rare" else args[0].type
-    fn = b.module.globals.get(sym) or ir.Function(
-        b.module, ir.FunctionType(ret, [a.type for a in args]), sym)
+    fn = b.module.globals.get(sym)
+    if fn is None:
+        ret = I1 if variant == "rare" else args[0].type
+        fn = ir.Function(b.module, ir.FunctionType(ret, [a.type for a in args]), sym)
+        fn.attributes.add("nounwind")
+        fn.attributes.add("readnone")  # no side effects: the vectoriser may call it per lane
     return b.call(fn, args, attrs=("noinline",) if outline else ())
 
 
