@@ -441,17 +441,19 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
         return Executable(fn, donated, reason)
     _refuse_float16(fn)
     try:
-        fused = _passes(fn)
+        name, fused, plan = _passes(fn)
     except FusegradError:
         raise
     except Exception as e:
         raise _internal(fn, e) from e
     try:
-        exe = lean_exec.build(fn, fused, reason, _run_region)
+        exe = lean_exec.build(fn, fused, reason, _run_region, plan)
     except FusegradError:
         raise
     except Exception as e:
         raise _internal(fn, e) from e
+    if plan is None and name is not None:
+        pass_cache.store(name, (fused, exe.plan))
     if config.LOG_COMPILES:
         kernels, compiled = exe.kernels()
         parts = ", ".join(f"{k} {_ms(v)}" for k, v in exe.phases.items())
@@ -461,18 +463,17 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
     return exe
 
 
-def _passes(fn: Function) -> Function:
-    """``fuse(simplify(fn))``, read from the pass cache when a process ran them on the
-    same program before (``pass_cache``)."""
+def _passes(fn: Function) -> tuple[str | None, Function, list | None]:
+    """``(name, fused, plan)``: ``fuse(simplify(fn))`` and the segments it was compiled
+    in, read from the pass cache when a process compiled the same program before
+    (``pass_cache``; ``name`` is the entry's, the plan None if the passes ran here)."""
     t0 = time.perf_counter()
     name = pass_cache.key(fn)
-    fused = pass_cache.load(name) if name is not None else None
+    entry = pass_cache.load(name) if name is not None else None
     add_phase("cache load", time.perf_counter() - t0)
-    if fused is None:
-        fused = fuse(simplify(fn))
-        if name is not None:
-            pass_cache.store(name, fused)
-    return fused
+    if entry is None:
+        return name, fuse(simplify(fn)), None
+    return name, *entry
 
 
 def _run_region(region: Function):

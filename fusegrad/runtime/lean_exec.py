@@ -89,13 +89,13 @@ def source(fused: Function) -> str:
 class _Segment:
     """One compiled run of ops: ``run(args) -> results``, with its arenas."""
 
-    def __init__(self, fn: Function):
+    def __init__(self, fn: Function, digest: str | None = None):
         self.fn = fn
         # large loops run in chunks, on threads where the threading layer is thread-safe
         # (a layer that is not runs them on one thread: the same bits)
         threads = bool(lean.chunked_kernels(fn)) and threading_layer.layer() in (
             threading_layer.THREAD_SAFE)
-        self.code = lean.compile_function(fn, threads)
+        self.code = lean.compile_function(fn, threads, digest)
         self.threaded = threads
         self.out_specs = tuple((r.type.shape, r.type.dtype) for r in fn.results)
         self.arena_bytes = max(self.code.arena_bytes, 1)
@@ -127,14 +127,25 @@ def _contiguous(a: np.ndarray, dtype) -> np.ndarray:
 
 class LeanExecutable:
     """``fused`` (the optimised form of ``fn``) compiled by the lean code generator;
-    ``regions(fn, args)`` runs a control-flow region (compiled, by the caller's cache)."""
+    ``regions(fn, args)`` runs a control-flow region (compiled, by the caller's cache).
+    ``plan``: the ``plan`` of an earlier build of ``fused`` (its segments and their
+    text digests, kept by the pass cache), so a warm start neither splits nor prints
+    the program again."""
 
-    def __init__(self, fn: Function, fused: Function, reason: str, regions=None):
+    def __init__(self, fn: Function, fused: Function, reason: str, regions=None,
+                 plan: list | None = None):
         self.fn, self.fused, self.reason = fn, fused, reason
         self.param_specs = tuple((p.type.shape, p.type.dtype) for p in fn.params)
         self.regions = _region_runner(regions) if regions is not None else None
-        self.steps = segments(fused)
-        parts = [_Segment(s) if isinstance(s, Function) else s for s in self.steps]
+        if plan is None:
+            self.steps = segments(fused)
+            plan = [(s, lean.digest(s) if isinstance(s, Function) else None)
+                    for s in self.steps]
+        else:
+            self.steps = [s for s, _ in plan]
+        #: ``[(segment Function or op between segments, the segment's digest)]``
+        self.plan = plan
+        parts = [_Segment(s, d) if isinstance(s, Function) else s for s, d in plan]
         self.parts = parts
         #: whether large loops run on the threading layer's threads
         self.threaded = any(getattr(p, "threaded", False) for p in parts)
@@ -237,6 +248,7 @@ def _region_runner(executable):
     return run_region
 
 
-def build(fn: Function, fused: Function, reason: str, regions=None) -> LeanExecutable:
-    """``fn`` on the lean code generator (``regions``: see ``LeanExecutable``)."""
-    return LeanExecutable(fn, fused, reason, regions)
+def build(fn: Function, fused: Function, reason: str, regions=None,
+          plan: list | None = None) -> LeanExecutable:
+    """``fn`` on the lean code generator (``regions``, ``plan``: see ``LeanExecutable``)."""
+    return LeanExecutable(fn, fused, reason, regions, plan)

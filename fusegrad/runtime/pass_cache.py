@@ -1,12 +1,15 @@
-"""The IR passes' result for a traced function, kept on disk by the hash of its text.
+"""The IR passes' result for a traced function, and how it was compiled, kept on disk
+by the hash of its text.
 
 ``simplify`` and ``fuse`` cost a large program a third of a second or more (a GPT
 training step's 2,000 ops: 0.34 s) and give the same fused Function for the same
 traced one. So the fused Function is pickled into the cache directory under the hash
 of the traced Function's text (every op, attribute, constant and source location)
 and of the passes' and IR's own sources; a later process that traces the same
-program reads it back instead of running the passes. Together with the lean
-generator's manifests (``codegen/lean``), a warm start is tracing and loading.
+program reads it back instead of running the passes. Beside it is the plan the lean
+generator compiled it by (its segments and their text digests), so a warm start
+neither splits nor prints the program again: together with the lean generator's
+manifests (``codegen/lean``), a warm start is tracing and loading.
 
 An entry is its body's SHA-256 then the pickle: a damaged or unreadable entry is
 ignored (the passes run and write it again). The directory is the private one the
@@ -28,8 +31,9 @@ _salt: list[str] = []
 
 
 def _passes_salt() -> str:
-    """The hash of the sources the passes' result depends on (``ir`` and ``passes``)
-    and of the code generator's salt (versions included)."""
+    """The hash of the sources the entry depends on (``ir``, ``passes`` and the
+    segmenting in ``runtime/lean_exec.py``) and of the code generator's salt
+    (versions included)."""
     if not _salt:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         h = hashlib.sha256(cg_compile.salt().encode())
@@ -39,6 +43,8 @@ def _passes_salt() -> str:
                 for name in sorted(f for f in files if f.endswith(".py")):
                     with open(os.path.join(folder, name), "rb") as f:
                         h.update(name.encode() + f.read())
+        with open(os.path.join(root, "runtime", "lean_exec.py"), "rb") as f:
+            h.update(f.read())  # how a program is split into segments
         _salt.append(h.hexdigest())
     return _salt[0]
 
@@ -58,19 +64,22 @@ def _path(name: str) -> str:
     return os.path.join(folder, f"{name}.pkl")
 
 
-def load(name: str) -> Function | None:
+def load(name: str) -> tuple[Function, list] | None:
+    """The ``(fused, plan)`` stored under ``name`` (None: none, or unreadable)."""
     try:
         with open(_path(name), "rb") as f:
             data = f.read()
         if hashlib.sha256(data[32:]).digest() != data[:32]:
             return None
-        fused = pickle.loads(data[32:])
+        fused, plan = pickle.loads(data[32:])
     except Exception:  # unreadable: the passes run again
         return None
-    return fused if isinstance(fused, Function) else None
+    return (fused, plan) if isinstance(fused, Function) and isinstance(plan, list) else None
 
 
-def store(name: str, fused: Function) -> None:
+def store(name: str, entry: tuple[Function, list]) -> None:
+    """Keep ``(fused, plan)``: the passes' result and how the lean generator split it
+    into segments, with each segment's text digest (``lean_exec.LeanExecutable``)."""
     with contextlib.suppress(Exception):  # an unwritable or unpicklable result: no entry
-        body = pickle.dumps(fused, protocol=pickle.HIGHEST_PROTOCOL)
+        body = pickle.dumps(entry, protocol=pickle.HIGHEST_PROTOCOL)
         cg_compile.write_atomic(_path(name), hashlib.sha256(body).digest() + body)

@@ -13,6 +13,7 @@ May import ``config``, ``ir`` and ``codegen``'s own modules; never ``runtime``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import time
@@ -22,11 +23,12 @@ from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
 from . import copies, engine, mathcalls, mathlib_ir
+from .control import walk
 from .entry import Entry, check, check_op
 from .kernel import PLACEHOLDER, Unsupported, build, chunkable, space_of
 
-__all__ = ["Compiled", "Unsupported", "check", "chunked_kernels", "compile_function", "lowers",
-           "source"]
+__all__ = ["Compiled", "Unsupported", "check", "chunked_kernels", "compile_function", "digest",
+           "lowers", "source"]
 
 _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 
@@ -60,9 +62,10 @@ def _named(text: str, placeholder: str, prefix: str) -> tuple[str, str]:
 
 
 def chunked_kernels(fused: Function) -> frozenset:
-    """The kernels of ``fused`` that run in chunks: those of at least
-    ``config.PARALLEL_THRESHOLD`` iterations that can (``kernel.chunkable``)."""
-    return frozenset(op for op in fused.ops if op.name == "fused"
+    """The kernels of ``fused`` (and of its control-flow regions) that run in chunks:
+    those of at least ``config.PARALLEL_THRESHOLD`` iterations that can
+    (``kernel.chunkable``)."""
+    return frozenset(op for op in walk(fused) if op.name == "fused"
                      and math.prod(space_of(op)) >= config.PARALLEL_THRESHOLD
                      and chunkable(op))
 
@@ -71,7 +74,7 @@ def _lowered(fused: Function, threads: bool = False):
     """The kernel modules (bare text, name), their annotated texts and the entry."""
     names, modules, texts = {}, [], []
     chunked = chunked_kernels(fused)
-    for op in fused.ops:
+    for op in walk(fused):  # the kernels of control-flow regions too
         if op.name == "fused":
             text = mathcalls.prepare(build(op, op in chunked)[0])
             bare, name = _named(text, PLACEHOLDER, "k_")
@@ -98,19 +101,27 @@ def source(fused: Function, threads: bool = False) -> str:
     return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
 
 
-def _manifest_key(fused: Function, threads: bool) -> str | None:
-    """The name under which ``fused``'s compiled form is recorded: the hash of its text
-    (every op, attribute and constant, exactly), the code generator's salt, the
-    optimisation level, the threads setting, which kernels run in chunks and how kernels
-    call the math library (``mathcalls.INLINE_CALLS``). None if
-    an attribute has no text."""
+def digest(fused: Function) -> str | None:
+    """The hash of ``fused``'s text (every op, attribute and constant, exactly): what its
+    compiled form is recorded under (``_manifest_key``). None if an attribute has no
+    text. A caller that kept it (the pass cache) passes it to ``compile_function``."""
     try:
         text = print_function(fused)
     except TypeError:
         return None
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _manifest_key(fused: Function, threads: bool, text_digest: str | None) -> str | None:
+    """The name under which ``fused``'s compiled form is recorded: its text's
+    ``digest``, the code generator's salt, the optimisation level, the threads
+    setting, which kernels run in chunks and how kernels call the math library
+    (``mathcalls.INLINE_CALLS``). None without a digest."""
+    if text_digest is None:
+        return None
     chunked = chunked_kernels(fused)
-    marks = [i for i, op in enumerate(fused.ops) if op in chunked]
-    return engine.module_name(f"{threads} {marks} {mathcalls.INLINE_CALLS}\n{text}")
+    marks = [i for i, op in enumerate(walk(fused)) if op in chunked]
+    return engine.module_name(f"{threads} {marks} {mathcalls.INLINE_CALLS}\n{text_digest}")
 
 
 def _from_manifest(fused: Function, key: str | None):
@@ -130,14 +141,16 @@ def _from_manifest(fused: Function, key: str | None):
     return Compiled(call, manifest["arena"], manifest["kernels"], 0, None)
 
 
-def compile_function(fused: Function, threads: bool = False) -> Compiled:
+def compile_function(fused: Function, threads: bool = False,
+                     text_digest: str | None = None) -> Compiled:
     """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered);
     ``threads``: its chunked kernels (``chunked_kernels``) run on Numba's threading
     layer, which the caller has started, else one chunk after another (the same bits).
-    A function compiled before is loaded by its manifest (``_from_manifest``)."""
+    A function compiled before is loaded by its manifest (``_from_manifest``);
+    ``text_digest``: its ``digest`` if the caller has it (else computed)."""
     check(fused)
     t0 = time.perf_counter()
-    key = _manifest_key(fused, threads)
+    key = _manifest_key(fused, threads, text_digest or digest(fused))
     done = _from_manifest(fused, key)
     if done is not None:
         add_phase("cache load", time.perf_counter() - t0)
