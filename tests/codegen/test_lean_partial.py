@@ -57,6 +57,7 @@ def softmax_cross_entropy(x, labels):
 
 
 def _x(shape, dtype=np.float64):
+    """Random normal values of ``shape``."""
     return np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
 
 
@@ -115,66 +116,83 @@ def test_partial_reductions_run_in_chunks_with_the_same_bits_on_any_thread_count
     assert _bits(one) == _bits(every) == _bits(off) == _bits(out)
 
 
+def _kernel(f, *args):
+    """The results of ``fg.jit(f)(*args)`` and its one loop kernel."""
+    out, exe = _compiled(fg.jit(f), *args)
+    (op,) = [op for op in exe.fused.ops if op.name == "fused"]
+    return out, op, op in lean.chunked_kernels(exe.fused)
+
+
+def _check(out, f, *args):
+    for got, want in zip(out, interpreted(fg.jit(f), *args)):
+        assert_close(got, want, "f32" if got.dtype == np.float32 else "exact64")
+
+
 def test_mixed_results_in_one_chunked_kernel():
-    """Elementwise results, a full reduction and two partial reductions keeping the same
-    axis, computed by one kernel run in chunks of columns."""
+    """Elementwise results, a full reduction, a row maximum computed inside its chunk and
+    column sums split over chunks of rows, all in one kernel."""
     def f(x):
         s = fnp.sin(x)
-        return s * 2.0, fnp.sum(s * x), fnp.sum(s, axis=0), fnp.max(s * x, axis=0)
+        return s * 2.0, fnp.sum(s * x), fnp.sum(s, axis=0), fnp.max(s * x, axis=1)
 
     x = _x((600, 500))
-    out, exe = _compiled(fg.jit(f), x)
-    (op,) = [op for op in exe.fused.ops if op.name == "fused"]
-    assert sorted(kn.kinds(op)) == ["array", "full", "partial", "partial"]
-    assert kn.chunk_axis(op) == 1 and op in lean.chunked_kernels(exe.fused)
-    for got, want in zip(out, interpreted(fg.jit(f), x)):
-        assert_close(got, want, "exact64")
+    out, op, chunked = _kernel(f, x)
+    assert kn.kinds(op) == ["array", "full", "partial", "partial"]
+    assert chunked and kn.chunking(op) == (0, (False, False, True, False))
+    _check(out, f, x)
 
 
-def test_each_output_is_reduced_as_by_the_one_thread_loop(monkeypatch):
-    """A partial reduction in chunks adds each output's terms in the order of the loop run
-    whole on one thread: the same bits as that loop."""
+def test_outputs_kept_by_the_chunk_axis_are_reduced_as_by_the_one_thread_loop(monkeypatch):
+    """A partial reduction keeping the chunk axis adds each output's terms in the order of
+    the loop run whole on one thread: the same bits as that loop."""
     def f(x, y):
-        return fnp.sum(x, axis=0), fnp.sum(fnp.cos(x), axis=1), fnp.sum(y * y, axis=(0, 2))
+        return fnp.sum(fnp.cos(x), axis=1), fnp.max(x, axis=1), fnp.sum(y * y, axis=(1, 2))
 
     args = (_x((600, 500)), _x((30, 200, 60)))
     chunked, exe = _compiled(fg.jit(f), *args)
-    assert all(op in lean.chunked_kernels(exe.fused) for op in exe.fused.ops
-               if op.name == "fused")
+    ops = [op for op in exe.fused.ops if op.name == "fused"]
+    assert set(ops) == lean.chunked_kernels(exe.fused)
+    assert all(kn.chunking(op) == (0, (False,) * len(op.results)) for op in ops)
     monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1 << 62)
     whole, exe = _compiled(fg.jit(f), *args)
     assert not lean.chunked_kernels(exe.fused)
     assert _bits(chunked) == _bits(whole)
 
 
-def test_kernel_without_a_common_kept_axis_runs_whole():
-    """Row and column sums of one array in one kernel keep no common axis: the kernel
-    runs whole, on one thread, and its results are right."""
-    def f(x):
+def test_short_outer_axis_chunks_columns_or_runs_whole():
+    """Column sums of (2, N): one partial result per chunk of rows would take as much
+    memory as the input, so the kernel runs in chunks of columns; with the row sums in the
+    same kernel no axis is kept by both, and it runs whole, on one thread."""
+    def columns(x):
+        return (fnp.sum(fnp.sin(x), axis=0),)
+
+    def both(x):
         s = fnp.sin(x)
         return fnp.sum(s, axis=0), fnp.max(s, axis=1)
 
-    x = _x((600, 500))
-    out, exe = _compiled(fg.jit(f), x)
-    (op,) = [op for op in exe.fused.ops if op.name == "fused"]
-    assert kn.chunk_axis(op) is None and not lean.chunked_kernels(exe.fused)
-    for got, want in zip(out, interpreted(fg.jit(f), x)):
-        assert_close(got, want, "exact64")
+    x = _x((2, 200_000))
+    out, op, chunked = _kernel(columns, x)
+    assert chunked and kn.chunking(op) == (1, (False,))
+    assert kn.chunks(op) == (200_000, kn.CHUNK, -(-200_000 // kn.CHUNK))
+    _check(out, columns, x)
+    out, op, chunked = _kernel(both, x)
+    assert kn.chunking(op) is None and not chunked
+    _check(out, both, x)
 
 
 def test_chunks_are_fixed_by_the_shape():
-    """Rows: a chunk is the fewest rows covering ``CHUNK`` elements; columns: ``CHUNK``
-    columns (or all there are), each over all rows."""
+    """Rows kept: a chunk is the fewest rows covering ``CHUNK`` elements; rows summed:
+    the fewest covering ``SPLIT_CHUNK``, each chunk with its own partial column sums."""
     x = _x((600, 1100))
-    _, exe = _compiled(fg.jit(lambda x: fnp.sum(x, axis=1)), x)
-    (rows,) = [op for op in exe.fused.ops if op.name == "fused"]
-    _, exe = _compiled(fg.jit(lambda x: fnp.sum(x, axis=0)), x)
-    (cols,) = [op for op in exe.fused.ops if op.name == "fused"]
-    assert kn.chunk_axis(rows) == 0 and kn.chunks(rows) == (600, 1, 600)
-    assert kn.chunk_axis(cols) == 1 and kn.chunks(cols) == (1100, kn.CHUNK, 3)
-    _, exe = _compiled(fg.jit(lambda x: fnp.sum(x * x, axis=0)), x[:, :300])
-    (narrow,) = [op for op in exe.fused.ops if op.name == "fused"]
-    assert kn.chunks(narrow) == (300, 300, 1)
+    _, rows, _ = _kernel(lambda x: fnp.sum(x, axis=1), x)
+    _, cols, _ = _kernel(lambda x: fnp.sum(x, axis=0), x)
+    assert kn.chunking(rows) == (0, (False,)) and kn.chunks(rows) == (600, 1, 600)
+    width = -(-kn.SPLIT_CHUNK // 1100)
+    assert kn.chunking(cols) == (0, (True,))
+    assert kn.chunks(cols) == (600, width, -(-600 // width))
+    _, middle, _ = _kernel(lambda y: fnp.sum(y, axis=1), _x((1, 300, 1000)))
+    assert kn.chunking(middle) == (1, (True,))  # the outermost axis of more than one
+    assert kn.chunks(middle) == (300, 66, 5)
 
 
 @pytest.mark.parametrize("backend,kind", [(None, "LeanExecutable"), ("numba", "Executable")])

@@ -7,7 +7,8 @@ object, runs the Function's ops in order and writes the results into the result
 arrays. Scalar values live in registers; every other array value has its own
 place in the arena (or, for a result, in its result array), laid out here, so a
 call allocates nothing but its results and one arena. Kernels (``kernel.py``) are
-separate modules the entry calls by name. Around work of at least
+separate modules the entry calls by name; control-flow ops whose regions are lowered
+too run as native branches and loops (``control.py``). Around work of at least
 ``GIL_FREE_ELEMENTS`` elements the entry releases the GIL.
 """
 
@@ -20,11 +21,10 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from ...ir.printer import value_names
-from . import copies, engine
+from . import control, copies, engine
 from . import kernel as kn
 from . import scalar as sc
-from .kernel import I64, PTR, Unsupported, annotation, loop_nest
+from .kernel import I64, PTR, Unsupported, loop_nest
 
 #: elements of loop work from which a call releases the GIL while it computes
 GIL_FREE_ELEMENTS = 1 << 14
@@ -51,6 +51,9 @@ def check_op(op: Op) -> None:
             raise Unsupported(f"dtype {v.type.dtype} in {op.name}")
     if op.name == "fused":
         kn.check(op)
+    elif op.name in control.LOWERED:
+        for region in op.regions:
+            check(region)
     elif op.name != "constant" and not _driver_op(op):
         raise Unsupported(f"op {op.name!r}")
 
@@ -68,7 +71,7 @@ def _driver_op(op: Op) -> bool:
     return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
 
 
-class Entry:
+class Entry(control.Regions):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -90,13 +93,8 @@ class Entry:
         b = ir.IRBuilder(f.append_basic_block("entry"))
         self.b = b
         self.kernel_names = kernel_names
-        work = sum(math.prod(kn.space_of(op)) for op in fn.ops if op.name == "fused")
-        work += sum(math.prod(op.results[0].type.shape) for op in fn.ops
-                    if op.name in _COPY_OPS)
-        work += sum(math.prod(op.operands[0].type.shape) * op.results[0].type.shape[-1]
-                    for op in fn.ops if op.name == "matmul")
         gil = None
-        if work >= GIL_FREE_ELEMENTS:
+        if control.work(fn, _work) >= GIL_FREE_ELEMENTS:
             gil = b.call(self._declare("PyEval_SaveThread", PTR, []), [])
         args = f.args[1]
         datas = []
@@ -106,32 +104,15 @@ class Entry:
             slot = b.bitcast(b.gep(obj, [ir.Constant(I64, _DATA_OFFSET)]), PTR.as_pointer())
             datas.append(b.load(slot))
         self.arena = datas[-1]
-        self.vals: dict[Value, ir.Value] = {}
-        for p, d in zip(fn.params, datas):
-            self.vals[p] = sc.load(b, b.bitcast(d, sc.mem_type(p.type).as_pointer()),
-                                   p.type) if p.type.shape == () else d
-        self.home: dict[Value, ir.Value] = {}  # result values computed in place
-        for r, d in zip(fn.results, datas[len(fn.params):]):
-            if r.type.shape != () and r not in self.home and r not in fn.params:
-                self.home[r] = d
-        self.names = value_names(fn)
         #: loops between kernels (copies, iota), each its own module like a kernel's:
         #: ``(text, name)``; the entry itself is straight-line code
         self.helpers: list[tuple[str, str]] = []
         self.tables: dict = {}
         self.uses_copies = False  # whether it calls ``copies``' strided copy
-        self.folded = _folded_transposes(fn)
-        for op in fn.ops:
-            b.comment(annotation(op, self.names))
-            self._op(op)
-        for r, d in zip(fn.results, datas[len(fn.params):]):
-            if self.home.get(r) is d:
-                continue
-            v = self.vals[r]
-            if r.type.shape == ():
-                sc.store(b, v, b.bitcast(d, sc.mem_type(r.type).as_pointer()), r.type)
-            else:
-                self._memcpy(d, v, r.type)
+        self.region_fns: dict[Function, ir.Function] = {}  # control-flow regions
+        self.folded = frozenset().union(*map(_folded_transposes, control.functions(fn)))
+        self._body(fn, datas[:len(fn.params)], datas[len(fn.params):-1])
+        b = self.b
         if gil is not None:
             b.call(self._declare("PyEval_RestoreThread", ir.VoidType(), [PTR]), [gil])
         b.call(self._declare("Py_IncRef", ir.VoidType(), [PTR]), [f.args[0]])
@@ -155,6 +136,8 @@ class Entry:
     def _op(self, op: Op) -> None:
         b, vals = self.b, self.vals
         out = op.results[0] if op.results else None
+        if op.name in control.LOWERED:
+            return getattr(self, "_" + op.name)(op)
         if op.name == "fused":
             return self._kernel(op)
         if op.name == "constant":
@@ -213,22 +196,27 @@ class Entry:
         return self.b.gep(self.arena, [ir.Constant(I64, off)])
 
     def _chunks(self, op: Op) -> None:
-        """A kernel run in chunks: its arguments in a struct, each full reduction into an
-        array of per-chunk partials that are then reduced here, in chunk order (the same
-        bits on any number of threads); each element of an array result, a partial
-        reduction's included, is computed inside one chunk."""
+        """A kernel run in chunks (``kernel.chunking``): its arguments in a struct, each
+        full or split reduction into an array of per-chunk partials that are then reduced
+        here, in chunk order (the same bits on any number of threads); each element of
+        another array result is computed inside one chunk."""
         b = self.b
         kind = kn.kinds(op)
         types = kn.arg_types(op)
         n = kn.chunks(op)[2]
+        split = kn.chunking(op)[1]
         struct_t = ir.LiteralStructType(types)
         data = b.alloca(struct_t)
         fields = [self.vals[v] for v in op.operands]
-        outs, reds = [], []
-        for r, k in zip(op.results, kind):
+        outs, reds, splits = [], [], []
+        for r, k, own, br in zip(op.results, kind, split, op.regions[0].results):
             if k == "full":
                 part = self._typed(self._scratch(n * r.type.dtype.itemsize), r.type)
                 reds.append((r, part))
+                fields.append(part)
+            elif own:
+                part = self._scratch(n * math.prod(r.type.shape) * r.type.dtype.itemsize)
+                splits.append((r, br, part))
                 fields.append(part)
             else:
                 ptr = self._place(r)
@@ -255,6 +243,8 @@ class Entry:
         for r, ptr in outs:
             self.vals[r] = ptr
         producer = {x: o for o in op.regions[0].ops for x in o.results}
+        for r, br, part in splits:
+            self._combine(r, producer[br].name, part, n)
         for (r, part), br in zip(reds, [x for x, k in zip(op.regions[0].results, kind)
                                         if k == "full"]):
             name = producer[br].name
@@ -266,6 +256,24 @@ class Entry:
                 b.store(kn._reduce(b, name, b.load(acc), x, t), acc)
             self.b = b = loop_nest(b, self.f, (n,), body)
             self.vals[r] = b.load(acc)
+
+    def _combine(self, r: Value, name: str, part, n: int) -> None:
+        """Result ``r`` of reduction ``name`` from its ``n`` chunks' partial results at
+        ``part``, reduced in chunk order."""
+        dst = self._place(r)
+        t, m = r.type, math.prod(r.type.shape)
+        init = kn.reduce_init(name, t)
+
+        def body(b, idx, f):
+            c, k = idx
+            src, out = (b.bitcast(a, sc.mem_type(t).as_pointer()) for a in f.args)
+            at = b.gep(out, [k])
+            acc = b.select(b.icmp_signed("==", c, ir.Constant(I64, 0)), init,
+                           sc.load(b, at, t))
+            x = sc.load(b, b.gep(src, [b.add(b.mul(c, ir.Constant(I64, m)), k)]), t)
+            sc.store(b, kn._reduce(b, name, acc, x, t), at, t)
+        self._loop([part, dst], (n, m), body)
+        self.vals[r] = dst
 
     def _kernel(self, op: Op) -> None:
         if op in self.chunked:
@@ -456,6 +464,17 @@ class Entry:
             sc.store(b, v, b.gep(f.args[0], [i]), t)
         self._loop([self._typed(dst, t)], out.type.shape, body)
         self.vals[out] = dst
+
+
+def _work(op: Op) -> int:
+    """Elements of loop work of ``op`` (one that is not control flow)."""
+    if op.name == "fused":
+        return math.prod(kn.space_of(op))
+    if op.name in _COPY_OPS:
+        return math.prod(op.results[0].type.shape)
+    if op.name == "matmul":
+        return math.prod(op.operands[0].type.shape) * op.results[0].type.shape[-1]
+    return 0
 
 
 def _folded_transposes(fn: Function) -> frozenset:

@@ -8,8 +8,7 @@ their output array indexed by the kept axes, in the order of the iteration space
 (as the reference interpreter's loops: the same bits on every call). When every
 array input has the full iteration shape and no reduction is partial, the nest
 is one flat loop, which LLVM vectorises. A large kernel runs in fixed chunks of one
-axis (``chunk_axis``), each output element computed inside one chunk, so its
-results do not depend on how many threads run the chunks.
+axis (``chunking``), so its results do not depend on how many threads run them.
 
 Two kernels with the same text (the same body and shapes) are one module: a
 model's repeated layers, or two functions sharing a loop, compile it once.
@@ -143,34 +142,50 @@ def reduce_init(name: str, t) -> ir.Constant:
 #: elements per chunk of a kernel run on several threads: a chunk is the fewest
 #: iterations of its chunk axis covering at least this many elements of the loops inside
 CHUNK = 512
+#: the same for a kernel with split reductions (``chunking``), whose every chunk keeps a
+#: partial result of each: fewer, larger chunks
+SPLIT_CHUNK = 1 << 16
+#: split reductions' partial results may take at most this part of the iteration space
+_SPLIT_SHARE = 8
 
 
-def chunk_axis(op: Op) -> int | None:
-    """The axis of the iteration space (of the flat loop, if ``_flat``) whose range is
-    split into chunks, its other loops running whole in every chunk: the first axis of
-    more than one iteration that every partial reduction keeps. Each output element is
-    then computed inside one chunk, its reduction in the order of the one-thread loop
-    (row sums: chunks of rows; column sums: chunks of columns, each over all rows);
-    elementwise results are stored per element and each full reduction reduces into the
-    chunk's own slot. None when there is no such axis (partial reductions keeping no
-    common axis, as ``x.sum(0)`` and ``x.sum(1)`` in one kernel, or keeping only axes of
-    one iteration): the kernel runs on one thread."""
+def chunking(op: Op) -> tuple[int, tuple[bool, ...]] | None:
+    """How the kernel runs in chunks: the axis of its iteration space (of the flat loop,
+    if ``_flat``) whose range is split into chunks, its other loops running whole in each,
+    and per result whether it is *split*. Elementwise results are stored per element;
+    each full reduction reduces into the chunk's own slot; a partial reduction keeping
+    the chunk axis (row sums, middle-axis sums) computes each of its elements inside one
+    chunk, in the order of the one-thread loop; a split one (reducing the chunk axis, as
+    column sums over chunks of rows) into the chunk's own partial result, which the
+    caller reduces in chunk order. The chunk axis is the outermost of more than one
+    iteration, so chunks read memory in order; where split results would take more than
+    1/``_SPLIT_SHARE`` of the space (``x.sum(0)`` of (2, N)), the first axis every
+    partial reduction keeps (columns), else None: the kernel runs on one thread
+    (``x.sum(0)`` and ``x.sum(1)`` of (2, N) in one kernel)."""
+    kind = kinds(op)
     if _flat(op):
-        return 0
+        return 0, (False,) * len(kind)
     space = space_of(op)
     body = op.regions[0]
     producer = {r: o for o in body.ops for r in o.results}
-    kept = set(range(len(space)))
-    for r, k in zip(body.results, kinds(op)):
-        if k == "partial":
-            kept -= set(producer[r].attrs["axes"])
+    reduced = [set(producer[r].attrs["axes"]) if k == "partial" else set()
+               for r, k in zip(body.results, kind)]
+    outer = next((ax for ax, n in enumerate(space) if n > 1), 0)
+    split = tuple(outer in axes for axes in reduced)
+    if not any(split):
+        return outer, split
+    count = _geometry(space, outer, SPLIT_CHUNK)[2]
+    parts = count * sum(math.prod(r.type.shape) for r, s in zip(body.results, split) if s)
+    if parts * _SPLIT_SHARE <= math.prod(space):
+        return outer, split
+    kept = set(range(len(space))).difference(*reduced)
     axis = next((ax for ax in sorted(kept) if space[ax] > 1), None)
-    return 0 if axis is None and "partial" not in kinds(op) else axis
+    return None if axis is None else (axis, (False,) * len(kind))
 
 
 def chunkable(op: Op) -> bool:
-    """Whether the kernel can run in chunks on several threads (``chunk_axis``)."""
-    return chunk_axis(op) is not None
+    """Whether the kernel can run in chunks on several threads (``chunking``)."""
+    return chunking(op) is not None
 
 
 def arg_types(op: Op) -> list[ir.Type]:
@@ -187,11 +202,15 @@ def chunks(op: Op) -> tuple[int, int, int]:
     chunks: fixed by the shapes alone, never by the number of threads."""
     space = space_of(op)
     if _flat(op):
-        extent, inner = math.prod(space), 1
-    else:
-        axis = chunk_axis(op)
-        extent, inner = space[axis], math.prod(space[axis + 1:])
-    width = max(1, min(extent, -(-CHUNK // max(inner, 1))))
+        return _geometry((math.prod(space),), 0, CHUNK)
+    axis, split = chunking(op)
+    return _geometry(space, axis, SPLIT_CHUNK if any(split) else CHUNK)
+
+
+def _geometry(space, axis: int, target: int) -> tuple[int, int, int]:
+    """``chunks`` of ``space`` split on ``axis``, a chunk covering ``target`` elements."""
+    extent, inner = space[axis], math.prod(space[axis + 1:])
+    width = max(1, min(extent, -(-target // max(inner, 1))))
     return extent, width, -(-extent // width)
 
 
@@ -204,10 +223,10 @@ def _flat(op: Op) -> bool:
 def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     """The kernel module's IR text (function named ``PLACEHOLDER``) and, per result, its
     kind. ``chunked``: the function takes the range ``[lo, hi)`` of its chunk axis
-    (``chunk_axis``) first, and the module has ``PLACEHOLDER + "_chunks"``, the form
+    (``chunking``) first, and the module has ``PLACEHOLDER + "_chunks"``, the form
     Numba's threading layer calls (``parallel_for``): it runs chunks (``chunks``), each
-    full reduction into its own slot of that result's array of partials, each partial
-    reduction into the output elements of its chunk."""
+    full or split reduction into its own slot of that result's array of partials, each
+    other partial reduction into the output elements of its chunk."""
     check(op)
     body = op.regions[0]
     space = space_of(op)
@@ -227,7 +246,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     nparams = len(body.params)
     args = fn.args[2:] if chunked else fn.args
     bounds = (fn.args[0], fn.args[1]) if chunked else None
-    axis = chunk_axis(op) if chunked else 0
+    axis, split = chunking(op) if chunked else (0, (False,) * len(kind))
     for p, a in zip(body.params, args[:nparams]):
         local[p] = a
     outs = args[nparams:]
@@ -242,7 +261,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     for r, k in zip(body.results, kind):
         if k == "full":
             accs[r] = b.alloca(sc.reg_type(r.type))
-    _reset(b, body, kind, outs, accs, space, bounds, axis)
+    _reset(b, body, kind, outs, accs, space, bounds, axis, split)
     flat = _flat(op)
     loop_space = (math.prod(space),) if flat else space
     typed = [b.bitcast(a, sc.mem_type(p.type).as_pointer())
@@ -301,7 +320,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
         done = fn.append_basic_block("exact_done")
         b.cbranch(b.load(flag), again, done)
         b.position_at_end(again)
-        _reset(b, body, kind, outs, accs, space, bounds, axis)
+        _reset(b, body, kind, outs, accs, space, bounds, axis, split)
         # rare inputs only: the math library called, not inlined (each function of it
         # compiled once in the module, not once per call)
         b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "full", True),
@@ -321,7 +340,8 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
     """``void <kernel>_chunks(i8** args, i64* dims, i64* steps, i8* data)``: runs chunks
     ``[args[0], args[0] + dims[0])`` (the caller passes a null base and a step of one,
     so the first chunk arrives as a pointer's value); ``data`` holds the kernel's
-    arguments, a full reduction's pointer being its array of per-chunk partials."""
+    arguments, a full or split reduction's pointer being its array of per-chunk
+    partials."""
     extent, width, _ = chunks(op)
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR.as_pointer(), I64.as_pointer(),
                                                           I64.as_pointer(), PTR]),
@@ -334,8 +354,11 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
     fields = [b.load(b.gep(data, [ir.Constant(ir.IntType(32), 0),
                                   ir.Constant(ir.IntType(32), j)]))
               for j in range(len(types))]
-    full = [k == "full" for k in kinds(op)]
-    nparams = len(op.regions[0].params)
+    body = op.regions[0]
+    split = chunking(op)[1]
+    step = [1 if k == "full" else math.prod(r.type.shape) * r.type.dtype.itemsize
+            if s else 0 for r, k, s in zip(body.results, kinds(op), split)]
+    nparams = len(body.params)
 
     def one(b, idx):
         c = b.add(first, idx[0])
@@ -344,22 +367,24 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
         hi = b.select(b.icmp_signed("<", end, ir.Constant(I64, extent)), end,
                       ir.Constant(I64, extent))
         call_args = list(fields[:nparams])
-        for v, is_full in zip(fields[nparams:], full):
-            call_args.append(b.gep(v, [c]) if is_full else v)
+        for v, n in zip(fields[nparams:], step):  # n: a slot's size (0: no slots)
+            call_args.append(b.gep(v, [b.mul(c, ir.Constant(I64, n)) if n > 1 else c])
+                             if n else v)
         b.call(kernel, [lo, hi, *call_args])
     b = loop_nest(b, fn, (count,), one)
     b.ret_void()
 
 
-def _reset(b, body, kind, outs, accs, space, bounds, axis) -> None:
+def _reset(b, body, kind, outs, accs, space, bounds, axis, split) -> None:
     """Reductions back to their initial values; in a chunk (``bounds`` on ``axis`` of
-    ``space``), a partial reduction's output elements of that chunk only."""
+    ``space``), a partial reduction's output elements of that chunk only, unless it is
+    ``split`` (its output is then the chunk's own)."""
     producer = {r: o for o in body.ops for r in o.results}
-    for r, k, out in zip(body.results, kind, outs):
+    for r, k, out, own in zip(body.results, kind, outs, split):
         init = reduce_init(producer[r].name, r.type)
         if k == "full":
             b.store(init, accs[r])
-        elif k == "partial" and bounds is None:
+        elif k == "partial" and (bounds is None or own):
             _fill(b, out, r.type, init, (math.prod(r.type.shape),))
         elif k == "partial":
             keep = [ax for ax in range(len(space)) if ax not in producer[r].attrs["axes"]]
