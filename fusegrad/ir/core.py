@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .printer import print_function
-from .types import TensorType
+from .types import TensorType, slotted_reduce
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -20,6 +20,8 @@ class Value:
 
     type: TensorType
     hint: str | None = None
+
+    __reduce__ = slotted_reduce
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -48,6 +50,8 @@ class Op:
     regions: tuple[Function, ...] = ()
     loc: str | None = None
 
+    __reduce__ = slotted_reduce
+
     def replace(self, **changes) -> Op:
         return dataclasses.replace(self, **changes)
 
@@ -60,6 +64,8 @@ class Function:
     params: tuple[Value, ...]
     ops: tuple[Op, ...]
     results: tuple[Value, ...]
+
+    __reduce__ = slotted_reduce
 
     def replace(self, **changes) -> Function:
         return dataclasses.replace(self, **changes)

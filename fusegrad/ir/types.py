@@ -23,6 +23,22 @@ DTYPES: dict[str, np.dtype] = {
 _NAMES: dict[np.dtype, str] = {v: k for k, v in DTYPES.items()}
 
 
+def rebuild(cls, values: tuple):
+    """An instance of the frozen, slotted dataclass ``cls`` with its fields ``values``:
+    how IR objects are unpickled (``slotted_reduce``)."""
+    obj = object.__new__(cls)
+    for name, value in zip(cls.__slots__, values):
+        object.__setattr__(obj, name, value)
+    return obj
+
+
+def slotted_reduce(self):
+    """``__reduce__`` of the IR's frozen, slotted dataclasses: the fields by position.
+    The dataclass default goes through ``dataclasses.fields`` per object, most of the
+    time of loading a large pickled program (the pass cache's entries)."""
+    return rebuild, (type(self), tuple(getattr(self, n) for n in type(self).__slots__))
+
+
 def dtype_name(dtype) -> str:
     """The IR name of a NumPy dtype (``float64`` -> ``f64``)."""
     dt = np.dtype(dtype)
@@ -64,6 +80,8 @@ class TensorType:
 
     shape: tuple[int, ...]
     dtype: np.dtype
+
+    __reduce__ = slotted_reduce
 
     def __init__(self, shape, dtype):
         shape = tuple(map(int, shape))
