@@ -125,5 +125,6 @@ def test_dump_all_stages_shows_control_flow():
     assert "= scan " in text and "func @step_vjp" in text
     if config.BACKEND == "numba":
         assert "for L" in text and "# scan:" in text
-    else:  # the scan runs between compiled segments, its body compiled on its own
-        assert "; between segments, with NumPy:" in text and "scan " in text
+    else:  # the scans run in the compiled program, their bodies functions of its entry
+        assert "between segments" not in text
+        assert "= scan %" in text and "; region @step" in text and "; region @step_vjp" in text

@@ -1,0 +1,240 @@
+"""Control flow in the entry module: ``cond``, ``while_loop``, ``scan`` and ``checkpoint``
+whose regions the lean generator lowers (recursively) run as native branches and loops,
+with no Python per iteration.
+
+Each region becomes an internal function of the entry module, ``void(arena, *params,
+*results)``, every parameter and result passed by pointer (a scalar as one element in
+memory), its body emitted by the entry's own code (``Entry._body``): its kernels are
+ordinary kernels named by content (shared and cached like any other), its intermediate
+values have places of their own in the one arena. Around calls to it the caller emits:
+
+- ``cond``: a branch on the predicate to one of the two branches, both writing the op's
+  results;
+- ``while_loop``: ``cond`` on the carry, then ``body`` writing the next carry into a
+  second buffer per carried value, and the two buffers swap (shapes are static, so the
+  two are laid out once; the carry read is never the carry written);
+- ``scan``: the same over ``t = 0 .. length-1`` (reversed if ``reverse``), passing row
+  ``t`` of each scanned operand and writing each ``y`` into row ``t`` of its stacked
+  result;
+- ``checkpoint`` (which ``passes.fusion`` inlines before code generation, so only IR
+  given to the generator directly has it): a call of its body.
+"""
+
+from __future__ import annotations
+
+import math
+
+from llvmlite import ir
+
+from ...ir import Function, Op, Value
+from ...ir.printer import value_names
+from . import scalar as sc
+from .kernel import I64, PTR, annotation
+
+#: the control-flow ops lowered here when their regions are
+LOWERED = ("cond", "while_loop", "scan", "checkpoint")
+
+
+def functions(fn: Function):
+    """``fn``, then the regions of its control-flow ops, recursively (depth first, in
+    program order, each once; kernels' own regions are not entered)."""
+    stack, seen = [fn], set()
+    while stack:
+        g = stack.pop()
+        if g in seen:
+            continue
+        seen.add(g)
+        yield g
+        stack.extend(r for op in reversed(g.ops) if op.name in LOWERED
+                     for r in reversed(op.regions))
+
+
+def walk(fn: Function):
+    """The ops of ``fn`` and of its control-flow regions (``functions``), in order."""
+    return (op for g in functions(fn) for op in g.ops)
+
+
+def work(fn: Function, own) -> float:
+    """Elements of loop work one run of ``fn`` does at least, ``own(op)`` that of an op
+    outside control flow: a ``scan``'s body counts ``length`` times, a ``cond`` its
+    lighter branch, a ``while_loop`` is infinite (its trip count is not known)."""
+    total = 0.0
+    for op in fn.ops:
+        if op.name == "while_loop":
+            return math.inf
+        if op.name == "scan":
+            total += op.attrs["length"] * work(op.regions[0], own)
+        elif op.name in LOWERED:
+            total += min(work(r, own) for r in op.regions)
+        else:
+            total += own(op)
+    return total
+
+
+def _nbytes(v: Value) -> int:
+    return math.prod(v.type.shape) * v.type.dtype.itemsize
+
+
+class Regions:
+    """``Entry``'s lowering of the control-flow ops (a mixin: it uses the entry's
+    builder, arena places and ``_body``)."""
+
+    def _region(self, fn: Function) -> ir.Function:
+        """``fn`` as an internal function ``void(arena, *params, *results)`` of the module
+        (emitted once per region)."""
+        f = self.region_fns.get(fn)
+        if f is not None:
+            return f
+        n = len(fn.params)
+        f = ir.Function(self.mod, ir.FunctionType(ir.VoidType(), [PTR] * (1 + n + len(
+            fn.results))), f"region{len(self.region_fns)}.{fn.name}")
+        f.linkage = "internal"
+        self.region_fns[fn] = f
+        saved = (self.f, self.b, self.arena, self.vals, self.home, self.names)
+        self.f, self.arena = f, f.args[0]
+        self.b = ir.IRBuilder(f.append_basic_block("entry"))
+        self.b.comment(f"region @{fn.name}")
+        self._body(fn, f.args[1:1 + n], f.args[1 + n:])
+        self.b.ret_void()
+        self.f, self.b, self.arena, self.vals, self.home, self.names = saved
+        return f
+
+    def _body(self, fn: Function, params, results) -> None:
+        """``fn``'s ops at the builder (the entry's, or a region's function), reading its
+        parameters from the pointers ``params`` and writing its results to the pointers
+        ``results`` (a scalar as one element); an array result is computed in place."""
+        b = self.b
+        self.vals = {p: sc.load(b, self._typed(d, p.type), p.type) if p.type.shape == ()
+                     else d for p, d in zip(fn.params, params)}
+        self.home = {}  # result values computed in place
+        for r, d in zip(fn.results, results):
+            if r.type.shape != () and r not in self.home and r not in fn.params:
+                self.home[r] = d
+        self.names = value_names(fn)
+        for op in fn.ops:
+            self.b.comment(annotation(op, self.names))
+            self._op(op)
+        for r, d in zip(fn.results, results):
+            if self.home.get(r) is d:
+                continue
+            if r.type.shape == ():
+                sc.store(self.b, self.vals[r], self._typed(d, r.type), r.type)
+            else:
+                self._memcpy(d, self.vals[r], r.type)
+
+    def _in_memory(self, v: Value) -> ir.Value:
+        """A pointer to operand ``v``: an array's own, a scalar stored in an arena place."""
+        if v.type.shape != ():
+            return self.vals[v]
+        slot = self._scratch(v.type.dtype.itemsize)
+        sc.store(self.b, self.vals[v], self._typed(slot, v.type), v.type)
+        return slot
+
+    def _out(self, r: Value) -> ir.Value:
+        """Where a region writes result ``r`` of the op."""
+        return self._place(r) if r.type.shape != () else self._scratch(r.type.dtype.itemsize)
+
+    def _take(self, results, ptrs) -> None:
+        """The op's ``results`` are in memory at ``ptrs``: scalars are read into registers,
+        arrays that are the entry's results copied to their result arrays."""
+        for r, p in zip(results, ptrs):
+            if r.type.shape == ():
+                self.vals[r] = sc.load(self.b, self._typed(p, r.type), r.type)
+                continue
+            home = self.home.get(r)
+            if home is not None and home is not p:
+                self._memcpy(home, p, r.type)
+                p = home
+            self.vals[r] = p
+
+    def _nonzero(self, v: ir.Value) -> ir.Value:
+        return self.b.icmp_unsigned("!=", v, ir.Constant(v.type, 0))
+
+    def _cond(self, op: Op) -> None:
+        true_fn, false_fn = (self._region(r) for r in op.regions)
+        ins = [self._in_memory(v) for v in op.operands[1:]]
+        outs = [self._out(r) for r in op.results]
+        b = self.b
+        with b.if_else(self._nonzero(self.vals[op.operands[0]])) as (then, other):
+            with then:
+                b.call(true_fn, [self.arena, *ins, *outs])
+            with other:
+                b.call(false_fn, [self.arena, *ins, *outs])
+        self._take(op.results, outs)
+
+    def _checkpoint(self, op: Op) -> None:
+        body = self._region(op.regions[0])
+        outs = [self._out(r) for r in op.results]
+        self.b.call(body, [self.arena, *(self._in_memory(v) for v in op.operands), *outs])
+        self._take(op.results, outs)
+
+    def _repeat(self, carry, test, step) -> list:
+        """A loop over the values ``carry``, each in two arena buffers that swap after every
+        iteration: at its head ``test(cur, i)`` (an ``i1``: go on) and in its body
+        ``step(cur, nxt, i)``, which writes the next carry into ``nxt``; ``i`` counts
+        iterations. Returns the buffers holding the final carry."""
+        b, f = self.b, self.f
+        pairs = []
+        for v in carry:
+            first, second = self._scratch(_nbytes(v)), self._scratch(_nbytes(v))
+            if v.type.shape == ():
+                sc.store(b, self.vals[v], self._typed(first, v.type), v.type)
+            else:
+                self._memcpy(first, self.vals[v], v.type)
+            pairs.append((first, second))
+        pre = b.block
+        head, body, done = (f.append_basic_block(n) for n in ("repeat", "step", "done"))
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(ir.Constant(I64, 0), pre)
+        cur, nxt = [b.phi(PTR) for _ in pairs], [b.phi(PTR) for _ in pairs]
+        for (first, second), c, n in zip(pairs, cur, nxt):
+            c.add_incoming(first, pre)
+            n.add_incoming(second, pre)
+        b.cbranch(test(cur, i), body, done)
+        b.position_at_end(body)
+        step(cur, nxt, i)
+        end = b.block
+        i.add_incoming(b.add(i, ir.Constant(I64, 1)), end)
+        for c, n in zip(cur, nxt):
+            c.add_incoming(n, end)
+            n.add_incoming(c, end)
+        b.branch(head)
+        b.position_at_end(done)
+        return cur
+
+    def _while_loop(self, op: Op) -> None:
+        n = op.attrs["num_carry"]
+        cond, body = (self._region(r) for r in op.regions)
+        consts = [self._in_memory(v) for v in op.operands[n:]]
+        t = op.regions[0].results[0].type
+        flag = self._scratch(t.dtype.itemsize)
+
+        def test(cur, i):
+            self.b.call(cond, [self.arena, *cur, *consts, flag])
+            return self._nonzero(sc.load(self.b, self._typed(flag, t), t))
+
+        def step(cur, nxt, i):
+            self.b.call(body, [self.arena, *cur, *consts, *nxt])
+        self._take(op.results, self._repeat(op.operands[:n], test, step))
+
+    def _scan(self, op: Op) -> None:
+        length, n, m = (op.attrs[k] for k in ("length", "num_carry", "num_xs"))
+        body = self._region(op.regions[0])
+        xs = [(self.vals[v], _nbytes(v) // max(length, 1)) for v in op.operands[n:n + m]]
+        consts = [self._in_memory(v) for v in op.operands[n + m:]]
+        ys = [(self._place(r), _nbytes(r) // max(length, 1)) for r in op.results[n:]]
+
+        def test(cur, i):
+            return self.b.icmp_signed("<", i, ir.Constant(I64, length))
+
+        def step(cur, nxt, i):
+            b = self.b
+            t = b.sub(ir.Constant(I64, length - 1), i) if op.attrs["reverse"] else i
+            rows = [b.gep(p, [b.mul(t, ir.Constant(I64, size))]) for p, size in xs]
+            outs = [b.gep(p, [b.mul(t, ir.Constant(I64, size))]) for p, size in ys]
+            b.call(body, [self.arena, *cur, *rows, *consts, *nxt, *outs])
+        self._take(op.results[:n], self._repeat(op.operands[:n], test, step))
+        for r, (p, _) in zip(op.results[n:], ys):
+            self.vals[r] = p
