@@ -61,12 +61,12 @@ from .grad_mode import is_grad_enabled
 from .jit_state import Env, Snapshot, env_key, hashable, referenced, store, unbind_hypers
 
 
-def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
+def for_jit(jit_obj, args, kwargs, leaves) -> EagerJit | None:
     """The ``EagerJit`` serving a ``fg.jit`` object, or None for plain array functions.
 
     Eager when ``f`` is a module, names modules or optimizers (globals, closure
     cells; looked at once, on the first call), or is called with Tensors,
-    modules or optimizers.
+    modules or optimizers (``leaves``: the call's arguments, flattened).
     """
     d = jit_obj.__dict__
     eager = d.get("_eager")
@@ -76,7 +76,7 @@ def for_jit(jit_obj, args, kwargs) -> EagerJit | None:
     if "_names_objects" not in d:
         d["_names_objects"] = isinstance(f, jit_state.OBJECTS) or bool(referenced(f))
     if d["_names_objects"] or any(isinstance(x, (TB.TensorBase, *jit_state.OBJECTS))
-                                  for x in tree_flatten((args, kwargs))[0]):
+                                  for x in leaves):
         name = getattr(f, "__name__", type(f).__name__)
         eager = d["_eager"] = EagerJit(f, name, jit_obj.static_argnums)
     return eager

@@ -24,6 +24,10 @@ from ..ir.types import TensorType
 _REGISTRY: dict[type, tuple[Callable, Callable]] = {}
 #: Dataclasses that are leaves, not containers.
 _LEAF_TYPES: set[type] = {TensorType}
+#: Types found to be leaves (arrays, scalars, ...): decided once per type, since a
+#: flatten meets the same few leaf types over and over (a training step's state: one
+#: ndarray per parameter and moment). ``register`` takes its type out.
+_KNOWN_LEAVES: set[type] = set()
 
 
 def register(cls: type, flatten: Callable, unflatten: Callable) -> type:
@@ -33,6 +37,7 @@ def register(cls: type, flatten: Callable, unflatten: Callable) -> type:
     ``unflatten(aux, children) -> obj``. Returns ``cls``.
     """
     _REGISTRY[cls] = (flatten, unflatten)
+    _KNOWN_LEAVES.discard(cls)
     return cls
 
 
@@ -67,7 +72,7 @@ LEAF = TreeDef(None, None, ())
 def _node(x):
     """(kind, children, aux) for a container, or None for a leaf."""
     t = type(x)
-    if t in _LEAF_TYPES:
+    if t in _KNOWN_LEAVES or t in _LEAF_TYPES:
         return None
     if t in _REGISTRY:
         children, aux = _REGISTRY[t][0](x)
@@ -90,6 +95,7 @@ def _node(x):
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         names = tuple(f.name for f in dataclasses.fields(x))
         return t, [getattr(x, n) for n in names], names
+    _KNOWN_LEAVES.add(t)
     return None
 
 

@@ -23,17 +23,18 @@ from .export import export_njit
 from .plan import (
     GradError,
     _argnums_tuple,
-    _grad_tensors,
     _leaf,
     _Plan,
     _reason,
     api_boundary,
+    grad_leaves,
     warn_effects,
 )
 
 #: Where calls over eager Tensors, modules and optimizers go: ``fusegrad.eager`` registers
-#: ``route(jit, args, kwargs)``, which returns a runner ``runner(args, kwargs)`` for such a
-#: call or None for plain array functions (the eager face sits above this layer).
+#: ``route(jit, args, kwargs, leaves)`` (``leaves``: the flattened arguments), which
+#: returns a runner ``runner(args, kwargs)`` for such a call or None for plain array
+#: functions (the eager face sits above this layer).
 _ROUTES: list[Callable] = []
 
 
@@ -122,7 +123,8 @@ class jit:
         self._fast: dict = {}  # runtime.fastcall signature -> (plan, its fast caller or None)
         self._lock = _forksafe.rlock()
 
-    def _key(self, args, kwargs):
+    def _dynamic(self, args, kwargs):
+        """``(dyn, svals)``: the dynamic arguments (keywords last) and the static ones."""
         static = _static_indices(self.static_argnums, len(args), f"jit({self.__name__})")
         try:
             svals = tuple((i, args[i]) for i in static)
@@ -132,9 +134,7 @@ class jit:
         dyn = tuple(a for i, a in enumerate(args) if i not in static)
         if kwargs:
             dyn = (*dyn, kwargs)
-        leaves, td = tree_flatten(dyn)
-        types = tuple(aval(_leaf(x)) for x in leaves)
-        return (td, types, svals), dyn
+        return dyn, svals
 
     @api_boundary
     def __call__(self, *args, **kwargs):
@@ -150,18 +150,28 @@ class jit:
                 else:
                     outs = plan(fastcall.leaves(args))
                 return tree_unflatten(plan.traced.out_tree, list(outs))
+        # without static or keyword arguments, one flatten serves the routes, the checks
+        # and the key (a training step's parameters and optimizer state: a tree of a
+        # hundred nodes or more)
+        plain = not kwargs and not self.static_argnums
+        every, td = tree_flatten(args) if plain else (tree_flatten((args, kwargs))[0], None)
         for route in _ROUTES:  # eager Tensors, modules, optimizers: see eager.jit_eager
-            eager = route(self, args, kwargs)
+            eager = route(self, args, kwargs, every)
             if eager is not None:
                 return eager(args, kwargs)
-        _refuse_grad_tensors(self.__name__, (args, kwargs))
-        key, dyn = self._key(args, kwargs)
+        if plain:
+            dyn, svals, dyn_leaves = args, (), every
+        else:
+            dyn, svals = self._dynamic(args, kwargs)
+            dyn_leaves, td = tree_flatten(dyn)
+        _refuse_grad_tensors(self.__name__, every)
+        leaves = [_leaf(x) for x in dyn_leaves]
+        key = (td, tuple(aval(x) for x in leaves), svals)
         plan = self._cache.get(key)
         if plan is None:
             with self._lock:  # one trace per signature, whichever thread comes first
                 plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
-        leaves = [_leaf(x) for x in tree_flatten(dyn)[0]]
-        _refuse_grad_tensors(self.__name__, plan.traced.free)
+        _refuse_grad_tensors(self.__name__, tree_flatten(plan.traced.free)[0])
         if fast is not None and plan.reusable and not plan.traced.free:
             out = plan(leaves)
             caller = None
@@ -193,10 +203,10 @@ class jit:
         return plan
 
 
-def _refuse_grad_tensors(name: str, tree) -> None:
+def _refuse_grad_tensors(name: str, leaves: list) -> None:
     """A Tensor that requires grad hidden from ``jit_eager`` cannot get a gradient: say so,
-    never detach."""
-    refused = _grad_tensors(tree)
+    never detach. ``leaves``: the call's flattened arguments."""
+    refused = grad_leaves(leaves)
     if refused:
         leaf = refused[0]
         raise GradError(

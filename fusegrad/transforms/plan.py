@@ -61,8 +61,14 @@ def _grad_tensors(tree) -> list:
     """The eager Tensors in ``tree`` that require grad, while grad mode is on."""
     if not _EAGER_TYPES or not _EAGER_HOOKS["grad_enabled"]():
         return []
-    return [x for x in tree_flatten(tree)[0]
-            if isinstance(x, _EAGER_TYPES) and x.requires_grad]
+    return grad_leaves(tree_flatten(tree)[0])
+
+
+def grad_leaves(leaves: list) -> list:
+    """The eager Tensors among ``leaves`` that require grad, while grad mode is on."""
+    if not _EAGER_TYPES or not _EAGER_HOOKS["grad_enabled"]():
+        return []
+    return [x for x in leaves if isinstance(x, _EAGER_TYPES) and x.requires_grad]
 
 
 # --- execution ---------------------------------------------------------------------
