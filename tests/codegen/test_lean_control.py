@@ -56,6 +56,17 @@ def counted(x):
                          (np.int64(0), x))
 
 
+def counted_sum(x):
+    return fnp.sum(counted(x)[1] * x)
+
+
+def scaled(x):
+    """A ``while_loop`` closing over a traced scalar (a float const of the loop)."""
+    a = fnp.sum(x) * 0.25 + 1.5
+    y = fg.while_loop(lambda y: fnp.sum(y * y) < 100.0, lambda y: y * a + 0.1, x)
+    return fnp.sum(y * x)
+
+
 def scans(x, xs):
     """Forward (scalar ys) and reverse (array ys) scans."""
     def step(c, t):
@@ -119,8 +130,11 @@ PROGRAMS = [
     (fori, (X,)),
     (traced_bound, (X, np.int64(4))),
     (traced_bound, (X, np.int64(0))),
+    (traced_bound, (X, np.int64(100))),  # while_grad's stack grows seven times
     (doubling, (X,)),
     (doubling, (np.full(3, 2000.0),)),  # no iteration
+    (counted_sum, (X,)),
+    (scaled, (X,)),
     (scans, (X, XS)),
     (nested, (X,)),
     (branchy, (X, XS)),
@@ -128,31 +142,33 @@ PROGRAMS = [
 ]
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["forward", "value_and_grad"])
 @pytest.mark.parametrize("f,args", PROGRAMS, ids=lambda c: getattr(c, "__name__", None))
-def test_loops_and_branches_compile_to_one_segment_equal_to_the_interpreter(f, args):
-    exe, full = _build(f, *args)
+def test_control_flow_compiles_to_one_segment_equal_to_the_interpreter(f, args, grad):
+    """Forward and gradient (``while_loop``'s is ``while_grad``): one compiled program,
+    the interpreter's results, and the bits of the control-flow ops run between
+    segments."""
+    g = fg.value_and_grad(f) if grad else f
+    exe, full = _build(g, *args)
     assert _one_segment(exe)
     assert any(op.name in CONTROL_OPS for op in exe.fused.ops)
     got = exe(*full)
     _same(got, run(exe.fn, *full))
-    segmented, _ = _build(f, *args, native=False)
+    segmented, _ = _build(g, *args, native=False)
     assert not _one_segment(segmented)
-    assert [g.tobytes() for g in got] == [s.tobytes() for s in segmented(*full)]
+    assert [r.tobytes() for r in got] == [r.tobytes() for r in segmented(*full)]
 
 
-@pytest.mark.parametrize("f,args", PROGRAMS, ids=lambda c: getattr(c, "__name__", None))
-def test_gradients_through_control_flow_equal_the_interpreter(f, args):
+@pytest.mark.parametrize("f,args", PROGRAMS[:4], ids=lambda c: getattr(c, "__name__", None))
+def test_jitted_gradients_equal_the_interpreter(f, args):
     g = fg.value_and_grad(f)
     _same(fg.jit(g)(*args), interpreted(g, *args))
 
 
-def test_vjp_of_loops_without_while_grad_is_one_segment():
-    """``fori_loop`` with a static trip count, scans and conds differentiate into scans
-    and conds: the whole gradient is one compiled program."""
-    for f, args in ((fori, (X,)), (scans, (X, XS)), (nested, (X,)), (branchy, (X, XS))):
-        exe, full = _build(fg.grad(f), *args)
-        assert _one_segment(exe), f.__name__
-        _same(exe(*full), run(exe.fn, *full))
+def test_while_grad_is_lowered():
+    exe, _ = _build(fg.grad(doubling), X)
+    assert "while_grad" in [op.name for op in exe.fused.ops]
+    assert "; region @adjoint" in exe.source or "; region @body_vjp" in exe.source
 
 
 def test_while_loop_with_an_integer_carry():

@@ -16,6 +16,9 @@ values have places of their own in the one arena. Around calls to it the caller 
 - ``scan``: the same over ``t = 0 .. length-1`` (reversed if ``reverse``), passing row
   ``t`` of each scanned operand and writing each ``y`` into row ``t`` of its stacked
   result;
+- ``while_grad``: the loop of ``while_loop`` copying each carry onto a stack that grows
+  by doubling (``realloc``), then ``adjoint`` over the stack backwards, the cotangents of
+  the carry swapping between two buffers as the carry does, those of the consts summed;
 - ``checkpoint`` (which ``passes.fusion`` inlines before code generation, so only IR
   given to the generator directly has it): a call of its body.
 """
@@ -32,7 +35,9 @@ from . import scalar as sc
 from .kernel import I64, PTR, annotation
 
 #: the control-flow ops lowered here when their regions are
-LOWERED = ("cond", "while_loop", "scan", "checkpoint")
+LOWERED = ("cond", "while_loop", "scan", "while_grad", "checkpoint")
+#: bytes each carried value's place on ``while_grad``'s stack is rounded up to
+_STACK_ALIGN = 16
 
 
 def functions(fn: Function):
@@ -60,7 +65,7 @@ def work(fn: Function, own) -> float:
     lighter branch, a ``while_loop`` is infinite (its trip count is not known)."""
     total = 0.0
     for op in fn.ops:
-        if op.name == "while_loop":
+        if op.name in ("while_loop", "while_grad"):
             return math.inf
         if op.name == "scan":
             total += op.attrs["length"] * work(op.regions[0], own)
@@ -172,7 +177,8 @@ class Regions:
         """A loop over the values ``carry``, each in two arena buffers that swap after every
         iteration: at its head ``test(cur, i)`` (an ``i1``: go on) and in its body
         ``step(cur, nxt, i)``, which writes the next carry into ``nxt``; ``i`` counts
-        iterations. Returns the buffers holding the final carry."""
+        iterations. Returns the buffers holding the final carry, and the number of
+        iterations run."""
         b, f = self.b, self.f
         pairs = []
         for v in carry:
@@ -202,7 +208,7 @@ class Regions:
             n.add_incoming(c, end)
         b.branch(head)
         b.position_at_end(done)
-        return cur
+        return cur, i
 
     def _while_loop(self, op: Op) -> None:
         n = op.attrs["num_carry"]
@@ -217,7 +223,7 @@ class Regions:
 
         def step(cur, nxt, i):
             self.b.call(body, [self.arena, *cur, *consts, *nxt])
-        self._take(op.results, self._repeat(op.operands[:n], test, step))
+        self._take(op.results, self._repeat(op.operands[:n], test, step)[0])
 
     def _scan(self, op: Op) -> None:
         length, n, m = (op.attrs[k] for k in ("length", "num_carry", "num_xs"))
@@ -235,6 +241,81 @@ class Regions:
             rows = [b.gep(p, [b.mul(t, ir.Constant(I64, size))]) for p, size in xs]
             outs = [b.gep(p, [b.mul(t, ir.Constant(I64, size))]) for p, size in ys]
             b.call(body, [self.arena, *cur, *rows, *consts, *nxt, *outs])
-        self._take(op.results[:n], self._repeat(op.operands[:n], test, step))
+        self._take(op.results[:n], self._repeat(op.operands[:n], test, step)[0])
         for r, (p, _) in zip(op.results[n:], ys):
             self.vals[r] = p
+
+    def _while_grad(self, op: Op) -> None:
+        n = op.attrs["num_carry"]
+        cond, body, adjoint = (self._region(r) for r in op.regions)
+        k = len(op.regions[0].params)
+        carry, cts = op.operands[:n], op.operands[k:]
+        consts = [self._in_memory(v) for v in op.operands[n:k]]
+        offsets, row = [], 0
+        for v in carry:
+            offsets.append(row)
+            row += -(-max(_nbytes(v), 1) // _STACK_ALIGN) * _STACK_ALIGN
+        b = self.b
+        stack = b.alloca(PTR)
+        b.store(ir.Constant(PTR, None), stack)
+        t = op.regions[0].results[0].type
+        flag = self._scratch(t.dtype.itemsize)
+        realloc = self._declare("realloc", PTR, [PTR, I64])
+
+        def test(cur, i):
+            self.b.call(cond, [self.arena, *cur, *consts, flag])
+            return self._nonzero(sc.load(self.b, self._typed(flag, t), t))
+
+        def push(cur, nxt, i):
+            b = self.b
+            grow = b.icmp_unsigned("==", b.and_(i, b.sub(i, ir.Constant(I64, 1))),
+                                   ir.Constant(I64, 0))  # i = 0 or a power of two
+            with b.if_then(grow):
+                rows = b.select(b.icmp_unsigned("==", i, ir.Constant(I64, 0)),
+                                ir.Constant(I64, 1), b.shl(i, ir.Constant(I64, 1)))
+                b.store(b.call(realloc, [b.load(stack), b.mul(rows, ir.Constant(I64, row))]),
+                        stack)
+            at = b.gep(b.load(stack), [b.mul(i, ir.Constant(I64, row))])
+            for v, c, off in zip(carry, cur, offsets):
+                self._memcpy(b.gep(at, [ir.Constant(I64, off)]), c, v.type)
+            b.call(body, [self.arena, *cur, *consts, *nxt])
+        count = self._repeat(carry, test, push)[1]
+        floats = op.results[len(cts):]
+        sums = [self._scratch(_nbytes(r)) for r in floats]
+        parts = [self._scratch(_nbytes(r)) for r in floats]
+        for r, p in zip(floats, sums):
+            self._zero(p, r)
+
+        def pop(cur, nxt, i):
+            b = self.b
+            at = b.gep(b.load(stack), [b.mul(b.sub(b.sub(count, ir.Constant(I64, 1)), i),
+                                             ir.Constant(I64, row))])
+            saved = [b.gep(at, [ir.Constant(I64, off)]) for off in offsets]
+            b.call(adjoint, [self.arena, *saved, *consts, *cur, *nxt, *parts])
+            for r, total, part in zip(floats, sums, parts):
+                self._accumulate(total, part, r)
+        final = self._repeat(cts, lambda cur, i: self.b.icmp_signed("<", i, count), pop)[0]
+        self.b.call(self._declare("free", ir.VoidType(), [PTR]), [self.b.load(stack)])
+        self._take(op.results[:len(cts)], final)
+        self._take(floats, sums)
+
+    def _zero(self, ptr, r: Value) -> None:
+        fill = self._declare("llvm.memset.p0i8.i64", ir.VoidType(),
+                             [PTR, ir.IntType(8), I64, ir.IntType(1)])
+        self.b.call(fill, [ptr, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, _nbytes(r)),
+                           ir.Constant(ir.IntType(1), 0)])
+
+    def _accumulate(self, total, part, r: Value) -> None:
+        """``total += part`` for value ``r``'s type, element by element."""
+        t = r.type
+        if t.shape == ():
+            ptr = self._typed(total, t)
+            sc.store(self.b, self.b.fadd(sc.load(self.b, ptr, t),
+                                         sc.load(self.b, self._typed(part, t), t)), ptr, t)
+            return
+
+        def body(b, idx, f):
+            dst = b.gep(f.args[0], [idx[0]])
+            sc.store(b, b.fadd(sc.load(b, dst, t), sc.load(b, b.gep(f.args[1], [idx[0]]), t)),
+                     dst, t)
+        self._loop([self._typed(total, t), self._typed(part, t)], (math.prod(t.shape),), body)
