@@ -95,8 +95,16 @@ def test_warm_cache_loads_machine_code_without_compiling(warm, tmp_path):
     assert out["hits"] >= 1 and out["misses"] == 0 and out["warnings"] == []
 
 
-@pytest.mark.parametrize("damage", ["truncate", "garbage"])
-@pytest.mark.parametrize("what", ["fg_*.py", "__pycache__/*.nbi", "__pycache__/*.nbc"])
+#: Every kind of file with every damage; by default one damage per kind (each case
+#: runs two fresh processes), the other three under ``-m slow``.
+DEFAULT_DAMAGES = [("fg_*.py", "truncate"), ("__pycache__/*.nbi", "garbage"),
+                   ("__pycache__/*.nbc", "truncate")]
+DAMAGES = [pytest.param(what, damage,
+                        marks=() if (what, damage) in DEFAULT_DAMAGES else pytest.mark.slow)
+           for what, _ in DEFAULT_DAMAGES for damage in ("truncate", "garbage")]
+
+
+@pytest.mark.parametrize("what,damage", DAMAGES)
 def test_damaged_entries_are_recompiled(warm, tmp_path, what, damage):
     cache = _copy(warm, tmp_path)
     files = _files(cache, what)
@@ -240,10 +248,12 @@ def _compile_in_spawned_process(cache_dir, barrier, queue):
     queue.put((ok, [str(w.message) for w in caught], misses))
 
 
-PROCESSES = 8
+#: Three processes race: one compiles each module, at least two load its machine code
+#: (more processes check nothing more on a 2-core machine, at about 2 s each).
+PROCESSES = 3
 
 
-def test_eight_spawned_processes_compile_into_one_cold_cache(tmp_path):
+def test_spawned_processes_compile_into_one_cold_cache(tmp_path):
     ctx = multiprocessing.get_context("spawn")
     barrier, queue = ctx.Barrier(PROCESSES), ctx.Queue()
     procs = [ctx.Process(target=_compile_in_spawned_process, args=(str(tmp_path), barrier, queue))
