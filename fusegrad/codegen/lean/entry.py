@@ -21,7 +21,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from . import control, copies, engine
+from . import control, copies, engine, products
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
@@ -63,15 +63,13 @@ def _driver_op(op: Op) -> bool:
     if op.name in ("count", *_VIEW_OPS, *_COPY_OPS):
         return True
     if op.name == "matmul":
-        a, b = op.operands
-        return (a.type.ndim == b.type.ndim == 2 and a.type.dtype == b.type.dtype
-                and a.type.dtype in (np.float64, np.float32))
+        return products.lowered(op)
     if op.name.startswith("reduce_"):
         return op.operands[0].type.shape == ()
     return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
 
 
-class Entry(control.Regions):
+class Entry(control.Regions, products.Products):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -110,7 +108,8 @@ class Entry(control.Regions):
         self.tables: dict = {}
         self.uses_copies = False  # whether it calls ``copies``' strided copy
         self.region_fns: dict[Function, ir.Function] = {}  # control-flow regions
-        self.folded = frozenset().union(*map(_folded_transposes, control.functions(fn)))
+        self.folded = frozenset().union(*map(products.folded_transposes,
+                                             control.functions(fn)))
         self._body(fn, datas[:len(fn.params)], datas[len(fn.params):-1])
         b = self.b
         if gil is not None:
@@ -420,38 +419,6 @@ class Entry(control.Regions):
             at += x.type.shape[axis]
         self.vals[out] = dst
 
-    def _matmul(self, op: Op) -> None:
-        """A 2-D product by BLAS ``gemm``: C order is the transposed column order, so
-        ``C = A B`` is computed as ``C^T = B^T A^T`` without copies; an operand that is
-        the transpose of a stored matrix (``_folded_transposes``) is read as that
-        matrix with gemm's transpose flag."""
-        b = self.b
-        out, (x, y) = op.results[0], op.operands
-        (m, k), n = x.type.shape, y.type.shape[1]
-        dst = self._place(out)
-        ety = sc.mem_type(out.type)
-        i32 = ir.IntType(32)
-
-        def ref(value, ty):
-            slot = b.alloca(ty)
-            b.store(value, slot)
-            return slot
-
-        ty = x in self.folded  # x = S^T, S stored (k, m)
-        ty_y = y in self.folded  # y = U^T, U stored (n, k)
-        flags = [ref(ir.Constant(ir.IntType(8), ord("T" if t else "N")), ir.IntType(8))
-                 for t in (ty_y, ty)]
-        ints = [ref(ir.Constant(i32, v), i32) for v in (
-            n, m, k, max(1, k if ty_y else n), max(1, m if ty else k), max(1, n))]
-        one, zero = ref(ir.Constant(ety, 1.0), ety), ref(ir.Constant(ety, 0.0), ety)
-        args = [flags[0], flags[1], ints[0], ints[1], ints[2], one,
-                self._typed(self.vals[y], out.type), ints[3],
-                self._typed(self.vals[x], out.type), ints[4], zero,
-                self._typed(dst, out.type), ints[5]]
-        name = "fusegrad_dgemm" if out.type.dtype == np.float64 else "fusegrad_sgemm"
-        b.call(self._declare(name, ir.VoidType(), [a.type for a in args]), args)
-        self.vals[out] = dst
-
     def _iota(self, op: Op) -> None:
         out = op.results[0]
         dst = self._place(out)
@@ -473,25 +440,8 @@ def _work(op: Op) -> int:
     if op.name in _COPY_OPS:
         return math.prod(op.results[0].type.shape)
     if op.name == "matmul":
-        return math.prod(op.operands[0].type.shape) * op.results[0].type.shape[-1]
+        return products.work(op)
     return 0
-
-
-def _folded_transposes(fn: Function) -> frozenset:
-    """The 2-D transposes of ``fn`` read only by lowered products (which read them
-    transposed in place) and not results: never copied."""
-    uses: dict[Value, list[Op]] = {}
-    for op in fn.ops:
-        for v in op.operands:
-            uses.setdefault(v, []).append(op)
-    out = set()
-    for op in fn.ops:
-        r = op.results[0] if op.name == "transpose" else None
-        if (r is not None and r.type.ndim == 2 and tuple(op.attrs["perm"]) == (1, 0)
-                and r not in fn.results and uses.get(r)
-                and all(u.name == "matmul" and _driver_op(u) for u in uses[r])):
-            out.add(r)
-    return frozenset(out)
 
 
 def _c_strides(shape) -> list[int]:

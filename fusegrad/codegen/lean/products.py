@@ -1,0 +1,132 @@
+"""Matrix products in an entry: BLAS ``gemm``, once per matrix of a batch.
+
+``matmul`` of ``(..., m, k)`` by ``(..., k, n)`` (batch axes broadcast, NumPy's rule)
+is one ``gemm`` per matrix of the result's batch, in a loop whose per-matrix offsets
+into each operand are constant tables of the entry (an operand broadcast along a
+batch axis steps 0 there). C order is the transposed column order, so ``C = A B`` is
+computed as ``C^T = B^T A^T`` without copies. An operand that is the transpose of the
+last two axes of a stored array, read only by products (``folded_transposes``), is
+never copied: gemm reads the stored matrices with its transpose flag. Attention's
+``q @ k^T`` and its gradient's products are such products.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from ...ir import Function, Op, Value
+from . import scalar as sc
+
+I64 = ir.IntType(64)
+I32 = ir.IntType(32)
+
+
+def lowered(op: Op) -> bool:
+    """Whether the entry lowers product ``op``: real floating point, any batch."""
+    a, b = op.operands
+    return a.type.dtype == b.type.dtype and a.type.dtype in (np.float64, np.float32)
+
+
+def work(op: Op) -> int:
+    """Multiply-adds of product ``op``."""
+    return math.prod(op.results[0].type.shape) * op.operands[0].type.shape[-1]
+
+
+def _swaps_last_two(op: Op) -> bool:
+    perm = tuple(op.attrs["perm"])
+    n = len(perm)
+    return n >= 2 and perm == (*range(n - 2), n - 1, n - 2)
+
+
+def folded_transposes(fn: Function) -> frozenset:
+    """The transposes of ``fn``'s last two axes read only by lowered products (which
+    read them transposed in place) and not results: never copied."""
+    uses: dict[Value, list[Op]] = {}
+    for op in fn.ops:
+        for v in op.operands:
+            uses.setdefault(v, []).append(op)
+    out = set()
+    for op in fn.ops:
+        r = op.results[0] if op.name == "transpose" else None
+        if (r is not None and _swaps_last_two(op) and r not in fn.results and uses.get(r)
+                and all(u.name == "matmul" and lowered(u) for u in uses[r])):
+            out.add(r)
+    return frozenset(out)
+
+
+def _batch_offsets(batch, shape) -> list[int]:
+    """Element offset of each matrix of an operand of ``shape`` (its last two axes the
+    matrix) for each index of the broadcast ``batch`` shape, in C order."""
+    own = shape[:-2]
+    size = shape[-1] * shape[-2]
+    strides, step = [], size
+    for n in reversed(own):
+        strides.append(step if n != 1 else 0)
+        step *= n
+    strides = [0] * (len(batch) - len(own)) + strides[::-1]
+    return [sum(i * s for i, s in zip(idx, strides)) for idx in np.ndindex(*batch)] or [0]
+
+
+class Products:
+    """The entry's ``matmul`` (mixed into ``entry.Entry``: uses ``b``, ``vals``,
+    ``folded``, ``_place``, ``_typed``, ``_declare`` and ``_table``)."""
+
+    def _matmul(self, op: Op) -> None:
+        b = self.b
+        out, (x, y) = op.results[0], op.operands
+        m, k = x.type.shape[-2:]
+        n = y.type.shape[-1]
+        dst = self._place(out)
+        ety = sc.mem_type(out.type)
+
+        def ref(value, ty):
+            slot = b.alloca(ty)
+            b.store(value, slot)
+            return slot
+
+        tx = x in self.folded  # x = S^T, S stored (..., k, m)
+        ty = y in self.folded  # y = U^T, U stored (..., n, k)
+        flags = [ref(ir.Constant(ir.IntType(8), ord("T" if t else "N")), ir.IntType(8))
+                 for t in (ty, tx)]
+        ints = [ref(ir.Constant(I32, v), I32) for v in (
+            n, m, k, max(1, k if ty else n), max(1, m if tx else k), max(1, n))]
+        one, zero = ref(ir.Constant(ety, 1.0), ety), ref(ir.Constant(ety, 0.0), ety)
+        name = "fusegrad_dgemm" if out.type.dtype == np.float64 else "fusegrad_sgemm"
+        xp, yp, cp = (self._typed(p, out.type) for p in (self.vals[x], self.vals[y], dst))
+        batch = out.type.shape[:-2]
+
+        def call(xm, ym, cm):
+            args = [flags[0], flags[1], ints[0], ints[1], ints[2], one, ym, ints[3],
+                    xm, ints[4], zero, cm, ints[5]]
+            b.call(self._declare(name, ir.VoidType(), [a.type for a in args]), args)
+
+        count = math.prod(batch)
+        if count == 1:
+            call(xp, yp, cp)
+        else:
+            xo, yo = (self._table(_batch_offsets(batch, v.type.shape)) for v in (x, y))
+            self._each(count, lambda i: call(b.gep(xp, [b.load(b.gep(xo, [i]))]),
+                                             b.gep(yp, [b.load(b.gep(yo, [i]))]),
+                                             b.gep(cp, [b.mul(i, ir.Constant(I64, m * n))])))
+        self.vals[out] = dst
+
+    def _each(self, count: int, body) -> None:
+        """``body(i)`` for ``i`` in ``[0, count)``, a loop in the entry."""
+        b = self.b
+        head = b.append_basic_block("batch")
+        loop = b.append_basic_block("batch.body")
+        done = b.append_basic_block("batch.done")
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        i = b.phi(I64)
+        i.add_incoming(ir.Constant(I64, 0), pre)
+        b.cbranch(b.icmp_signed("<", i, ir.Constant(I64, count)), loop, done)
+        b.position_at_end(loop)
+        body(i)
+        i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
