@@ -41,6 +41,10 @@ def slotted_reduce(self):
 
 def dtype_name(dtype) -> str:
     """The IR name of a NumPy dtype (``float64`` -> ``f64``)."""
+    try:  # a dtype object, as almost every caller has: no conversion
+        return _NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
     dt = np.dtype(dtype)
     try:
         return _NAMES[dt]
