@@ -1,10 +1,10 @@
-"""Control flow in the entry module: ``cond``, ``while_loop``, ``scan`` and ``checkpoint``
-whose regions the lean generator lowers (recursively) run as native branches and loops,
-with no Python per iteration.
+"""Control flow in the entry module: ``cond``, ``while_loop``, ``scan``, ``while_grad`` and
+``checkpoint`` whose regions the lean generator lowers (recursively) run as native
+branches and loops, with no Python per iteration.
 
 Each region becomes an internal function of the entry module, ``void(arena, *params,
 *results)``, every parameter and result passed by pointer (a scalar as one element in
-memory), its body emitted by the entry's own code (``Entry._body``): its kernels are
+memory), its body emitted by the entry's own code (``Regions._body``): its kernels are
 ordinary kernels named by content (shared and cached like any other), its intermediate
 values have places of their own in the one arena. Around calls to it the caller emits:
 
@@ -62,7 +62,8 @@ def walk(fn: Function):
 def work(fn: Function, own) -> float:
     """Elements of loop work one run of ``fn`` does at least, ``own(op)`` that of an op
     outside control flow: a ``scan``'s body counts ``length`` times, a ``cond`` its
-    lighter branch, a ``while_loop`` is infinite (its trip count is not known)."""
+    lighter branch, a ``while_loop`` or ``while_grad`` is infinite (its trip count is not
+    known)."""
     total = 0.0
     for op in fn.ops:
         if op.name in ("while_loop", "while_grad"):
@@ -210,16 +211,22 @@ class Regions:
         b.position_at_end(done)
         return cur, i
 
-    def _while_loop(self, op: Op) -> None:
-        n = op.attrs["num_carry"]
-        cond, body = (self._region(r) for r in op.regions)
-        consts = [self._in_memory(v) for v in op.operands[n:]]
-        t = op.regions[0].results[0].type
+    def _test(self, region: Function, consts):
+        """``_repeat``'s test calling the ``cond`` region ``region`` on the carry and the
+        ``consts`` (pointers)."""
+        cond = self._region(region)
+        t = region.results[0].type
         flag = self._scratch(t.dtype.itemsize)
 
         def test(cur, i):
             self.b.call(cond, [self.arena, *cur, *consts, flag])
             return self._nonzero(sc.load(self.b, self._typed(flag, t), t))
+        return test
+
+    def _while_loop(self, op: Op) -> None:
+        n = op.attrs["num_carry"]
+        consts = [self._in_memory(v) for v in op.operands[n:]]
+        test, body = self._test(op.regions[0], consts), self._region(op.regions[1])
 
         def step(cur, nxt, i):
             self.b.call(body, [self.arena, *cur, *consts, *nxt])
@@ -247,10 +254,11 @@ class Regions:
 
     def _while_grad(self, op: Op) -> None:
         n = op.attrs["num_carry"]
-        cond, body, adjoint = (self._region(r) for r in op.regions)
         k = len(op.regions[0].params)
         carry, cts = op.operands[:n], op.operands[k:]
         consts = [self._in_memory(v) for v in op.operands[n:k]]
+        test = self._test(op.regions[0], consts)
+        body, adjoint = (self._region(r) for r in op.regions[1:])
         offsets, row = [], 0
         for v in carry:
             offsets.append(row)
@@ -258,13 +266,7 @@ class Regions:
         b = self.b
         stack = b.alloca(PTR)
         b.store(ir.Constant(PTR, None), stack)
-        t = op.regions[0].results[0].type
-        flag = self._scratch(t.dtype.itemsize)
         realloc = self._declare("realloc", PTR, [PTR, I64])
-
-        def test(cur, i):
-            self.b.call(cond, [self.arena, *cur, *consts, flag])
-            return self._nonzero(sc.load(self.b, self._typed(flag, t), t))
 
         def push(cur, nxt, i):
             b = self.b
@@ -300,6 +302,7 @@ class Regions:
         self._take(floats, sums)
 
     def _zero(self, ptr, r: Value) -> None:
+        """Zero bits (0.0) in the place of value ``r`` at ``ptr``."""
         fill = self._declare("llvm.memset.p0i8.i64", ir.VoidType(),
                              [PTR, ir.IntType(8), I64, ir.IntType(1)])
         self.b.call(fill, [ptr, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, _nbytes(r)),
