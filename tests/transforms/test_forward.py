@@ -12,7 +12,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fusegrad as fg
@@ -24,7 +23,7 @@ from tests.helpers import assert_close, float_params
 from tests.jvp_check import random_tangents
 from tests.passes.incgamma_cases import FIRST_ORDER_RAISES
 from tests.passes.test_jvp_rules import JVP_CASES
-from tests.transforms.test_random_programs import SETTINGS, describe, programs
+from tests.transforms.test_random_programs import SETTINGS, describe, programs, sampled
 from tests.transforms.test_transforms import numeric_jacobian
 
 RNG = np.random.default_rng(2024)
@@ -208,8 +207,7 @@ def test_mixed_nestings_of_closures(outer, f, want):
     assert_close(got, np.array(want), "exact64")
 
 
-@settings(max_examples=40, **SETTINGS)
-@given(programs(), st.integers(0, 2**32 - 1))
+@sampled(programs(), st.integers(0, 2**32 - 1), default=15, full=40, **SETTINGS)
 def test_random_program_forward_mode_agrees_with_reverse_mode(case, seed):
     """``<grad f, u>`` by jvp and by grad; ``H u`` forward over reverse (hvp of a tuple
     argument) and reverse over reverse."""

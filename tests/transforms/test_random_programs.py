@@ -253,8 +253,22 @@ SETTINGS = dict(derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
 
-@settings(max_examples=150, **SETTINGS)
-@given(programs())
+def sampled(*strategies, default: int, full: int, **options):
+    """A Hypothesis test of ``strategies``: ``default`` examples in the default run, the
+    ``full`` sample under ``-m slow`` (``options``: the other Hypothesis settings)."""
+
+    def decorate(body):
+        def test(examples):
+            settings(max_examples=examples, **options)(given(*strategies)(body))()
+
+        test.__name__, test.__doc__ = body.__name__, body.__doc__
+        return pytest.mark.parametrize(
+            "examples", [default, pytest.param(full, marks=pytest.mark.slow)])(test)
+
+    return decorate
+
+
+@sampled(programs(), default=50, full=150, **SETTINGS)
 def test_random_program_gradient_matches_finite_differences(case):
     program, inputs = case
     argnums = tuple(range(len(inputs)))
@@ -266,8 +280,7 @@ def test_random_program_gradient_matches_finite_differences(case):
         assert_close(g, want, "fd", f"gradient of input {k}{msg}")
 
 
-@settings(max_examples=50, **SETTINGS)
-@given(programs(), st.integers(0, 2**32 - 1))
+@sampled(programs(), st.integers(0, 2**32 - 1), default=20, full=50, **SETTINGS)
 def test_random_program_second_order_matches_finite_differences(case, seed):
     """grad of sum(grad(f) * v), i.e. the Hessian-vector product, vs differences of grad(f)."""
     program, inputs = case

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from tests.helpers import assert_close
-from tests.transforms.test_random_programs import SETTINGS, describe, programs
+from tests.transforms.test_random_programs import SETTINGS, describe, programs, sampled
 
 RNG = np.random.default_rng(0)
 XS = RNG.standard_normal((5, 3))
@@ -156,9 +155,8 @@ def test_elementwise_grad_inside_vmap():
     assert_close(f(XS), want, "exact64")
 
 
-@settings(max_examples=60, **SETTINGS)
-@given(programs(), st.lists(st.sampled_from([0, -1, None]), min_size=3, max_size=3),
-       st.integers(0, 2**32 - 1))
+@sampled(programs(), st.lists(st.sampled_from([0, -1, None]), min_size=3, max_size=3),
+         st.integers(0, 2**32 - 1), default=20, full=60, **SETTINGS)
 def test_random_program_and_its_gradient_match_a_loop(case, axes, seed):
     """vmap(f) and vmap(grad(f)) over random programs, random in_axes (0, -1, None)."""
     program, inputs = case
