@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck
 from hypothesis import strategies as st
 
 import fusegrad as fg
@@ -24,6 +24,7 @@ from fusegrad.nn import functional as F
 from fusegrad.runtime.interpreter import run
 from tests.helpers import assert_close, check_grads
 from tests.passes.pool_cases import GEOMETRIES, geo
+from tests.transforms.test_random_programs import sampled
 
 MAX_OPS = ("max_pool", "max_pool_argmax", "max_pool_grad", "max_pool_take")
 
@@ -390,8 +391,8 @@ def _kernel_args(x, g):
                 arr("pad_hi", 0))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_geometries())
+@sampled(_geometries(), default=50, full=150, deadline=None,
+         suppress_health_check=[HealthCheck.too_slow])
 def test_random_geometries_match_loops(drawn):
     from fusegrad.codegen import rt_pool
 

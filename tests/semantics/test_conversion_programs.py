@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from tests.helpers import assert_close, numeric_grads
+from tests.transforms.test_random_programs import sampled
 
 X = np.array([0.4, -0.3, 0.8])
 C = np.array([0.9, 1.3, -0.6])
@@ -123,8 +124,7 @@ SETTINGS = dict(derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])
 
 
-@settings(max_examples=60, **SETTINGS)
-@given(programs())
+@sampled(programs(), default=20, full=60, **SETTINGS)
 def test_conversions_never_give_a_wrong_gradient(program):
     _check(program)
 
