@@ -85,6 +85,7 @@ def _run_without_fusegrad(tmp_path, inputs):
     return dict(np.load(tmp_path / "outputs.npz"))
 
 
+@pytest.mark.slow  # the matrix test below checks all of this (two cold Numba compiles each)
 def test_ejected_w1_gradient_equals_fusegrad_at_another_size(tmp_path):
     _eject(tmp_path, "w1", ["f64[100]"])
     x = np.linspace(-4, 4, 2049)
