@@ -99,6 +99,11 @@ def branchy(x, xs):
     return fnp.sum(c) + fnp.sum(ys * fnp.arange(1.0, 5.0))
 
 
+def int_pred(x, n):
+    """A ``cond`` on an integer predicate (nonzero: the true branch)."""
+    return fnp.sum(fg.cond(n, lambda a: fnp.exp(a) * n, lambda a: a - 1.0, x))
+
+
 def _build(f, *args, native: bool = True):
     """``f`` traced at ``args`` and built by the lean generator, and its arguments (with
     the arrays it closes over); with ``native=False`` control-flow ops are kept out of
@@ -139,6 +144,8 @@ PROGRAMS = [
     (nested, (X,)),
     (branchy, (X, XS)),
     (branchy, (-X, XS)),
+    (int_pred, (X, np.int64(-3))),
+    (int_pred, (X, np.int64(0))),
 ]
 
 
