@@ -226,6 +226,7 @@ def test_cache_survives_corruption_and_unwritable_directories(tmp_path):
     assert third.stderr.count("is not writable") == 1
 
 
+@pytest.mark.slow  # test_cache_faults.py's spawned processes race the same way, behind a barrier
 def test_two_processes_compile_the_same_function_at_once(tmp_path):
     env = _env(tmp_path)
     procs = [subprocess.Popen([sys.executable, "-c", SCRIPT], stdout=subprocess.PIPE,
