@@ -25,6 +25,7 @@ from ...ir.stats import add_phase, count_module
 from . import copies, engine, mathcalls, mathlib_ir
 from .control import walk
 from .entry import Entry, check, check_op
+from .indexing import LOWERED
 from .kernel import PLACEHOLDER, Unsupported, build, chunkable, space_of
 
 __all__ = ["Compiled", "Unsupported", "check", "chunked_kernels", "compile_function", "digest",
@@ -102,11 +103,12 @@ def source(fused: Function, threads: bool = False) -> str:
 
 
 def digest(fused: Function) -> str | None:
-    """The hash of ``fused``'s text (every op, attribute and constant, exactly): what its
-    compiled form is recorded under (``_manifest_key``). None if an attribute has no
+    """The hash of ``fused``'s text (every op, attribute and constant, exactly, and the
+    source locations of a program with indexing ops, whose index errors name them): what
+    its compiled form is recorded under (``_manifest_key``). None if an attribute has no
     text. A caller that kept it (the pass cache) passes it to ``compile_function``."""
     try:
-        text = print_function(fused)
+        text = print_function(fused, locs=any(op.name in LOWERED for op in walk(fused)))
     except TypeError:
         return None
     return hashlib.sha256(text.encode()).hexdigest()

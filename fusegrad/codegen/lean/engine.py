@@ -9,8 +9,10 @@ the engine (a kernel shared by two functions, or by two layers of one model) is
 never added twice: its symbols are simply used again.
 
 The host symbols generated code calls (libm, ``Py_IncRef``, ``PyEval_SaveThread``
-/ ``PyEval_RestoreThread``) are registered by address, so machine code holds no
-address of this process and an object file is valid in any process.
+/ ``PyEval_RestoreThread``, ``PyErr_Format``) and the one object it reads
+(``PyExc_IndexError``, as ``fusegrad_PyExc_IndexError``: a name nothing else in the
+process defines) are registered by address, so machine code holds no address of this
+process and an object file is valid in any process.
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ def _llvm():
 
 def _register_symbols(llvm) -> None:
     api = ctypes.pythonapi
-    for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread"):
+    for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_Format"):
         llvm.add_symbol(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
+    llvm.add_symbol("fusegrad_PyExc_IndexError",
+                    ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_IndexError")))
     libm = ctypes.CDLL(None)
     for name in _LIBM:
         try:

@@ -8,8 +8,10 @@ arrays. Scalar values live in registers; every other array value has its own
 place in the arena (or, for a result, in its result array), laid out here, so a
 call allocates nothing but its results and one arena. Kernels (``kernel.py``) are
 separate modules the entry calls by name; control-flow ops whose regions are lowered
-too run as native branches and loops (``control.py``). Around work of at least
-``GIL_FREE_ELEMENTS`` elements the entry releases the GIL.
+too run as native branches and loops (``control.py``), gathers and scatters as loops
+that check their indices (``indexing.py``: an index out of range makes the entry
+return NULL with an ``IndexError`` set). Around work of at least ``GIL_FREE_ELEMENTS``
+elements the entry releases the GIL.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from . import control, copies, engine, products
+from . import control, copies, engine, indexing, products
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
@@ -60,7 +62,7 @@ def check_op(op: Op) -> None:
 
 def _driver_op(op: Op) -> bool:
     """Whether ``op``, outside kernels, is lowered here."""
-    if op.name in ("count", *_VIEW_OPS, *_COPY_OPS):
+    if op.name in ("count", *_VIEW_OPS, *_COPY_OPS, *indexing.LOWERED):
         return True
     if op.name == "matmul":
         return products.lowered(op)
@@ -69,7 +71,7 @@ def _driver_op(op: Op) -> bool:
     return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
 
 
-class Entry(control.Regions, products.Products):
+class Entry(control.Regions, products.Products, indexing.Indexing):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -110,6 +112,7 @@ class Entry(control.Regions, products.Products):
         self.region_fns: dict[Function, ir.Function] = {}  # control-flow regions
         self.folded = frozenset().union(*map(products.folded_transposes,
                                              control.functions(fn)))
+        self._errors(gil)
         self._body(fn, datas[:len(fn.params)], datas[len(fn.params):-1])
         b = self.b
         if gil is not None:
@@ -136,7 +139,10 @@ class Entry(control.Regions, products.Products):
         b, vals = self.b, self.vals
         out = op.results[0] if op.results else None
         if op.name in control.LOWERED:
+            self._enter(op)
             return getattr(self, "_" + op.name)(op)
+        if op.name in indexing.LOWERED:
+            return self._indexing(op)
         if op.name == "fused":
             return self._kernel(op)
         if op.name == "constant":
@@ -341,21 +347,27 @@ class Entry(control.Regions, products.Products):
         return self.b.gep(g, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
 
     def _loop(self, args, shape, body) -> None:
-        """Call a loop over ``shape`` built in a module of its own (named by the hash of
-        its text, so every program doing the same loop shares it): ``body(builder,
-        indices, function)`` reads its operands from the function's arguments ``args``."""
+        """Call a loop over ``shape`` (``_helper``): ``body(builder, indices, function)``
+        reads its operands from the function's arguments ``args``."""
+        def build(f):
+            b = ir.IRBuilder(f.append_basic_block("entry"))
+            loop_nest(b, f, shape, lambda b, idx: body(b, idx, f)).ret_void()
+        self._helper(args, build)
+
+    def _helper(self, args, build, ret=None) -> ir.Value:
+        """Call a function of ``args`` returning ``ret`` (default void), built in a module
+        of its own (named by the hash of its text, so every program doing the same shares
+        it): ``build(function)`` emits its body."""
+        ret = ret or ir.VoidType()
         mod = ir.Module(name="loop")
         mod.triple, mod.data_layout = engine.triple_and_layout()
-        f = ir.Function(mod, ir.FunctionType(ir.VoidType(), [a.type for a in args]),
-                        kn.PLACEHOLDER)
-        b = ir.IRBuilder(f.append_basic_block("entry"))
-        b = loop_nest(b, f, shape, lambda b, idx: body(b, idx, f))
-        b.ret_void()
+        f = ir.Function(mod, ir.FunctionType(ret, [a.type for a in args]), kn.PLACEHOLDER)
+        build(f)
         text = str(mod)
         name = "k_" + engine.module_name(text)[4:]
         if all(name != n for _, n in self.helpers):
             self.helpers.append((text.replace(kn.PLACEHOLDER, name), name))
-        self.b.call(self._declare(name, ir.VoidType(), [a.type for a in args]), args)
+        return self.b.call(self._declare(name, ret, [a.type for a in args]), args)
 
     def _source(self, v: Value):
         """(pointer, register value) of an operand: arrays by pointer, scalars by value."""
@@ -441,6 +453,8 @@ def _work(op: Op) -> int:
         return math.prod(op.results[0].type.shape)
     if op.name == "matmul":
         return products.work(op)
+    if op.name in indexing.LOWERED:
+        return indexing.work(op)
     return 0
 
 
