@@ -13,7 +13,11 @@ May import ``config``, ``ir``, ``tracer``, ``passes``, ``codegen``, ``runtime`` 
 register what it needs to know about them.
 """
 
-from . import jit_eager, sizes  # noqa: F401  (fg.jit over eager code; counts stay traced)
+from . import (  # noqa: F401
+    jit_eager,  # fg.jit over eager code
+    sizes,  # counts stay traced
+    tensor_api,  # Tensor's methods from sorting, selection, triangles, diagonal, ...
+)
 from .tensor import Tensor
 
 __all__ = ["Tensor"]

@@ -4,6 +4,8 @@ May import ``config`` only: every other part of fusegrad builds on it, and the
 array classes of higher layers (tracers, eager Tensors) register with ``bind``.
 """
 
+import importlib
+
 from . import ops
 from .bind import aval, bind, register_array_type
 from .core import Builder, Function, Op, Value
@@ -17,7 +19,6 @@ from .errors import (
 )
 from .evaluate import evaluate
 from .optable import OPS, OpDef
-from .parser import parse_function
 from .printer import print_function
 from .types import DTYPES, TensorType, dtype_name, parse_type
 from .verifier import verify
@@ -48,3 +49,16 @@ __all__ = [
     "register_array_type",
     "verify",
 ]
+
+
+def __getattr__(name: str):
+    # the text parser loads on first use: compiling its tokenizer takes milliseconds, and
+    # tracing, differentiating and compiling never read IR text
+    if name in ("parse_function", "parser"):
+        parser = importlib.import_module(f"{__name__}.parser")
+        return parser if name == "parser" else parser.parse_function
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "parse_function", "parser"})

@@ -10,7 +10,6 @@ matrix. Every other keyword goes to SciPy unchanged; the result is SciPy's
 
 from __future__ import annotations
 
-import sys
 import threading
 import weakref
 from collections.abc import Callable
@@ -85,7 +84,3 @@ def _compiled(fun: Callable):
 
             hit = _transformed[fun] = (jit(fun), value_and_grad(fun), jit(hessian_vector))
         return hit
-
-
-# ``fg.scipy.minimize``: the package's ``__init__`` holds only its docstring
-sys.modules[__package__].minimize = minimize

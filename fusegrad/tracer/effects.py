@@ -48,7 +48,6 @@ import functools
 import os
 import random
 import sys
-import sysconfig
 import threading
 import time
 import types
@@ -56,6 +55,7 @@ import types
 import numpy as np
 
 from .entropy import seeded_call
+from .messages import library_dirs
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIB_DIRS = (os.path.dirname(os.path.abspath(np.__file__)) + os.sep, _PKG_DIR)
@@ -80,8 +80,6 @@ _TARGETS = (
     + [(os, "urandom", "os.urandom")]
 )
 _CLOCK_NAMES = frozenset(what for owner, _, what in _TARGETS if owner in (time, os))
-_SYSTEM_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for p in (
-    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))}))
 _LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST", "LOAD_ATTR",
                     "LOAD_METHOD", "LOAD_CLASSDEREF"))
 
@@ -107,9 +105,10 @@ def _mark_foreign(kind: str) -> None:
 
 
 def _wrap(orig, what: str | None):
+    skip = _LIB_DIRS + _LIB_FILES
     #: clocks count only when the user's code reads them: libraries read them for their own
     #: bookkeeping (logging stamps its records, Numba times its passes)
-    skip = _LIB_DIRS + _LIB_FILES + (_SYSTEM_DIRS if what in _CLOCK_NAMES else ())
+    clock = what in _CLOCK_NAMES
     kind = "np" if (what or "").startswith("np.random.") else "py" if (
         what or "").startswith("random.") else None
 
@@ -121,7 +120,9 @@ def _wrap(orig, what: str | None):
         elif what is None and args and args[0] is random._inst:
             _mark_foreign("py")
         caller = sys._getframe(1)
-        if recs and not caller.f_code.co_filename.startswith(skip):
+        fname = caller.f_code.co_filename
+        if recs and not fname.startswith(skip) and not (clock and fname.startswith(
+                library_dirs())):
             if what is None:  # a random.Random method: args[0] is the generator
                 owner = "random" if args[0] is random._inst else type(args[0]).__name__
                 entry = (f"{owner}.{orig.__name__}", _user_site(caller))

@@ -13,11 +13,11 @@ Two errors, both naming the user's ``file:line`` and what to write instead:
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import re
 import sys
-import sysconfig
 
 import numpy as np
 
@@ -26,11 +26,20 @@ from ..ir.location import override as _loc_override
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _NP_DIR = os.path.dirname(os.path.abspath(np.__file__)) + os.sep
-#: installed libraries and the standard library: a conversion made there was asked for by
-#: the user's line that called into them
-_LIB_DIRS = tuple(sorted({os.path.abspath(p) + os.sep for p in (
-    sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib"))},
-    key=len, reverse=True))  # site-packages before the lib directory that holds it
+
+
+@functools.cache
+def library_dirs() -> tuple[str, ...]:
+    """The installed libraries' and the standard library's directories, site-packages
+    before the lib directory that holds it: a conversion made there was asked for by the
+    user's line that called into them. Read on first use (``sysconfig`` takes
+    milliseconds to load, and only errors and clocks read while tracing need it)."""
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    return tuple(sorted({os.path.abspath(paths[k]) + os.sep
+                         for k in ("stdlib", "platstdlib", "purelib", "platlib")},
+                        key=len, reverse=True))
 
 
 def user_location() -> str | None:
@@ -59,7 +68,7 @@ def _conversion_sites() -> tuple[str | None, str | None]:
     while f is not None:
         fname = f.f_code.co_filename
         if not fname.startswith((_PKG_DIR, _NP_DIR, "<frozen")):
-            if not fname.startswith(_LIB_DIRS):
+            if not fname.startswith(library_dirs()):
                 return f"{fname}:{f.f_lineno}", lib
             lib = lib or f"{fname}:{f.f_lineno}"
         f = f.f_back
@@ -68,7 +77,7 @@ def _conversion_sites() -> tuple[str | None, str | None]:
 
 def _short(loc: str) -> str:
     """A library's ``file:line`` from its package on (``scipy/optimize/_optimize.py:3``)."""
-    for d in _LIB_DIRS:
+    for d in library_dirs():
         if loc.startswith(d):
             return loc[len(d):]
     return loc

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,8 +35,10 @@ from ..passes.fusion import fuse
 from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
-from .export_sizes import SizeRule, fit
 from .plan import _leaf
+
+if TYPE_CHECKING:  # annotations only: export_sizes (and its fractions) load with an export
+    from .export_sizes import SizeRule
 
 
 class ExportError(FusegradError, TypeError):
@@ -53,6 +56,8 @@ class _Export:
     """The traced function of one callable at one signature, and its loaded module."""
 
     def __init__(self, fun: Callable, args: tuple):
+        from .export_sizes import fit
+
         leaves, self.tree = tree_flatten(tree_map(_leaf, args))
         self.avals = [TensorType(np.shape(x), np.asarray(x).dtype) for x in leaves]
         self.fun = fun
