@@ -335,14 +335,18 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
 
     def _table(self, values: list[int]) -> ir.Value:
         """A pointer to a constant array of ``values`` (i64) in the module."""
-        arr = ir.ArrayType(I64, len(values))
-        key = ("table", tuple(values))
+        return self._global_array("table", ir.ArrayType(I64, len(values)), list(values))
+
+    def _global_array(self, kind: str, arr: ir.ArrayType, init) -> ir.Value:
+        """A pointer to the first element of a constant array ``arr`` holding ``init``,
+        one internal global per distinct ``(kind, init)`` in the module."""
+        key = (kind, bytes(init) if isinstance(init, bytearray) else tuple(init))
         g = self.tables.get(key)
         if g is None:
-            g = ir.GlobalVariable(self.mod, arr, f"table{len(self.tables)}")
+            g = ir.GlobalVariable(self.mod, arr, f"{kind}{len(self.tables)}")
             g.global_constant = True
             g.linkage = "internal"
-            g.initializer = ir.Constant(arr, list(values))
+            g.initializer = ir.Constant(arr, init)
             self.tables[key] = g
         return self.b.gep(g, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
 

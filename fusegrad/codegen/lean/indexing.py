@@ -110,16 +110,7 @@ class Indexing:
     def _string(self, text: str) -> ir.Value:
         """A pointer to the NUL-terminated UTF-8 ``text``, a constant of the module."""
         data = text.encode() + b"\0"
-        arr = ir.ArrayType(ir.IntType(8), len(data))
-        key = ("string", text)
-        g = self.tables.get(key)
-        if g is None:
-            g = ir.GlobalVariable(self.mod, arr, f"string{len(self.tables)}")
-            g.global_constant = True
-            g.linkage = "internal"
-            g.initializer = ir.Constant(arr, bytearray(data))
-            self.tables[key] = g
-        return self.b.gep(g, [ir.Constant(_I32, 0), ir.Constant(_I32, 0)])
+        return self._global_array("string", ir.ArrayType(ir.IntType(8), len(data)), bytearray(data))
 
     def _raise(self, op: Op, bad: ir.Value) -> None:
         """Raise ``op``'s ``IndexError`` for index ``bad`` (an i64): from the entry,

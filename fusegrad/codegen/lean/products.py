@@ -19,6 +19,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from . import scalar as sc
+from .kernel import loop_nest
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
@@ -108,25 +109,10 @@ class Products:
             call(xp, yp, cp)
         else:
             xo, yo = (self._table(_batch_offsets(batch, v.type.shape)) for v in (x, y))
-            self._each(count, lambda i: call(b.gep(xp, [b.load(b.gep(xo, [i]))]),
-                                             b.gep(yp, [b.load(b.gep(yo, [i]))]),
-                                             b.gep(cp, [b.mul(i, ir.Constant(I64, m * n))])))
-        self.vals[out] = dst
+            def each(b, idx):
+                i = idx[0]
+                call(b.gep(xp, [b.load(b.gep(xo, [i]))]), b.gep(yp, [b.load(b.gep(yo, [i]))]),
+                     b.gep(cp, [b.mul(i, ir.Constant(I64, m * n))]))
 
-    def _each(self, count: int, body) -> None:
-        """``body(i)`` for ``i`` in ``[0, count)``, a loop in the entry."""
-        b = self.b
-        head = b.append_basic_block("batch")
-        loop = b.append_basic_block("batch.body")
-        done = b.append_basic_block("batch.done")
-        pre = b.block
-        b.branch(head)
-        b.position_at_end(head)
-        i = b.phi(I64)
-        i.add_incoming(ir.Constant(I64, 0), pre)
-        b.cbranch(b.icmp_signed("<", i, ir.Constant(I64, count)), loop, done)
-        b.position_at_end(loop)
-        body(i)
-        i.add_incoming(b.add(i, ir.Constant(I64, 1)), b.block)
-        b.branch(head)
-        b.position_at_end(done)
+            loop_nest(b, b.function, (count,), each)  # the builder continues after it
+        self.vals[out] = dst
