@@ -1,15 +1,19 @@
 """fusegrad functions as Numba functions: ``.njit(*example)`` and ``fg.cfunc``.
 
 ``fg.grad(f).njit(x)`` (likewise on ``value_and_grad``, ``hvp`` and ``jit``
-callables) traces the callable at the example's ranks and dtypes and returns a Numba
-dispatcher that ``@numba.njit`` code calls directly, in ``prange`` loops too: no
-Python in the call path. Its module is the generated module of the traced
-Function plus one function, ``exported``, that builds the sizes table ``d`` from its
-arguments' shapes (``transforms.export_sizes``) and calls ``entry`` (and
-``entry_exact`` when a trig argument was huge). Every call allocates its own outputs
-and scratch, so concurrent calls share nothing. The module is cached on disk like
-every generated module (``codegen.compile``), and ``exported`` is compiled for the
-example's types at once, under the module's lock.
+callables) returns a Numba dispatcher that ``@numba.njit`` code calls directly, in
+``prange`` loops too. It calls the lean code generator's machine code by address: the
+callable is traced at the arguments' shapes and compiled to a C entry
+(``codegen.lean.compile_function(host=False)``, which touches no CPython state), and
+the dispatcher allocates the results and the entry's scratch and calls it through
+``native_call.call_entry``. The example's shapes are compiled at once and called
+with no Python at all; other shapes of the same ranks and dtypes are traced and
+compiled on their first call, and each call at them looks their entry up in Python
+(``numba.objmode``: it takes the GIL for about a microsecond). A program whose ops the
+code generator does not all lower (sorts, LAPACK, FFT, ...) runs its compiled segments
+from Python the same way. Every call allocates its own results and scratch, so
+concurrent calls share nothing. The machine code is cached on disk like every
+compiled program, by content.
 
 Calling convention: one positional argument per array leaf of the example
 arguments (pytrees flattened), 0-d leaves as scalars; the result is the callable's
@@ -23,12 +27,10 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import config
-from ..codegen import compile as cg_compile
+from ..codegen import lean
 from ..ir.errors import FusegradError
 from ..ir.types import TensorType, dtype_name
 from ..passes.fusion import fuse
@@ -36,9 +38,6 @@ from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from .plan import _leaf
-
-if TYPE_CHECKING:  # annotations only: export_sizes (and its fractions) load with an export
-    from .export_sizes import SizeRule
 
 
 class ExportError(FusegradError, TypeError):
@@ -51,42 +50,82 @@ _C_TYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "i32": "int32_t",
            "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t", "bool": "bool"}
 
 
+class _Native:
+    """The callable compiled at one set of argument shapes: a C entry's ``address``
+    (0 if the program is not lowered whole), its arena's bytes, the result shapes, and
+    for a program that is not lowered whole its ``executable``."""
+
+    def __init__(self, address: int, arena: int, shapes: tuple, executable=None):
+        self.address, self.arena, self.shapes = address, arena, shapes
+        self.executable = executable
+
 
 class _Export:
-    """The traced function of one callable at one signature, and its loaded module."""
+    """One callable at one signature (ranks and dtypes), compiled per argument shapes."""
 
     def __init__(self, fun: Callable, args: tuple):
-        from .export_sizes import fit
-
         leaves, self.tree = tree_flatten(tree_map(_leaf, args))
         self.avals = [TensorType(np.shape(x), np.asarray(x).dtype) for x in leaves]
         self.fun = fun
-        self.free: tuple = ()
+        self.name = getattr(fun, "__name__", "f")
         self.out_types: tuple = ()
-        source, self.rule = fit(self._build, [t.shape for t in self.avals])
-        self.source = source
-        self.rare = "def entry_exact" in source
+        self.free: tuple = ()
+        self._natives: dict[tuple, _Native] = {}
+        self._lock = threading.Lock()
+        self.example = self.native(tuple(t.shape for t in self.avals))
 
-    def _build(self, shapes):
-        from ..codegen.module import generate
+    def native(self, shapes: tuple) -> _Native:
+        """The callable compiled for arguments of ``shapes`` (traced and compiled on
+        the first call with them)."""
+        hit = self._natives.get(shapes)
+        if hit is not None:
+            return hit
+        with self._lock:
+            hit = self._natives.get(shapes)
+            if hit is None:
+                hit = self._natives[shapes] = self._compile(shapes)
+        return hit
+
+    def _compile(self, shapes: tuple) -> _Native:
+        from ..runtime.compiled import executable
 
         avals = [TensorType(s, t.dtype) for s, t in zip(shapes, self.avals)]
-        traced = trace_pytree(self.fun, tree_unflatten(self.tree, avals),
-                              name=getattr(self.fun, "__name__", "f"))
+        traced = trace_pytree(self.fun, tree_unflatten(self.tree, avals), name=self.name)
         fn = traced.function
         if any(isinstance(v, TensorType) or not hasattr(v, "dtype") for v in traced.free):
             raise ExportError("export: the function closes over a value of an enclosing trace")
+        if traced.guards:
+            raise ExportError("export: the function turns a traced value into a Python "
+                              "value (its result would hold for one argument value only)")
         if not self.out_types:  # the example's trace (the first one)
-            self.free = tuple(np.asarray(v) for v in traced.free)
             self.out_types = fn.out_types
-        return generate(fuse(simplify(fn)))
+            self.free = tuple(np.ascontiguousarray(v) for v in traced.free)
+        elif [dtype_name(t.dtype) for t in fn.out_types] != [
+                dtype_name(t.dtype) for t in self.out_types] or [
+                len(t.shape) for t in fn.out_types] != [len(t.shape) for t in self.out_types]:
+            raise ExportError("export: at these shapes the function returns results of "
+                              "other ranks or dtypes than at the example's")
+        out_shapes = tuple(t.shape for t in fn.out_types)
+        fused = fuse(simplify(fn))
+        try:
+            code = lean.compile_function(fused, host=False)
+        except lean.Unsupported:
+            return _Native(0, 0, out_shapes, executable(fn, "export"))
+        return _Native(code.address, max(code.arena_bytes, 1), out_shapes)
 
-    def module_text(self, cfunc: bool) -> str:
-        lines = [self.source, "", *_free_arrays(self.free), ""]
-        lines += _wrapper(self.avals, len(self.free), self.rule, len(self.out_types), self.rare)
-        if cfunc:
-            lines += ["", ""] + _cfunc(self.avals, self.out_types)
-        return "\n".join(lines) + "\n"
+    def lookup(self, shapes: tuple):
+        """``(address, arena bytes, *result shapes)`` for array arguments of ``shapes``
+        (for the dispatcher's object-mode block)."""
+        full = iter(shapes)
+        n = self.native(tuple(next(full) if t.shape != () else () for t in self.avals))
+        return (n.address, n.arena, *(s if s != () else (1,) for s in n.shapes))
+
+    def run_python(self, *args):
+        """The results of a program not lowered whole, for the dispatcher's object-mode
+        block (0-d results as 1-element arrays)."""
+        shapes = tuple(np.shape(a) for a in args)
+        out = self.native(shapes).executable(*args, *self.free)
+        return tuple(np.ascontiguousarray(r).reshape(np.shape(r) or (1,)) for r in out)
 
     def numba_types(self):
         import numba
@@ -96,48 +135,69 @@ class _Export:
                          t.dtype)]), len(t.shape), "C") for t in self.avals)
 
 
-def _free_arrays(free) -> list[str]:
-    """Module-level constants for arrays the function closes over (Numba freezes them)."""
-    out = []
-    for i, v in enumerate(free):
-        v = np.ascontiguousarray(v)
-        out.append(f"_free{i} = np.frombuffer(bytes.fromhex({v.tobytes().hex()!r}), "
-                   f"np.dtype({v.dtype.str!r})).reshape({tuple(v.shape)!r}).copy()")
-    return out
+def _array_type(t: TensorType) -> str:
+    """Numba's name of the C-contiguous array type of result ``t`` (0-d: 1 element)."""
+    rank = max(len(t.shape), 1)
+    return f"{_NUMBA_TYPE[dtype_name(t.dtype)]}[{', '.join([':'] * (rank - 1) + ['::1'])}]"
 
 
-def _wrapper(avals, nfree: int, rule: SizeRule, nres: int, rare: bool) -> list[str]:
+def _wrapper(ex: _Export) -> list[str]:
+    """The dispatcher's source (see the module docstring)."""
+    avals, outs, nfree = ex.avals, ex.out_types, len(ex.free)
     params = [f"x{i}" for i in range(len(avals))]
+    arrays = [i for i, t in enumerate(avals) if t.shape != ()]
     body = []
-    for j, (a, ax) in enumerate(rule.classes):
-        body.append(f"    c{j} = x{a}.shape[{ax}]")
-    for a, ax, j in rule.tied:
-        body.append(f"    if x{a}.shape[{ax}] != c{j}:")
-        body.append(f"        raise ValueError(\"argument {a}: axis {ax} must equal the "
-                    f"extent it had equal in the example\")")
-    for a, ax, n in rule.fixed:
-        body.append(f"    if x{a}.shape[{ax}] != {n}:")
-        why = "as in the example" if rule.generic else "(exported for the example's shapes only)"
-        body.append(f"        raise ValueError(\"argument {a}: axis {ax} must be {n} {why}\")")
-    items = [f"np.int64({rule.expression(k, lambda j: f'c{j}')})"
-             for k in range(len(rule.entries))]
-    body.append(f"    d = ({', '.join(items)}{',' if len(items) == 1 else ''})")
-    call_args = ", ".join(["d", *params, *(f"_free{i}" for i in range(nfree))])
-
-    def result(r):
-        parts = [f"{r}[{i}]" for i in range(nres)]
-        return parts[0] if nres == 1 else "(" + ", ".join(parts) + ")"
-
-    body.append(f"    r = entry({call_args})")
-    if rare:
-        body += ["    if r[-1]:", f"        e = entry_exact({call_args})",
-                 f"        return {result('e')}"]
-    body.append(f"    return {result('r')}")
-    return ["@numba.njit(error_model=\"numpy\", cache=True)",
+    for i, t in enumerate(avals):
+        dt = f"np.{_NUMBA_TYPE[dtype_name(t.dtype)].replace('boolean', 'bool_')}"
+        if t.shape == ():
+            body += [f"    a{i} = np.empty(1, {dt})", f"    a{i}[0] = x{i}"]
+        else:
+            body.append(f"    a{i} = np.ascontiguousarray(x{i})")
+    first = ex.example
+    test = " and ".join(f"x{i}.shape == {avals[i].shape!r}" for i in arrays) or "True"
+    body.append(f"    if {test}:")
+    body += [f"        addr = {first.address}", f"        nbytes = {first.arena}"]
+    body += [f"        s{k} = {s or (1,)!r}" for k, s in enumerate(first.shapes)]
+    body.append("    else:")
+    names = ", ".join(["addr", "nbytes", *(f"s{k}" for k in range(len(outs)))])
+    body.append(f"        {names} = _lookup(({''.join(f'x{i}.shape, ' for i in arrays)}))")
+    results = [f"o{k}" for k in range(len(outs))]
+    body += ["    if addr == 0:  # not lowered whole: its segments run from Python",
+             f"        {', '.join(results)}, = _python({', '.join(params)})",
+             "    else:"]
+    for k, t in enumerate(outs):
+        dt = f"np.{_NUMBA_TYPE[dtype_name(t.dtype)].replace('boolean', 'bool_')}"
+        body.append(f"        o{k} = np.empty(s{k}, {dt})")
+    held = [f"a{i}" for i in range(len(avals))] + [f"_free{j}" for j in range(nfree)]
+    held += [*results, "arena"]
+    body += ["        arena = np.empty(nbytes, np.uint8)",
+             f"        objs = np.zeros({3 * len(held)}, np.int64)",
+             f"        ptrs = np.empty({len(held)}, np.int64)"]
+    body += [f"        objs[{3 * j + 2}] = {h}.ctypes.data" for j, h in enumerate(held)]
+    body += ["        base = objs.ctypes.data",
+             f"        for j in range({len(held)}):",
+             "            ptrs[j] = base + 24 * j",
+             f"        if call_entry(addr, objs, ptrs, ({', '.join(held)},)) == 0:",
+             f"            raise IndexError(\"an index is out of range in @{ex.name} (call it "
+             "outside Numba for the full message)\")"]
+    ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(outs)]
+    body.append(f"    return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
+    kinds = ["addr=\"int64\"", "nbytes=\"int64\""] + [
+        f"s{k}=\"UniTuple(int64, {max(len(t.shape), 1)})\"" for k, t in enumerate(outs)]
+    typed = ", ".join(f"o{k}=\"{_array_type(t)}\"" for k, t in enumerate(outs))
+    # object-mode blocks in functions of their own (Numba lowers them badly in branches)
+    return ["@numba.njit", "def _lookup(shapes):", f"    with numba.objmode({', '.join(kinds)}):",
+            f"        {names} = _export.lookup(shapes)", f"    return {names}", "", "",
+            "@numba.njit", f"def _python({', '.join(params)}):",
+            f"    with numba.objmode({typed}):",
+            f"        {', '.join(results)}, = _export.run_python({', '.join(params)})",
+            f"    return {', '.join(results)},", "", "",
+            "@numba.njit(error_model=\"numpy\")",
             f"def exported({', '.join(params)}):", *body]
 
 
 def _cfunc(avals, out_types) -> list[str]:
+
     for t in (*avals, *out_types):
         if dtype_name(t.dtype) not in _C_TYPE:
             raise ExportError(f"cfunc: {t} has no C type; use float, integer or bool dtypes")
@@ -145,7 +205,7 @@ def _cfunc(avals, out_types) -> list[str]:
     if all(t.shape == () for t in avals) and len(out_types) == 1 and out_types[0].shape == ():
         sig = f"{nt[out_types[0]]}({', '.join(nt[t] for t in avals)})"
         params = [f"x{i}" for i in range(len(avals))]
-        return [f"@numba.cfunc({sig!r}, error_model=\"numpy\", cache=True)",
+        return [f"@numba.cfunc({sig!r}, error_model=\"numpy\")",
                 f"def c_entry({', '.join(params)}):", f"    return exported({', '.join(params)})"]
     sig_args, params, body, args = [], [], [], []
     for i, t in enumerate(avals):
@@ -171,7 +231,7 @@ def _cfunc(avals, out_types) -> list[str]:
             body += [f"    o{k} = {r}.ravel()", f"    w{k} = numba.carray(out{k}, (o{k}.size,))",
                      f"    w{k}[:] = o{k}"]
     sig = f"int32({', '.join(sig_args)})"
-    return [f"@numba.cfunc({sig!r}, error_model=\"numpy\", cache=True)",
+    return [f"@numba.cfunc({sig!r}, error_model=\"numpy\")",
             f"def c_entry({', '.join(params)}):", *body, "    return 0"]
 
 
@@ -192,13 +252,24 @@ def _export(fun: Callable, args: tuple) -> _Export:
     return ex
 
 
-def _load(ex: _Export, cfunc: bool):
-    from ..runtime.compiled import opt_level
+def _load(ex: _Export, cfunc: bool) -> dict:
+    """The dispatcher's (and the cfunc's) namespace, its source executed in it."""
+    import linecache
 
-    source = ex.module_text(cfunc)
-    with opt_level(config.OPT):  # a cfunc compiles while its module is executed
-        mod = cg_compile.load(source)
-    return mod, source
+    import numba
+
+    from .native_call import call_entry
+
+    lines = _wrapper(ex) + (["", ""] + _cfunc(ex.avals, ex.out_types) if cfunc else [])
+    source = "\n".join(lines) + "\n"
+    name = f"<fusegrad export of {ex.name} {id(ex):x}{' cfunc' if cfunc else ''}>"
+    linecache.cache[name] = (len(source), None, source.splitlines(True), name)
+    namespace = {"np": np, "numba": numba, "call_entry": call_entry, "_export": ex,
+                 "CPointer": numba.types.CPointer,
+                 **{f"_free{j}": v for j, v in enumerate(ex.free)}}
+    exec(compile(source, name, "exec"), namespace)  # noqa: S102 - our own generated text
+    namespace["source"] = source
+    return namespace
 
 
 def export_njit(fun: Callable, *example_args):
@@ -206,12 +277,8 @@ def export_njit(fun: Callable, *example_args):
     function) for arguments of the ranks and dtypes of ``example_args``, to call from
     ``@numba.njit`` code. See the module docstring for the calling convention."""
     ex = _export(fun, example_args)
-    mod, source = _load(ex, cfunc=False)
-    disp = mod.exported
-    from ..runtime.compiled import opt_level
-
-    with cg_compile.key_lock(cg_compile.module_key(source)), opt_level(config.OPT):
-        disp.compile(ex.numba_types())
+    disp = _load(ex, cfunc=False)["exported"]
+    disp.compile(ex.numba_types())
     return disp
 
 
@@ -225,8 +292,7 @@ def cfunc(fun: Callable, *example_args):
     with room for it.
     """
     ex = _export(fun, example_args)
-    return _load(ex, cfunc=True)[0].c_entry
-
+    return _load(ex, cfunc=True)["c_entry"]
 
 
 def attach(obj) -> None:

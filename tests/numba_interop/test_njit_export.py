@@ -13,7 +13,6 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad.transforms.export import _export
 from tests.helpers import interpreted
 
 pytestmark = pytest.mark.compiled
@@ -66,7 +65,6 @@ def test_grad_in_prange_loop_equals_per_row_grad():
 def test_value_and_grad_of_two_matrices_for_other_extents():
     vg = fg.value_and_grad(layer, argnums=(0, 1))
     e = vg.njit(np.ones((5, 3)), np.ones((3, 4)))
-    assert _export(vg, (np.ones((5, 3)), np.ones((3, 4)))).rule.generic
     rng = np.random.default_rng(2)
     for m, k, n in ((5, 3, 4), (9, 2, 7), (2, 6, 2), (40, 17, 3)):
         x, w = rng.standard_normal((m, k)), rng.standard_normal((k, n))
@@ -75,7 +73,7 @@ def test_value_and_grad_of_two_matrices_for_other_extents():
         np.testing.assert_allclose(value, want_value, rtol=1e-12)
         np.testing.assert_allclose(gx, want_gx, rtol=1e-12, atol=1e-14)
         np.testing.assert_allclose(gw, want_gw, rtol=1e-12, atol=1e-14)
-    with pytest.raises(ValueError, match="axis 0 must equal"):
+    with pytest.raises(ValueError, match="matmul"):
         e(np.ones((4, 3)), np.ones((2, 4)))  # inner extents differ: no matrix product
 
 
@@ -117,7 +115,7 @@ def test_closed_over_array_is_part_of_the_export():
     np.testing.assert_allclose(g(x), 2 * np.sin(x * c) * np.cos(x * c) * c, rtol=1e-12)
 
 
-def test_size_dependent_structure_exports_for_the_example_shape_only():
+def test_size_dependent_structure_is_traced_again_for_each_size():
     def unrolled(x):
         total = x[0]
         for i in range(1, x.shape[0]):  # unrolled while tracing: one trace per size
@@ -125,10 +123,13 @@ def test_size_dependent_structure_exports_for_the_example_shape_only():
         return total
 
     g = fg.grad(unrolled).njit(np.zeros(4))
-    x = np.array([0.5, 0.2, -0.3, 1.1])
-    np.testing.assert_allclose(g(x), interpreted(fg.grad(unrolled), x), rtol=1e-12)
-    with pytest.raises(ValueError, match="example's shapes only"):
-        g(np.zeros(5))
+
+    @numba.njit
+    def call(x):
+        return g(x)
+
+    for x in (np.array([0.5, 0.2, -0.3, 1.1]), np.linspace(-1.0, 1.0, 5), np.ones(1)):
+        np.testing.assert_allclose(call(x), interpreted(fg.grad(unrolled), x), rtol=1e-12)
 
 
 def test_second_process_loads_the_machine_code_from_the_cache(tmp_path):
@@ -139,19 +140,21 @@ def test_second_process_loads_the_machine_code_from_the_cache(tmp_path):
         def f(x):
             return fnp.sum(fnp.log1p(x * x) * fnp.cos(x))
 
+        from fusegrad.codegen.lean import engine
+
         g = fg.grad(f).njit(np.zeros(2))
         x = np.linspace(-1, 1, 5)
-        assert np.allclose(g(x), fg.grad(f)(x), rtol=1e-12)
-        print(sum(g.stats.cache_hits.values()), sum(g.stats.cache_misses.values()))
+        assert np.array_equal(g(x), fg.grad(f)(x))
+        print(engine.stats()["loaded"], engine.stats()["compiled"])
     """))
     env = {**os.environ, "FUSEGRAD_CACHE_DIR": str(tmp_path / "cache")}
     runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
                            text=True, timeout=600) for _ in range(2)]
     for r in runs:
         assert r.returncode == 0, r.stderr
-    hits, misses = map(int, runs[1].stdout.split())
-    assert hits >= 1 and misses == 0
-    assert runs[0].stdout.split()[0] == "0"  # the first process compiled it
+    loaded, compiled = map(int, runs[1].stdout.split())
+    assert loaded >= 1 and compiled == 0
+    assert int(runs[0].stdout.split()[1]) >= 1  # the first process compiled it
 
 
 def test_other_transforms_export_through_jit():
@@ -169,7 +172,6 @@ def test_strided_slices_stay_shape_generic():
         return fnp.sum(fnp.sin(x[::2])) * fnp.sum(x[1::2] ** 2) + fnp.sum(x[::3])
 
     e = fg.grad(f).njit(np.zeros(6))
-    assert _export(fg.grad(f), (np.zeros(6),)).rule.generic
     for n in (6, 7, 11, 40):
         x = np.linspace(-1, 2, n)
         np.testing.assert_allclose(e(x), interpreted(fg.grad(f), x), rtol=1e-12, atol=1e-15)

@@ -35,10 +35,13 @@ _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 
 
 class Compiled:
-    """A fused Function's machine code: ``call(*params, *results, arena)``."""
+    """A fused Function's machine code: ``call(*params, *results, arena)``, or for a C
+    entry (``compile_function(host=False)``) the entry's ``address``."""
 
-    def __init__(self, call, arena_bytes: int, kernels: int, compiled: int, text: str | None):
+    def __init__(self, call, arena_bytes: int, kernels: int, compiled: int, text: str | None,
+                 address: int | None = None):
         self.call = call
+        self.address = address
         self.arena_bytes = arena_bytes
         self.kernels, self.compiled = kernels, compiled
         # the annotated LLVM IR, entry first (None when loaded by its manifest: see
@@ -71,7 +74,7 @@ def chunked_kernels(fused: Function) -> frozenset:
                      and chunkable(op))
 
 
-def _lowered(fused: Function, threads: bool = False):
+def _lowered(fused: Function, threads: bool = False, host: bool = True):
     """The kernel modules (bare text, name), their annotated texts and the entry."""
     names, modules, texts = {}, [], []
     chunked = chunked_kernels(fused)
@@ -82,7 +85,7 @@ def _lowered(fused: Function, threads: bool = False):
             names[op] = name
             modules.append((bare, name))
             texts.append(text.replace(PLACEHOLDER, name))
-    entry = Entry(fused, names, "__fusegrad_entry__", chunked, threads)
+    entry = Entry(fused, names, "__fusegrad_entry__", chunked, threads, host)
     modules += entry.helpers
     texts += [text for text, _ in entry.helpers]
     return modules, texts, entry
@@ -114,19 +117,29 @@ def digest(fused: Function) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _manifest_key(fused: Function, threads: bool, text_digest: str | None) -> str | None:
+def _manifest_key(fused: Function, threads: bool, text_digest: str | None,
+                  host: bool = True) -> str | None:
     """The name under which ``fused``'s compiled form is recorded: its text's
     ``digest``, the code generator's salt, the optimisation level, the threads
-    setting, which kernels run in chunks and how kernels call the math library
+    setting, the kind of entry (``host``), which kernels run in chunks and how kernels call the math library
     (``mathcalls.INLINE_CALLS``). None without a digest."""
     if text_digest is None:
         return None
     chunked = chunked_kernels(fused)
     marks = [i for i, op in enumerate(walk(fused)) if op in chunked]
-    return engine.module_name(f"{threads} {marks} {mathcalls.INLINE_CALLS}\n{text_digest}")
+    kind = "" if host else " c"
+    return engine.module_name(f"{threads} {marks} {mathcalls.INLINE_CALLS}{kind}\n{text_digest}")
 
 
-def _from_manifest(fused: Function, key: str | None):
+def _loaded(symbol: str, label: str, host: bool) -> tuple:
+    """``(call, address)`` of a loaded entry: a builtin for a host entry, else the
+    address alone."""
+    if host:
+        return engine.builtin(symbol, label), None
+    return None, engine.address(symbol)
+
+
+def _from_manifest(fused: Function, key: str | None, host: bool = True):
     """``fused`` compiled before (in this process or another): its entry and kernels
     loaded by their recorded names, without emitting any IR. None if anything is
     missing (the caller compiles)."""
@@ -139,27 +152,28 @@ def _from_manifest(fused: Function, key: str | None):
     if not (mathcalls.ensure(manifest["mathlib"])
             and engine.load_objects(manifest["modules"])):
         return None
-    call = engine.builtin(manifest["symbol"], fused.name)
-    return Compiled(call, manifest["arena"], manifest["kernels"], 0, None)
+    call, address = _loaded(manifest["symbol"], fused.name, host)
+    return Compiled(call, manifest["arena"], manifest["kernels"], 0, None, address)
 
 
 def compile_function(fused: Function, threads: bool = False,
-                     text_digest: str | None = None) -> Compiled:
+                     text_digest: str | None = None, host: bool = True) -> Compiled:
     """Compile ``fused`` (raises ``Unsupported`` before any work if an op is not lowered);
     ``threads``: its chunked kernels (``chunked_kernels``) run on Numba's threading
     layer, which the caller has started, else one chunk after another (the same bits).
     A function compiled before is loaded by its manifest (``_from_manifest``);
-    ``text_digest``: its ``digest`` if the caller has it (else computed)."""
+    ``text_digest``: its ``digest`` if the caller has it (else computed). ``host``
+    False: a C entry for native callers (``Entry``; its ``Compiled.address``)."""
     check(fused)
     t0 = time.perf_counter()
-    key = _manifest_key(fused, threads, text_digest or digest(fused))
-    done = _from_manifest(fused, key)
+    key = _manifest_key(fused, threads, text_digest or digest(fused), host)
+    done = _from_manifest(fused, key, host)
     if done is not None:
         add_phase("cache load", time.perf_counter() - t0)
         count_module()
         return done
     compiled = 0
-    modules, texts, entry = _lowered(fused, threads)
+    modules, texts, entry = _lowered(fused, threads, host)
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     add_phase("IR emission", time.perf_counter() - t0)
     if entry.uses_copies:
@@ -167,7 +181,7 @@ def compile_function(fused: Function, threads: bool = False,
     for text, name in modules:
         compiled += engine.add(text, "m" + name, _linker(text))
     engine.add(bare, "m" + symbol, _linker(bare), kind="entry")
-    call = engine.builtin(symbol, fused.name)
+    call, address = _loaded(symbol, fused.name, host)
     count_module()
     if key is not None:
         engine.write_manifest(key, {
@@ -177,4 +191,4 @@ def compile_function(fused: Function, threads: bool = False,
             "symbols": sorted({x for text, _ in [*modules, (bare, "")]
                                for x in engine.host_symbols(text)})})
     full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
-    return Compiled(call, entry.arena_bytes, len(modules), compiled, full)
+    return Compiled(call, entry.arena_bytes, len(modules), compiled, full, address)

@@ -76,8 +76,13 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
     calls still to be linked), its arena size, and its kernels."""
 
     def __init__(self, fn: Function, kernel_names: dict[Op, str], symbol: str,
-                 chunked: frozenset = frozenset(), threads: bool = False):
+                 chunked: frozenset = frozenset(), threads: bool = False,
+                 host: bool = True):
         check(fn)
+        # ``host``: called from CPython holding the GIL (released around long work, an
+        # index error raised as ``IndexError``); else a plain C function that touches no
+        # CPython state (``c_entry``): an index error only makes it return NULL
+        self.host = host
         self.fn = fn
         # kernels run in chunks (``kernel.build(op, chunked=True)``), on Numba's
         # threading layer if ``threads``, else the chunks one after another
@@ -94,7 +99,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         self.b = b
         self.kernel_names = kernel_names
         gil = None
-        if control.work(fn, _work) >= GIL_FREE_ELEMENTS:
+        if host and control.work(fn, _work) >= GIL_FREE_ELEMENTS:
             gil = b.call(self._declare("PyEval_SaveThread", PTR, []), [])
         args = f.args[1]
         datas = []
@@ -117,7 +122,8 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         b = self.b
         if gil is not None:
             b.call(self._declare("PyEval_RestoreThread", ir.VoidType(), [PTR]), [gil])
-        b.call(self._declare("Py_IncRef", ir.VoidType(), [PTR]), [f.args[0]])
+        if host:
+            b.call(self._declare("Py_IncRef", ir.VoidType(), [PTR]), [f.args[0]])
         b.ret(f.args[0])
         self.text = str(mod)
 

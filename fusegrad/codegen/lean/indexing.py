@@ -119,6 +119,20 @@ class Indexing:
         if self.gil is not None:
             b.call(self._declare("PyEval_RestoreThread", ir.VoidType(), [PTR]),
                    [self.gil if top else b.load(self._slot(0))])
+        if self.host:
+            self._report(op, bad, top)
+        if top:
+            b.ret(ir.Constant(PTR, None))
+            return
+        jump = self._declare("longjmp", ir.VoidType(), [PTR, _I32])
+        jump.attributes.add("noreturn")
+        b.call(jump, [b.gep(self.arena, [ir.Constant(I64, self.landing)]),
+                      ir.Constant(_I32, 1)])
+        b.unreachable()
+
+    def _report(self, op: Op, bad: ir.Value, top: bool) -> None:
+        """Set the interpreter's ``IndexError`` for index ``bad`` of ``op``."""
+        b = self.b
         exc = self.mod.globals.get("fusegrad_PyExc_IndexError") or ir.GlobalVariable(
             self.mod, PTR, "fusegrad_PyExc_IndexError")  # registered by ``engine``
         x = op.operands[0].type.shape
@@ -129,14 +143,6 @@ class Indexing:
             self.mod, ir.FunctionType(PTR, [PTR, PTR], var_arg=True), "PyErr_Format")
         b.call(fmt, [b.load(exc), self._string("%s: index %lld%s%s"), self._string(op.name),
                      bad, self._string(tail), suffix])
-        if top:
-            b.ret(ir.Constant(PTR, None))
-            return
-        jump = self._declare("longjmp", ir.VoidType(), [PTR, _I32])
-        jump.attributes.add("noreturn")
-        b.call(jump, [b.gep(self.arena, [ir.Constant(I64, self.landing)]),
-                      ir.Constant(_I32, 1)])
-        b.unreachable()
 
     def _indexing(self, op: Op) -> None:
         """``take``, ``index_add`` or ``index_set`` by its loop (see the module's
