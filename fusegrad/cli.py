@@ -78,17 +78,18 @@ def _cmd_eject(args) -> int:
 
     from .transforms.eject import eject
     from .transforms.jit_api import jit
+    from .transforms.numba_source import numba_dispatcher
     from .transforms.reverse import grad
 
     fn, types = _function_and_types(args)
     examples = [np.zeros(t.shape, t.dtype) for t in types]
-    functions = {"forward": jit(fn).njit(*examples)}
+    functions = {"forward": numba_dispatcher(jit(fn), *examples)}
     if args.grad:
         nums = [i for i, t in enumerate(types) if t.is_float]
         if not nums:
             raise UsageError("--grad: no floating-point argument to differentiate")
         g = grad(fn, argnums=nums[0] if len(nums) == 1 else tuple(nums))
-        functions["gradient"] = g.njit(*examples)
+        functions["gradient"] = numba_dispatcher(g, *examples)
     sig = " ".join(f"--arg {a}" for a in args.arg)
     doc = (f"{args.target} ({sig}{' --grad' if args.grad else ''}), written by "
            "`fusegrad eject`.\n\nPlain Numba functions: `forward(...)`"

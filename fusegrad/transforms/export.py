@@ -50,6 +50,10 @@ _C_TYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "i32": "int32_t",
            "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t", "bool": "bool"}
 
 
+#: argument shapes (after the example's) a dispatcher finds without entering Python
+SLOTS = 32
+
+
 class _Native:
     """The callable compiled at one set of argument shapes: a C entry's ``address``
     (0 if the program is not lowered whole), its arena's bytes, the result shapes, and
@@ -73,6 +77,13 @@ class _Export:
         self._natives: dict[tuple, _Native] = {}
         self._lock = threading.Lock()
         self.example = self.native(tuple(t.shape for t in self.avals))
+        # the shapes seen after the example's, for the dispatcher to find without Python:
+        # ``SLOTS`` rows of (address, arena bytes, argument extents, result extents),
+        # filled once each, the address last (a row with address 0 is empty)
+        self.width = 2 + sum(len(t.shape) for t in self.avals) + sum(
+            max(len(t.shape), 1) for t in self.out_types)
+        self.table = np.zeros(SLOTS * self.width, np.int64)
+        self._rows = 0
 
     def native(self, shapes: tuple) -> _Native:
         """The callable compiled for arguments of ``shapes`` (traced and compiled on
@@ -118,7 +129,20 @@ class _Export:
         (for the dispatcher's object-mode block)."""
         full = iter(shapes)
         n = self.native(tuple(next(full) if t.shape != () else () for t in self.avals))
-        return (n.address, n.arena, *(s if s != () else (1,) for s in n.shapes))
+        outs = tuple(s if s != () else (1,) for s in n.shapes)
+        if n.address:
+            self._remember([d for s in shapes for d in s], n.arena, outs, n.address)
+        return (n.address, n.arena, *outs)
+
+    def _remember(self, dims: list, arena: int, outs: tuple, address: int) -> None:
+        """Write a row of ``table`` for argument extents ``dims`` (unless full)."""
+        with self._lock:
+            if self._rows == SLOTS:
+                return
+            row = self.table[self._rows * self.width:(self._rows + 1) * self.width]
+            row[1:] = [arena, *dims, *(d for s in outs for d in s)]
+            row[0] = address  # last: a reader sees a row whole or empty
+            self._rows += 1
 
     def run_python(self, *args):
         """The results of a program not lowered whole, for the dispatcher's object-mode
@@ -159,8 +183,10 @@ def _wrapper(ex: _Export) -> list[str]:
     body += [f"        addr = {first.address}", f"        nbytes = {first.arena}"]
     body += [f"        s{k} = {s or (1,)!r}" for k, s in enumerate(first.shapes)]
     body.append("    else:")
+    body += _table_search(ex, arrays)
     names = ", ".join(["addr", "nbytes", *(f"s{k}" for k in range(len(outs)))])
-    body.append(f"        {names} = _lookup(({''.join(f'x{i}.shape, ' for i in arrays)}))")
+    body += ["        if addr == 0:",
+             f"            {names} = _lookup(({''.join(f'x{i}.shape, ' for i in arrays)}))"]
     results = [f"o{k}" for k in range(len(outs))]
     body += ["    if addr == 0:  # not lowered whole: its segments run from Python",
              f"        {', '.join(results)}, = _python({', '.join(params)})",
@@ -194,6 +220,30 @@ def _wrapper(ex: _Export) -> list[str]:
             f"    return {', '.join(results)},", "", "",
             "@numba.njit(error_model=\"numpy\")",
             f"def exported({', '.join(params)}):", *body]
+
+
+def _table_search(ex: _Export, arrays: list[int]) -> list[str]:
+    """Lines finding the argument shapes in ``ex.table`` (``addr`` 0 if not there)."""
+    dims = [f"x{i}.shape[{a}]" for i in arrays for a in range(len(ex.avals[i].shape))]
+    lines = ["        addr = 0", "        nbytes = 0"]
+    lines += [f"        s{k} = ({'0, ' * max(len(t.shape), 1)})"
+              for k, t in enumerate(ex.out_types)]
+    lines += [f"        tab = numba.carray(as_pointer({ex.table.ctypes.data}), "
+              f"({ex.table.size},))",
+              f"        for row in range({SLOTS}):",
+              f"            at = row * {ex.width}",
+              "            if tab[at] == 0:",
+              "                break"]
+    test = " and ".join(f"tab[at + {2 + j}] == {d}" for j, d in enumerate(dims)) or "True"
+    lines += [f"            if {test}:", "                nbytes = tab[at + 1]"]
+    pos = 2 + len(dims)
+    for k, t in enumerate(ex.out_types):
+        rank = max(len(t.shape), 1)
+        items = "".join(f"tab[at + {pos + j}], " for j in range(rank))
+        lines.append(f"                s{k} = ({items})")
+        pos += rank
+    lines += ["                addr = tab[at]", "                break"]
+    return lines
 
 
 def _cfunc(avals, out_types) -> list[str]:
@@ -258,16 +308,16 @@ def _load(ex: _Export, cfunc: bool) -> dict:
 
     import numba
 
-    from .native_call import call_entry
+    from .native_call import as_pointer, call_entry
 
     lines = _wrapper(ex) + (["", ""] + _cfunc(ex.avals, ex.out_types) if cfunc else [])
     source = "\n".join(lines) + "\n"
     name = f"<fusegrad export of {ex.name} {id(ex):x}{' cfunc' if cfunc else ''}>"
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     namespace = {"np": np, "numba": numba, "call_entry": call_entry, "_export": ex,
-                 "CPointer": numba.types.CPointer,
+                 "as_pointer": as_pointer,
                  **{f"_free{j}": v for j, v in enumerate(ex.free)}}
-    exec(compile(source, name, "exec"), namespace)  # noqa: S102 - our own generated text
+    exec(compile(source, name, "exec"), namespace)  # our own generated text
     namespace["source"] = source
     return namespace
 

@@ -43,3 +43,14 @@ def call_entry(typingctx, address, objects, pointers, keep):
         return builder.zext(ok, _I64)
 
     return sig, codegen
+
+
+@intrinsic
+def as_pointer(typingctx, address):
+    """The int64 ``address`` as a pointer to int64 (for ``numba.carray``)."""
+    sig = types.CPointer(types.int64)(address)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], _I64.as_pointer())
+
+    return sig, codegen
