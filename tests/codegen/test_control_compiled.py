@@ -14,7 +14,6 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad import config
 from fusegrad.ir import verify
 from fusegrad.passes.autodiff import vjp
 from fusegrad.passes.simplify import simplify
@@ -44,7 +43,6 @@ def every_op(x, xs, n):
     return fnp.sum(c) + fnp.sum(ys * fnp.arange(1.0, 5.0))
 
 
-@pytest.mark.numba_codegen  # reads the Numba module's loops
 def test_every_control_op_and_vjp():
     traced = trace_pytree(every_op, (X, XS, np.int64(3)))
     g = simplify(vjp(traced.function, [0, 1]))
@@ -56,8 +54,6 @@ def test_every_control_op_and_vjp():
         assert len(got) == len(want) == 3
         for a, b in zip(got, want):
             assert_close(a, b, "exact64")
-    for statement in ("    while True:", "    for L", "    if v", "    else:"):
-        assert statement in exe.source  # native loops and branches, regions inline
 
 
 def doubling(x):
@@ -92,7 +88,6 @@ def test_hessian_through_a_while_loop():
         assert_close(a, b, "exact64")
 
 
-@pytest.mark.numba_codegen  # reads the Numba module's loops
 def test_loops_are_not_unrolled():
     def f(x, n):
         return fg.fori_loop(0, n, lambda i, c: fnp.sin(c) + x, x).sum()
@@ -107,9 +102,9 @@ def test_loops_are_not_unrolled():
     assert np.all(np.isfinite(big))
     fn = fg.make_ir(fg.grad(f))(X, np.int64(2))
     assert "while_grad" in str(fn)
+    assert str(fn) == str(fg.make_ir(fg.grad(f))(X, np.int64(500)))  # one program for any n
     source = executable(fn).source
-    assert "while True:" in source and source.count("ml.sin") <= 6  # one copy per use
-    assert source.count("def ") == 3  # entry, entry_parallel, entry_exact: no unrolling
+    assert "; region @" in source  # the loop's body is a function the loop calls
 
 
 def test_dump_all_stages_shows_control_flow():
@@ -123,8 +118,6 @@ def test_dump_all_stages_shows_control_flow():
     for stage in ("traced", "grad", "simplified", "fused", "source"):
         assert f"stage: {stage}" in text
     assert "= scan " in text and "func @step_vjp" in text
-    if config.BACKEND == "numba":
-        assert "for L" in text and "# scan:" in text
-    else:  # the scans run in the compiled program, their bodies functions of its entry
-        assert "between segments" not in text
-        assert "= scan %" in text and "; region @step" in text and "; region @step_vjp" in text
+    # the scans run in the compiled program, their bodies functions of its entry
+    assert "between segments" not in text
+    assert "= scan %" in text and "; region @step" in text and "; region @step_vjp" in text

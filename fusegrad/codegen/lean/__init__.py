@@ -121,8 +121,8 @@ def _manifest_key(fused: Function, threads: bool, text_digest: str | None,
                   host: bool = True) -> str | None:
     """The name under which ``fused``'s compiled form is recorded: its text's
     ``digest``, the code generator's salt, the optimisation level, the threads
-    setting, the kind of entry (``host``), which kernels run in chunks and how kernels call the math library
-    (``mathcalls.INLINE_CALLS``). None without a digest."""
+    setting, the kind of entry (``host``), which kernels run in chunks and how kernels
+    call the math library (``mathcalls.INLINE_CALLS``). None without a digest."""
     if text_digest is None:
         return None
     chunked = chunked_kernels(fused)

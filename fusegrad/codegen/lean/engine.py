@@ -195,8 +195,11 @@ def _read_object(name: str) -> bytes | None:
     digest, body = data[:32], data[32:]
     if hashlib.sha256(body).digest() == digest:
         return body
-    warnings.warn(f"fusegrad: a damaged machine-code cache entry ({path}) was removed and "
-                  "is compiled again", RuntimeWarning, stacklevel=4)
+    if not _state.get("warned damage"):  # one warning per process, however many
+        _state["warned damage"] = True
+        warnings.warn(f"fusegrad: a damaged machine-code cache entry ({path}) was removed "
+                      "and is compiled again (later ones are too, silently)", RuntimeWarning,
+                      stacklevel=4)
     with contextlib.suppress(OSError):
         os.unlink(path)
     return None
