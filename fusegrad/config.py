@@ -52,43 +52,12 @@ BLAS_SERIAL_MAX: int = _int("FUSEGRAD_BLAS_SERIAL_MAX",
                             _int("FUSEGRAD_LOOP_BLAS_SERIAL_MAX", 1 << 28))
 
 
-#: Let compiled calls keep their intermediates in arrays reused from call to call.
-REUSE_BUFFERS: bool = _flag("FUSEGRAD_REUSE_BUFFERS", True)
-
-#: Reused arrays kept per compiled function (one set per concurrent call).
-BUFFER_POOL: int = _int("FUSEGRAD_BUFFER_POOL", 2)
-
-#: Megabytes of reused arrays kept over all compiled functions.
-BUFFER_POOL_MAX_MB: int = _int("FUSEGRAD_BUFFER_POOL_MAX_MB", 512)
-
-
-def _choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    raw = (os.environ.get(name) or default).strip().lower()
-    if raw not in choices:
-        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
-    return raw
-
-
-#: When a new function compiles: ``sync`` (its first call waits for the machine code) or
-#: ``background`` (calls run the NumPy interpreter until the machine code is ready,
-#: compiled in another process; results differ from compiled ones by a few ulps).
-COMPILE: str = _choice("FUSEGRAD_COMPILE", "sync", ("sync", "background"))
-
-
 #: LLVM optimisation level of generated code (0-3). At 1 a compile takes about half as
 #: long as at 3 (the math library the loops inline is optimised once per machine either
 #: way), but loops with many math calls may not vectorise: up to 8x slower.
 OPT: int = _int("FUSEGRAD_OPT", 3)
 if not 0 <= OPT <= 3:
     raise ValueError(f"FUSEGRAD_OPT must be 0, 1, 2 or 3, got {OPT}")
-
-
-#: which code generator compiles: ``lean`` (the default: the llvmlite generator, for
-#: every program whose loops run on one thread; Numba's for the others) or ``numba``
-#: (Numba's for every program)
-BACKEND: str = os.environ.get("FUSEGRAD_BACKEND", "lean")
-if BACKEND not in ("lean", "numba"):
-    raise ValueError(f"FUSEGRAD_BACKEND must be 'lean' or 'numba', got {BACKEND!r}")
 
 
 def _cache_dir() -> str:

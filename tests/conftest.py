@@ -20,9 +20,6 @@ from fusegrad import config
 @pytest.fixture(autouse=True)
 def _executor(request, monkeypatch):
     monkeypatch.setattr(config, "DISABLE_JIT", request.node.get_closest_marker("compiled") is None)
-    if request.node.get_closest_marker("numba_codegen") is not None:
-        monkeypatch.setattr(config, "BACKEND", "numba")
-        monkeypatch.setenv("FUSEGRAD_BACKEND", "numba")  # and in subprocesses
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ def _loaded(code: str, tmp_path, *watched: str) -> dict[str, bool]:
         print(json.dumps({{m: m in sys.modules for m in {list(watched)!r}}}))
     """)
     env = {k: v for k, v in os.environ.items()
-           if k not in ("FUSEGRAD_DISABLE_JIT", "FUSEGRAD_BACKEND")}
+           if k != "FUSEGRAD_DISABLE_JIT"}
     env["FUSEGRAD_CACHE_DIR"] = str(tmp_path / "cache")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          env=env, timeout=600)

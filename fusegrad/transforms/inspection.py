@@ -7,7 +7,6 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from .. import config
 from ..ir import Function
 from ..ir.printer import print_function
 from ..passes.autodiff import vjp as _vjp_pass
@@ -80,12 +79,7 @@ def dump(f: Callable, *args, stage: str = "all", grad: bool = False, file=None,
 
 def _source(fn: Function) -> str:
     """The generated code: the LLVM IR of the lean generator's entries and kernels (the
-    default), else the Numba module's text (the code generator, and Numba with it, load
-    here)."""
-    if config.BACKEND == "lean":
-        from ..runtime import lean_exec
+    code generator loads here)."""
+    from ..runtime import lean_exec
 
-        return lean_exec.source(fn)
-    from ..codegen.module import generate
-
-    return generate(fn)[0]
+    return lean_exec.source(fn)

@@ -146,7 +146,7 @@ class jit:
             if hit is not None:
                 plan, caller = hit
                 if caller is not None and not (_trace_state.stack or config.DISABLE_JIT):
-                    outs = caller(fastcall.leaves(args), 0)  # runtime.hot_call
+                    outs = caller(fastcall.leaves(args), 0)  # LeanExecutable.fast_caller
                 else:
                     outs = plan(fastcall.leaves(args))
                 return tree_unflatten(plan.traced.out_tree, list(outs))

@@ -12,6 +12,7 @@ code instead.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -114,11 +115,25 @@ def _wrapper(avals, nfree: int, rule: SizeRule, nres: int, rare: bool) -> list[s
             f"def exported({', '.join(params)}):", *body]
 
 
+@contextlib.contextmanager
+def opt_level(level: int):
+    """Numba compiles at LLVM optimisation ``level`` inside the block (Numba's level is
+    process-wide, so the block holds Numba's compiler lock)."""
+    from numba.core import config as numba_config
+    from numba.core.compiler_lock import global_compiler_lock
+
+    with global_compiler_lock:
+        old = numba_config.OPT
+        numba_config.OPT = type(old)(level)
+        try:
+            yield
+        finally:
+            numba_config.OPT = old
+
+
 def numba_dispatcher(fun: Callable, *example_args):
     """``exported``: a Numba dispatcher of ``fun``'s generated module, compiled for the
     ranks and dtypes of ``example_args`` (what ``eject`` copies)."""
-    from ..runtime.compiled import opt_level
-
     ex = _SourceExport(fun, example_args)
     source = ex.module_text()
     with opt_level(config.OPT):

@@ -201,7 +201,7 @@ def _ndarray_key(args):
 
 def _fast_caller(plan):
     """``caller(args, first)``: the plan's compiled code on ndarray arguments of its types,
-    its results from ``first`` on (``runtime.hot_call``, or the general call)."""
+    its results from ``first`` on (``LeanExecutable.fast_caller``, or the general call)."""
     exe, extra = plan.exe, plan.extra
     caller = exe.fast_caller(extra)
     if caller is None:

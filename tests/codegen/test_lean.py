@@ -22,11 +22,6 @@ from tests.helpers import assert_close, damage, interpreted
 pytestmark = pytest.mark.compiled
 
 
-@pytest.fixture(autouse=True)
-def lean(monkeypatch):
-    monkeypatch.setattr(config, "BACKEND", "lean")
-
-
 def rosen(x):
     return fnp.sum(100 * (x[1:] - x[:-1] ** 2) ** 2 + (1 - x[:-1]) ** 2)
 
@@ -73,8 +68,8 @@ def _lean_executable(f, x):
     seen = []
     real = compiled._build
 
-    def spy(fn, donated, reason):
-        exe = real(fn, donated, reason)
+    def spy(fn, reason):
+        exe = real(fn, reason)
         seen.append(exe)
         return exe
 
@@ -161,7 +156,7 @@ def test_damaged_object_file_is_recompiled(tmp_path):
         "with warnings.catch_warnings(record=True) as w:\n"
         "    g = fg.grad(lambda x: fnp.sum((x[1:] - x[:-1] ** 2) ** 2))(np.arange(4.0))\n"
         "print(list(g), [str(m.message)[:40] for m in w])\n")
-    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path), FUSEGRAD_BACKEND="lean")
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path))
     first = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, check=True).stdout
     objects = list((tmp_path / "lean").glob("*.o"))
@@ -174,16 +169,15 @@ def test_damaged_object_file_is_recompiled(tmp_path):
     assert "damaged" in second
 
 
-@pytest.mark.parametrize("backend,kind", [("numba", "Executable"), ("lean", "LeanExecutable")])
-def test_backend_setting_picks_the_generator(backend, kind):
-    code = ("import numpy as np, fusegrad as fg, fusegrad.numpy as fnp\n"
+def test_compiled_calls_run_the_lean_generators_code():
+    code = ("import sys, numpy as np, fusegrad as fg, fusegrad.numpy as fnp\n"
             "from fusegrad.runtime import compiled\n"
             "fg.grad(lambda x: fnp.sum(x * x))(np.ones(3))\n"
-            "print(sorted({type(e).__name__ for _, e in compiled._cache.values()}))\n")
-    env = dict(os.environ, FUSEGRAD_BACKEND=backend)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+            "print(sorted({type(e).__name__ for _, e in compiled._cache.values()}),"
+            " 'fusegrad.codegen.module' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, check=True).stdout
-    assert out.strip() == f"['{kind}']"
+    assert out.strip() == "['LeanExecutable'] False"
 
 
 def test_unlowered_ops_run_between_compiled_segments():

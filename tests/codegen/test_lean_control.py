@@ -28,11 +28,6 @@ X = np.array([0.3, -0.7, 1.1])
 XS = np.linspace(-1.0, 1.0, 12).reshape(4, 3)  # row sums < 0, < 0, > 0, > 0
 
 
-@pytest.fixture(autouse=True)
-def lean_backend(monkeypatch):
-    monkeypatch.setattr(config, "BACKEND", "lean")
-
-
 def fori(x):
     """A static trip count: a ``scan`` carrying the counter."""
     return fnp.sum(fg.fori_loop(0, 7, lambda i, c: fnp.sin(c) * 0.9 + x * i, x) ** 2)

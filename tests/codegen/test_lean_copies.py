@@ -9,17 +9,11 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad import config
 from fusegrad.codegen.lean import copies, engine
 
 pytestmark = pytest.mark.compiled
 
 DTYPES = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.float32, np.float64]
-
-
-@pytest.fixture(autouse=True)
-def lean(monkeypatch):
-    monkeypatch.setattr(config, "BACKEND", "lean")
 
 
 @pytest.mark.parametrize("shape,dst,src,want", [

@@ -11,7 +11,6 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad import config
 from fusegrad.codegen.lean import indexing, lowers
 from fusegrad.codegen.lean.control import walk
 from fusegrad.codegen.lean.entry import GIL_FREE_ELEMENTS
@@ -26,11 +25,6 @@ from tests.helpers import assert_close, interpreted
 pytestmark = pytest.mark.compiled
 
 RNG = np.random.default_rng(0)
-
-
-@pytest.fixture(autouse=True)
-def lean(monkeypatch):
-    monkeypatch.setattr(config, "BACKEND", "lean")
 
 
 def _build(f, *args):

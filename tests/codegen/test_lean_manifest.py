@@ -48,7 +48,7 @@ def _run(env) -> dict:
 
 @pytest.fixture
 def env(tmp_path):
-    return dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path), FUSEGRAD_BACKEND="lean")
+    return dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path))
 
 
 def test_a_new_process_loads_the_manifest(env, tmp_path):

@@ -15,7 +15,6 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 import fusegrad.scipy.special as special
-from fusegrad import config
 from fusegrad.codegen.lean import engine, mathcalls, mathlib_ir
 from fusegrad.codegen.lean.kernel import PLACEHOLDER, build
 from fusegrad.passes.fusion import fuse
@@ -24,11 +23,6 @@ from fusegrad.runtime import compiled
 from tests.helpers import assert_close, interpreted
 
 pytestmark = pytest.mark.compiled
-
-
-@pytest.fixture(autouse=True)
-def lean(monkeypatch):
-    monkeypatch.setattr(config, "BACKEND", "lean")
 
 
 def every_function(x):
@@ -62,7 +56,7 @@ def _optimised(text: str) -> str:
 
 def _compiled_with(monkeypatch, inline_calls: int, fn, *args):
     monkeypatch.setattr(mathcalls, "INLINE_CALLS", inline_calls)
-    return compiled._build(fn, frozenset(), "test")(*args)
+    return compiled._build(fn, "test")(*args)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -112,7 +106,7 @@ def test_a_new_process_loads_a_vector_call_program_from_its_manifest(tmp_path):
         "    return fnp.sum(v)\n"
         "g = fg.grad(f)(np.linspace(-2, 2, 999))\n"
         "print(g.tobytes().hex()[:64], sum(g), engine.stats()['compiled'])\n")
-    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path), FUSEGRAD_BACKEND="lean")
+    env = dict(os.environ, FUSEGRAD_CACHE_DIR=str(tmp_path))
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                            text=True, check=True).stdout.split() for _ in range(2)]
     assert runs[0][:2] == runs[1][:2]

@@ -8,7 +8,6 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad import config
 from fusegrad.codegen.lean import products
 from fusegrad.passes.fusion import fuse
 from fusegrad.passes.simplify import simplify
@@ -16,11 +15,6 @@ from fusegrad.runtime import lean_exec
 from tests.helpers import assert_close, interpreted
 
 pytestmark = pytest.mark.compiled
-
-
-@pytest.fixture(autouse=True)
-def lean(monkeypatch):
-    monkeypatch.setattr(config, "BACKEND", "lean")
 
 
 SHAPES = [

@@ -280,20 +280,6 @@ def _small_losses(c, r):
             + fnp.sum(L.eigvalsh(c) ** 2) + fnp.sum(L.svdvals(c)))
 
 
-@pytest.mark.compiled
-@pytest.mark.numba_codegen
-@pytest.mark.filterwarnings("ignore:Code running in object mode")  # the NumPy/SciPy calls
-def test_numba_codegen_equals_interpreter():
-    """Numba's generated code: complex eigh/svd through its LAPACK, eig/sqrtm/sylvester
-    calling out to NumPy/SciPy in object mode."""
-    c, r = C4[:3, :3], R4[:3, :3]
-    grad = fg.value_and_grad(_small_losses, argnums=(0, 1))
-    got, want = fg.jit(grad)(c, r), interpreted(grad, c, r)
-    assert_close(got[0], want[0], "exact64")
-    for x, y in zip(got[1], want[1]):
-        assert_close(x, y, "exact64")
-
-
 def test_vmap_matches_per_example():
     assert_close(fg.vmap(L.eigvalsh)(STACK), np.linalg.eigvalsh(STACK), "exact64")
     assert_close(fg.vmap(L.eigvals)(STACK), np.linalg.eigvals(STACK), "exact64")

@@ -84,8 +84,6 @@ def test_jit_same_signature_compiles_once(fresh_cache):
     assert _stats("traces", "conc_jit_same") == 1
     assert _stats("compiles", "conc_jit_same") == 1
     assert fg.compile_stats()["modules"] == modules + 1
-    if config.BACKEND == "numba":
-        assert len(list(fresh_cache.glob("fg_*.py"))) == 1
 
 
 @pytest.mark.compiled
@@ -157,8 +155,6 @@ def test_jvp_generates_one_module(fresh_cache):
     # fg.jvp keeps no cache of its own (a trace per call), but the generated
     # module is shared: written, imported and compiled once.
     assert fg.compile_stats()["modules"] == modules + 1
-    if config.BACKEND == "numba":
-        assert len(list(fresh_cache.glob("fg_*.py"))) == 1
 
 
 def test_unwritable_cache_directory_falls_back_to_one_directory(tmp_path, monkeypatch):
