@@ -268,10 +268,10 @@ def measure(families: dict, rounds: int = 1, jax: bool = True) -> list[dict]:
     import numpy as np
 
     rows = []
-    # the code generator chosen with FUSEGRAD_BACKEND carries over; no other setting does
-    base = {k: v for k, v in os.environ.items()
-            if not k.startswith("FUSEGRAD_") or k == "FUSEGRAD_BACKEND"}
+    # no fusegrad setting carries over but the number of compiling processes (default 1)
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FUSEGRAD_")}
     base["OMP_NUM_THREADS"] = base["NUMBA_NUM_THREADS"] = "1"
+    base["FUSEGRAD_COMPILE_PROCESSES"] = os.environ.get("FUSEGRAD_COMPILE_PROCESSES", "1")
     base["OPENBLAS_NUM_THREADS"] = base["MKL_NUM_THREADS"] = "1"
     base["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"
     for family, sizes in families.items():
@@ -403,7 +403,8 @@ def main(argv=None) -> int:
             p.error(f"--sizes takes integers, got {args.sizes!r}")
         families = {f: sizes for f in families}
     jax = not args.no_jax
-    print(f"code generator: {os.environ.get('FUSEGRAD_BACKEND', 'lean')} (FUSEGRAD_BACKEND)")
+    print(f"compiling processes: {os.environ.get('FUSEGRAD_COMPILE_PROCESSES', '1')} "
+          "(FUSEGRAD_COMPILE_PROCESSES)")
     print("| family | size | fusegrad cold | fusegrad warm | JAX first call | cold / JAX |")
     rows = measure(families, rounds=max(1, args.rounds), jax=jax)
     print()

@@ -42,6 +42,10 @@ def _int(name: str, default: int) -> int:
 #: loops on several threads (fixed chunks: the same results on any thread count).
 PARALLEL_THRESHOLD: int = _int("FUSEGRAD_PARALLEL_THRESHOLD", 1 << 18)
 
+#: Processes that compile a program's modules at most (this one and helpers it forks,
+#: ``codegen/lean/parallel.py``); 0: one per CPU this process may run on; 1: this one.
+COMPILE_PROCESSES: int = _int("FUSEGRAD_COMPILE_PROCESSES", 0)
+
 #: Compiled functions with matrix products (in loop bodies or not), none of more than
 #: this many multiply-adds, run BLAS on one thread (0: never). 2**28 multiply-adds is
 #: about 2 ms on one AVX-512 core: below that, a descheduled BLAS worker on a loaded

@@ -22,7 +22,7 @@ from ... import config
 from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
-from . import copies, engine, mathcalls, mathlib_ir
+from . import copies, engine, mathcalls, mathlib_ir, parallel
 from .control import walk
 from .entry import Entry, check, check_op
 from .indexing import LOWERED
@@ -172,15 +172,14 @@ def compile_function(fused: Function, threads: bool = False,
         add_phase("cache load", time.perf_counter() - t0)
         count_module()
         return done
-    compiled = 0
     modules, texts, entry = _lowered(fused, threads, host)
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     add_phase("IR emission", time.perf_counter() - t0)
     if entry.uses_copies:
         copies.ensure()
-    for text, name in modules:
-        compiled += engine.add(text, "m" + name, _linker(text))
-    engine.add(bare, "m" + symbol, _linker(bare), kind="entry")
+    compiled = len(parallel.compile_modules(
+        [(text, "m" + name, _linker(text), "kernel") for text, name in modules]
+        + [(bare, "m" + symbol, _linker(bare), "entry")]) - {"m" + symbol})
     call, address = _loaded(symbol, fused.name, host)
     count_module()
     if key is not None:

@@ -1,0 +1,104 @@
+"""Compiling a program's modules on several processes.
+
+llvmlite makes every call into LLVM under one process-wide lock, so threads cannot
+optimise two modules at once. When a program has several modules that are not in the
+disk cache yet and the process may run on more than one CPU
+(``FUSEGRAD_COMPILE_PROCESSES``), ``compile_modules``
+forks helpers: each optimises and compiles its share into the disk cache (as
+``engine.add`` would, the same object files: the same bits) while this process
+compiles its own share the same way; then every module is added to the engine in
+order, each loaded from the cache. A helper that fails or is killed only
+leaves its modules to be compiled here. The fork waits for any LLVM call in progress
+(``runtime.numba_fork`` holds llvmlite's lock across it), and a helper touches nothing
+but LLVM and its own files before ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from ... import config
+from ...ir.stats import add_phase
+from . import engine
+
+#: modules a helper is worth forking for (a fork of a large process costs ~10-30 ms;
+#: a kernel's optimisation and machine code ~20-100 ms)
+PER_HELPER = 3
+#: helpers at most, whatever the number of CPUs
+MAX_HELPERS = 7
+
+
+def _processes() -> int:
+    """``FUSEGRAD_COMPILE_PROCESSES``, or the CPUs this process may run on."""
+    if config.COMPILE_PROCESSES > 0:
+        return config.COMPILE_PROCESSES
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _shares(todo: list, parts: int) -> list[list]:
+    """``todo`` split into ``parts`` shares of about equal IR size (largest first, each
+    to the lightest share)."""
+    shares: list[list] = [[] for _ in range(parts)]
+    sizes = [0] * parts
+    for m in sorted(todo, key=lambda m: -len(m[0])):
+        j = sizes.index(min(sizes))
+        shares[j].append(m)
+        sizes[j] += len(m[0])
+    return shares
+
+
+def _compile_into_cache(share: list) -> None:
+    """In a helper: optimise and compile each ``(text, name, link, kind)`` of ``share``
+    and keep its object file."""
+    llvm = engine._llvm()
+    for text, name, link, kind in share:
+        mod = llvm.parse_assembly(text)
+        mod.name = name
+        if link is not None:
+            link(mod)
+        passes, codegen = engine._levels(kind)
+        engine._optimise(mod, passes)
+        engine._keep_object(name, engine.target_machine(codegen).emit_object(mod))
+
+
+def compile_modules(modules: list) -> set[str]:
+    """Add ``modules`` (``(ir_text, name, link, kind)``, as ``engine.add`` takes them) to
+    the engine, compiling those not cached on up to ``MAX_HELPERS`` helper processes
+    besides this one when there are enough of them and CPUs to run them. Returns the
+    names of those compiled (not reused or loaded)."""
+    todo = list({m[1]: m for m in modules if m[1] not in engine._added
+                 and not os.path.exists(engine._object_path(m[1]))}.values())
+    helpers = min(_processes() - 1, MAX_HELPERS, len(todo) // PER_HELPER - 1)
+    if helpers < 1 or not hasattr(os, "fork"):
+        return {m[1] for m in modules if engine.add(*m)}
+    shares = _shares(todo, helpers + 1)
+    children = []
+    for share in shares[1:]:
+        pid = os.fork()
+        if pid == 0:  # a helper: LLVM and its own files only, then out
+            code = 1
+            try:
+                _compile_into_cache(share)
+                code = 0
+            finally:
+                os._exit(code)
+        children.append(pid)
+    t0 = time.perf_counter()
+    _compile_into_cache(shares[0])
+    t1 = time.perf_counter()
+    add_phase("LLVM optimisation and machine code", t1 - t0)
+    for pid in children:
+        os.waitpid(pid, 0)
+    add_phase("waiting for helper processes", time.perf_counter() - t1)
+    compiled = {m[1] for m in todo if os.path.exists(engine._object_path(m[1]))}
+    # in their order (an entry after the kernels it calls), loaded from the cache (or
+    # compiled here if a helper failed); the engine counts them as compiled
+    here = {m[1] for m in modules if engine.add(*m)}
+    with engine._lock:
+        engine._stats["loaded"] -= len(compiled - here)
+        engine._stats["compiled"] += len(compiled - here)
+    return compiled | here
