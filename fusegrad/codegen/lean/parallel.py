@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 
 from ... import config
 from ...ir.stats import add_phase
@@ -78,7 +79,9 @@ def compile_modules(modules: list) -> set[str]:
     shares = _shares(todo, helpers + 1)
     children = []
     for share in shares[1:]:
-        pid = os.fork()
+        with warnings.catch_warnings():  # Python 3.12+ warns of fork with threads: the
+            warnings.simplefilter("ignore", DeprecationWarning)  # helper runs LLVM only
+            pid = os.fork()
         if pid == 0:  # a helper: LLVM and its own files only, then out
             code = 1
             try:
