@@ -17,6 +17,7 @@ import hashlib
 import math
 import re
 import time
+from collections import OrderedDict
 
 from ... import config
 from ...ir import Function
@@ -74,17 +75,56 @@ def chunked_kernels(fused: Function) -> frozenset:
                      and chunkable(op))
 
 
+#: kernels built in this process: ``kernel_key`` -> (annotated text, bare text, name)
+_built: OrderedDict[tuple, tuple[str, str, str]] = OrderedDict()
+_BUILT_SIZE = 4096
+
+
+def kernel_key(op, chunked: bool) -> tuple:
+    """What a kernel's IR is made of: its body's ops, attributes, types and how they
+    connect (not the values' names nor the source locations), its arguments' and
+    results' types, whether it runs in
+    chunks, how it calls the math library and the optimisation level its name carries.
+    Two kernels with the same key have the same IR but for comments."""
+    body = op.regions[0]
+    index = {v: i for i, v in enumerate(body.params)}
+    ops = []
+    for bop in body.ops:
+        ops.append((bop.name, tuple(sorted((k, repr(v)) for k, v in bop.attrs.items())),
+                    tuple(index[v] for v in bop.operands), tuple(r.type for r in bop.results)))
+        for r in bop.results:
+            index[r] = len(index)
+    return (tuple(p.type for p in body.params), tuple(ops),
+            tuple(index[r] for r in body.results), tuple(v.type for v in op.operands),
+            tuple(v.type for v in op.results), chunked, mathcalls.INLINE_CALLS, config.OPT,
+            engine.salt())
+
+
+def _kernel(op, chunked: bool) -> tuple[str, str, str]:
+    """``(annotated text, bare text, name)`` of kernel ``op``: built, or the one built
+    for an equal kernel before (a model's repeated layers emit each kernel once; its
+    comments name the lines of the first)."""
+    key = kernel_key(op, chunked)
+    hit = _built.get(key)
+    if hit is None:
+        text = mathcalls.prepare(build(op, chunked)[0])
+        bare, name = _named(text, PLACEHOLDER, "k_")
+        hit = _built[key] = (text.replace(PLACEHOLDER, name), bare, name)
+        if len(_built) > _BUILT_SIZE:
+            _built.popitem(last=False)
+    return hit
+
+
 def _lowered(fused: Function, threads: bool = False, host: bool = True):
     """The kernel modules (bare text, name), their annotated texts and the entry."""
     names, modules, texts = {}, [], []
     chunked = chunked_kernels(fused)
     for op in walk(fused):  # the kernels of control-flow regions too
         if op.name == "fused":
-            text = mathcalls.prepare(build(op, op in chunked)[0])
-            bare, name = _named(text, PLACEHOLDER, "k_")
+            text, bare, name = _kernel(op, op in chunked)
             names[op] = name
             modules.append((bare, name))
-            texts.append(text.replace(PLACEHOLDER, name))
+            texts.append(text)
     entry = Entry(fused, names, "__fusegrad_entry__", chunked, threads, host)
     modules += entry.helpers
     texts += [text for text, _ in entry.helpers]
