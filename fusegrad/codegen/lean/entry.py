@@ -78,10 +78,10 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
     def __init__(self, fn: Function, kernel_names: dict[Op, str], symbol: str,
                  chunked: frozenset = frozenset(), threads: bool = False,
                  host: bool = True):
-        check(fn)
-        # ``host``: called from CPython holding the GIL (released around long work, an
-        # index error raised as ``IndexError``); else a plain C function that touches no
-        # CPython state (``c_entry``): an index error only makes it return NULL
+        # ``fn`` has passed ``check`` (its caller's). ``host``: called from CPython
+        # holding the GIL (released around long work, an index error raised as
+        # ``IndexError``); else a plain C function that touches no CPython state (a C
+        # entry): an index error only makes it return NULL
         self.host = host
         self.fn = fn
         # kernels run in chunks (``kernel.build(op, chunked=True)``), on Numba's
