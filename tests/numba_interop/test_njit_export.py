@@ -175,3 +175,28 @@ def test_strided_slices_stay_shape_generic():
     for n in (6, 7, 11, 40):
         x = np.linspace(-1, 2, n)
         np.testing.assert_allclose(e(x), interpreted(fg.grad(f), x), rtol=1e-12, atol=1e-15)
+
+
+def test_a_program_with_ops_run_between_segments_is_called_through_python():
+    def f(x):  # cumsum is not lowered: its segments run from Python (numba.objmode)
+        return fnp.sum(fnp.cumsum(fnp.sin(x)) ** 2)
+
+    g = fg.grad(f).njit(np.zeros(4))
+
+    @numba.njit
+    def call(x):
+        return g(x)
+
+    for n in (4, 6):
+        x = np.linspace(-1.0, 1.0, n)
+        np.testing.assert_allclose(call(x), interpreted(fg.grad(f), x), rtol=1e-12)
+
+
+def test_an_index_out_of_range_raises_index_error():
+    def f(x, i):
+        return fnp.sum(fnp.take(x, i) ** 2)
+
+    g = fg.grad(f).njit(np.zeros(4), np.zeros(2, np.int64))
+    np.testing.assert_array_equal(g(np.ones(4), np.array([0, 3])), [2.0, 0.0, 0.0, 2.0])
+    with pytest.raises(IndexError, match="out of range in @f"):
+        g(np.ones(4), np.array([0, 7]))
