@@ -1,6 +1,6 @@
 """Running a Function on the lean code generator (``codegen.lean``).
 
-``LeanExecutable`` has the interface of ``compiled.Executable``: ``__call__``,
+``LeanExecutable`` is what ``compiled.executable`` returns: ``__call__``,
 ``call_unchecked`` and ``fast_caller``. A Function whose ops the generator all lowers
 is one CPython builtin, called with the parameter arrays, fresh result arrays and an
 arena; nothing of Numba is imported. Any other Function is split into segments
