@@ -334,3 +334,40 @@ def test_writing_the_output_in_place(name):
     else:
         y.backward(g)
         assert_close(x.grad.numpy(), ref.numpy(), "exact64")
+
+
+def test_float32_erf_within_an_ulp_without_numba():
+    """The float32 GELU's erf is NumPy (no kernel to load): within one float32 ulp of
+    the float64 erf rounded, exact at the special values."""
+    from fusegrad.eager import bigmath
+
+    rng = np.random.default_rng(3)
+    xs = np.concatenate([rng.standard_normal(20000) * 3, rng.uniform(-6, 6, 20000),
+                         np.linspace(-5, 5, 20001),
+                         [1.0, -1.0, 4.0, -4.0, 3.9999998, 0.9999999, 1e-30, 1e-45, 1e38]])
+    xs = xs.astype(np.float32)
+    got = bigmath.erf_f32(xs)
+    assert got.dtype == np.float32
+    want = special.erf(xs.astype(np.float64)).astype(np.float32)
+    ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1
+    assert np.mean(ulps == 0) > 0.8
+    special_in = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 10.0, -10.0], np.float32)
+    out = bigmath.erf_f32(special_in)
+    np.testing.assert_array_equal(out[:4], [0.0, -0.0, 1.0, -1.0])
+    assert np.signbit(out[1]) and np.isnan(out[4])
+    np.testing.assert_array_equal(out[5:], [1.0, -1.0])
+    assert bigmath.erf_f32(np.zeros((0, 3), np.float32)).shape == (0, 3)
+
+
+def test_float32_gelu_loads_no_numba():
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, fusegrad as fg, fusegrad.nn.functional as F\n"
+            "x = fg.tensor(np.linspace(-3, 3, 8192, dtype=np.float32), requires_grad=True)\n"
+            "F.gelu(x).sum().backward()\n"
+            "print('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
