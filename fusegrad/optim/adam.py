@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..eager import dtypes as D
 from ..eager import tensor_base as TB
 from ..eager.creation import tensor, zeros_like
+from . import _fast
 from . import _fused as F
 from . import _hyper as H
 from .optimizer import Optimizer
@@ -67,6 +68,8 @@ class Adam(Optimizer):
         return state
 
     def _update(self, p, group: dict) -> None:
+        if _fast.eligible(group) and _fast.adam_step(p, self._state(p, False), group):
+            return
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
             if group["decoupled_weight_decay"]:  # AdamW: p *= 1 - lr * weight_decay
