@@ -70,8 +70,7 @@ def adam_step(p, state: dict, group: dict) -> bool:
         if abs(float(w)) < 0.5:
             new = fma32(w, diff, ma)
         else:
-            np.negative(diff, out=diff)
-            new = fma32(diff, np.float32(1) - w, g)
+            new = fma32(-diff, np.float32(1) - w, g)
         np.copyto(ma, new)
         m._vc.n += 1
         # v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
@@ -81,12 +80,8 @@ def adam_step(p, state: dict, group: dict) -> bool:
         np.copyto(va, new)
         v._vc.n += 2
         # p.addcdiv_(m, sqrt(v) / sqrt(1 - beta2**t) + eps, value=-lr / (1 - beta1**t))
-        denom = np.sqrt(va)
-        np.true_divide(denom, (1 - beta2**t) ** 0.5, out=denom)
-        np.add(denom, eps, out=denom)
+        denom = np.sqrt(va) / ((1 - beta2**t) ** 0.5) + eps
         s = np.float32(-(lr / (1 - beta1**t)))
-        upd = ma if s == 1 else ma * s
-        np.true_divide(upd, denom, out=denom)
-        np.add(pa, denom, out=pa)
+        np.add(pa, (ma if s == 1 else ma * s) / denom, out=pa)
         p._vc.n += 1
     return True

@@ -33,7 +33,6 @@ from ..eager import dtypes as D
 from ..eager import tensor_base as TB
 from . import _hyper as H
 
-
 #: The low 29 bits of a float64 significand at a float32 rounding midpoint (normal range).
 _LOW29, _MID29 = np.int64((1 << 29) - 1), np.int64(1 << 28)
 _TINY32 = np.float64(np.finfo(np.float32).tiny)
