@@ -40,6 +40,13 @@ def composite(key: str, structure, fn, *args):
     return replay.run(NAMES[key], structure, fn, *args)
 
 
+def view_op(key: str, structure, fn, *args):
+    """``fn(*args)`` as the view operation ``key`` (``op(key, ..., view=True)``), replayed
+    like ``composite``: ``structure`` is everything besides the arguments' types that
+    decides which ops ``fn`` binds."""
+    return replay.run(NAMES[key], structure, fn, *args, view=True)
+
+
 def arg(x):
     """A method argument as a Tensor or a Python scalar (lists and arrays become Tensors)."""
     if isinstance(x, TB.TensorBase | bool | int | float | complex):
