@@ -13,7 +13,7 @@ from ..ir import array as A
 from . import tensor_base as TB
 from .creation import tensor
 from .out_arg import write_out
-from .tensor_math import _common, arg, op
+from .tensor_math import _common, arg, composite, op
 from .tensor_math import where as where  # fg.where: defined with the Tensor method it serves
 
 #: ``fg.<name>(input, ...)`` is ``input.<name>(...)``.
@@ -102,9 +102,20 @@ def stack(tensors, dim: int = 0, *, out=None):
                                f"and {list(arg(t).shape)}")
     d = TB._norm_dim(dim, len(shape) + 1)
     new = shape[:d] + (1,) + shape[d:]
-    res = op("stack", lambda: A.concatenate([A.reshape(t, new) for t in _common(tensors)],
-                                            axis=d))
+
+    def join(*ts):
+        return A.concatenate([A.reshape(t, new) for t in _common(ts)], axis=d)
+
+    if out is None and _one_dtype(tensors):
+        return composite("stack", ("stack", d, len(tensors)), join, *tensors)
+    res = op("stack", lambda: join(*tensors))
     return res if out is None else write_out("stack", out, res)
+
+
+def _one_dtype(tensors) -> bool:
+    """Every one a Tensor, all of one dtype (``all`` is ``fg.all`` in this module)."""
+    dts = {t._cell.value.dtype if isinstance(t, TB.TensorBase) else None for t in tensors}
+    return len(dts) == 1 and None not in dts
 
 
 def numel(input) -> int:

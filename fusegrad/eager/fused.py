@@ -140,9 +140,7 @@ class VectorNorm2(FusedNode):
     @staticmethod
     def forward(ctx, x, dims, keepdim, composite):
         xa = x._data
-        n = np.sqrt(np.vdot(xa, xa).real if dims == tuple(range(xa.ndim))
-                    else (xa * xa).sum(dims, keepdims=True))
-        n = np.asarray(n, xa.dtype)
+        n = _norm2_kept(xa, dims)
         ctx.save_for_backward(x)
         ctx.composite, ctx.n, ctx.dims = composite, n, dims
         return make(n.reshape(_reduced(xa.shape, dims, keepdim)).copy())  # ctx keeps n
@@ -152,6 +150,17 @@ class VectorNorm2(FusedNode):
         n = ctx.n.reshape(_reduced(x.shape, ctx.dims, True))
         scale = np.where(n == 0, 0, g.reshape(n.shape) / np.where(n == 0, 1, n))
         return ((x * scale.astype(x.dtype)),)
+
+
+def _norm2_kept(xa: np.ndarray, dims: tuple) -> np.ndarray:
+    n = np.sqrt(np.vdot(xa, xa).real if dims == tuple(range(xa.ndim))
+                else (xa * xa).sum(dims, keepdims=True))
+    return np.asarray(n, xa.dtype)
+
+
+def norm2(xa: np.ndarray, dims: tuple, keepdim: bool) -> np.ndarray:
+    """``VectorNorm2``'s value without its node (for a Tensor that records nothing)."""
+    return _norm2_kept(xa, dims).reshape(_reduced(xa.shape, dims, keepdim))
 
 
 def _reduced(shape: tuple, dims: tuple, keepdim: bool) -> tuple:

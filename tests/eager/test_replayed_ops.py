@@ -1,0 +1,56 @@
+"""``stack`` replayed from its recording, and the 2-norm of a Tensor that records nothing
+computed without a node: the same values and gradients as the generic path and PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(4)
+A = RNG.standard_normal((3, 4)).astype(np.float32)
+B = RNG.standard_normal((3, 4)).astype(np.float32)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_stack_replayed_matches_torch(dim):
+    shape = {0: (3, 3, 4), 1: (3, 3, 4), -1: (3, 4, 3)}[dim]
+    g = RNG.standard_normal(shape).astype(np.float32)
+    want = None
+    for lib in (torch, fg, fg, fg):
+        a, b = lib.tensor(A, requires_grad=True), lib.tensor(B, requires_grad=True)
+        out = lib.stack([a, b.transpose(0, 1).transpose(0, 1), a], dim=dim)
+        out.backward(lib.tensor(g))
+        got = (out.detach().numpy(), a.grad.numpy(), b.grad.numpy(), out.grad_fn.name())
+        if want is None:
+            want = got
+            continue
+        for x, y in zip(got[:3], want[:3]):
+            np.testing.assert_array_equal(x, y)
+        assert got[3] == want[3]
+
+
+def test_stack_without_grad_and_mixed_dtypes():
+    for _ in range(3):
+        s = fg.stack([fg.tensor(A), fg.tensor(B)])
+        assert s.grad_fn is None and not s.requires_grad
+        np.testing.assert_array_equal(s.numpy(), np.stack([A, B]))
+    mixed = fg.stack([fg.tensor(A), fg.tensor(B.astype(np.float64))])
+    assert mixed.dtype == fg.float64
+
+
+def test_norm_without_grad_matches_the_node_value():
+    x = fg.tensor(A, requires_grad=True)
+    with_node = x.norm()
+    with fg.no_grad():
+        plain = x.norm()
+    assert with_node.grad_fn.name() == "LinalgVectorNormBackward0"
+    assert plain.grad_fn is None and plain.shape == with_node.shape
+    np.testing.assert_array_equal(plain.numpy(), with_node.detach().numpy())
+    np.testing.assert_array_equal(fg.tensor(A).norm(dim=1, keepdim=True).numpy(),
+                                  x.norm(dim=1, keepdim=True).detach().numpy())
+    np.testing.assert_allclose(fg.tensor(A).norm().numpy(),
+                               torch.tensor(A).norm().numpy(), rtol=1e-6)
