@@ -54,3 +54,29 @@ def test_norm_without_grad_matches_the_node_value():
                                   x.norm(dim=1, keepdim=True).detach().numpy())
     np.testing.assert_allclose(fg.tensor(A).norm().numpy(),
                                torch.tensor(A).norm().numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["slice", "slice_step", "split", "embedding", "take_axis1"])
+def test_slice_and_take_numpy_vjps_equal_the_rules(case):
+    """The NumPy backward of ``slice`` and ``take`` (``numpy_vjps``) against the generic
+    rules (create_graph), in float64, repeated indices included; and PyTorch."""
+    x64 = RNG.standard_normal((6, 5))
+    idx = np.array([[0, 3, 3], [5, 0, 3]])
+    fns = {
+        "slice": lambda lib, x: x[1:4] * 2,
+        "slice_step": lambda lib, x: x[::2, 1:] * 2,
+        "split": lambda lib, x: x.split(2, dim=1)[1] * 2,
+        "embedding": lambda lib, x: lib.nn.functional.embedding(lib.tensor(idx), x) * 2,
+        "take_axis1": lambda lib, x: x.index_select(1, lib.tensor(idx[0])) * 2,
+    }
+    fn = fns[case]
+    x = fg.tensor(x64, requires_grad=True)
+    out = fn(fg, x)
+    g = fg.tensor(RNG.standard_normal(tuple(out.shape)))
+    fast, = fg.autograd.grad(out, [x], g, retain_graph=True)
+    rule, = fg.autograd.grad(out, [x], g, create_graph=True)
+    np.testing.assert_array_equal(fast.numpy(), rule.detach().numpy())
+    tx = torch.tensor(x64, requires_grad=True)
+    tout = fn(torch, tx)
+    tg, = torch.autograd.grad(tout, [tx], torch.tensor(g.numpy()))
+    np.testing.assert_allclose(fast.numpy(), tg.numpy(), rtol=1e-12, atol=1e-12)
