@@ -20,7 +20,7 @@ from ..ir.indexing import getitem as _ir_getitem
 from . import fast
 from . import tensor_base as TB
 from .tensor_inplace import setitem
-from .tensor_math import arg, op, view_op
+from .tensor_math import arg, composite, op, view_op
 
 
 def _sizes(args) -> tuple[int, ...]:
@@ -257,7 +257,9 @@ class TensorShape:
             else:
                 out = out.select(dim, int(i))
         if out is self:
-            out = op("alias", lambda: ops.reshape(self, shape=tuple(self.shape)), view=True)
+            shape = tuple(self.shape)
+            out = view_op("alias", ("reshape", shape), lambda x: ops.reshape(x, shape=shape),
+                          self)
         return out
 
     def __setitem__(self, idx, value):
@@ -312,7 +314,7 @@ class TensorShape:
             out = fast.run2("mm", "matmul", self, other)
             if out is not None:
                 return out
-        return op(key, A.matmul, self, other)
+        return composite(key, "matmul", A.matmul, self, other)
 
     def mm(self, mat2):
         mat2 = arg(mat2)

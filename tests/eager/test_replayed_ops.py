@@ -80,3 +80,34 @@ def test_slice_and_take_numpy_vjps_equal_the_rules(case):
     tout = fn(torch, tx)
     tg, = torch.autograd.grad(tout, [tx], torch.tensor(g.numpy()))
     np.testing.assert_allclose(fast.numpy(), tg.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", ["bmm", "broadcast", "mv", "masked_fill", "masked_fill_nan",
+                                  "alias"])
+def test_replayed_matmul_masked_fill_alias_match_torch(case):
+    a = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+    b = RNG.standard_normal((2, 4, 5)).astype(np.float32)
+    mask = RNG.random((3, 4)) < 0.3
+    fns = {
+        "bmm": lambda lib, x, y: x @ y,
+        "broadcast": lambda lib, x, y: x @ y[0],
+        "mv": lambda lib, x, y: x[0] @ y[0, :, 0],
+        "masked_fill": lambda lib, x, y: x.masked_fill(lib.tensor(mask), float("-inf")).exp(),
+        "masked_fill_nan": lambda lib, x, y: x.masked_fill(lib.tensor(mask), float("nan")) * 2,
+        "alias": lambda lib, x, y: x[:, :] * 3,
+    }
+    got = []
+    for lib in (torch, fg, fg, fg):
+        x, y = lib.tensor(a, requires_grad=True), lib.tensor(b, requires_grad=True)
+        out = fns[case](lib, x, y)
+        out.backward(lib.ones_like(out))
+        got.append((out.detach().numpy(), x.grad.numpy(),
+                    None if y.grad is None else y.grad.numpy(), out.grad_fn.name()))
+    for r in got[1:]:
+        np.testing.assert_allclose(r[0], got[0][0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(r[1], got[0][1], rtol=1e-6, atol=1e-6)
+        assert (r[2] is None) == (got[0][2] is None)
+        if r[2] is not None:
+            np.testing.assert_allclose(r[2], got[0][2], rtol=1e-6, atol=1e-6)
+        assert r[3] == got[1][3]
+        np.testing.assert_array_equal(r[0], got[1][0])
