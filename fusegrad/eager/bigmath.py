@@ -38,8 +38,9 @@ _ERF_LARGE_F32 = (0.3059529960155487, 0.3822838366031647, -0.17239587008953094,
 
 
 def _horner(x: np.ndarray, coeffs) -> np.ndarray:
-    r = np.full_like(x, coeffs[-1])
-    for c in coeffs[-2::-1]:
+    r = np.multiply(x, coeffs[-1])
+    r += coeffs[-2]
+    for c in coeffs[-3::-1]:
         r *= x
         r += c
     return r
@@ -48,23 +49,30 @@ def _horner(x: np.ndarray, coeffs) -> np.ndarray:
 def erf_f32(x: np.ndarray) -> np.ndarray:
     """``erf`` of a float32 array with NumPy alone (no kernel to load): the math library's
     float32 polynomials evaluated in float64, rounded once to float32 (within an ulp of
-    the exact value; the rounding of the float64 result is the only error that shows)."""
-    a = np.abs(x, dtype=np.float64)
-    with np.errstate(all="ignore"):
-        z = a * a
-        res = _horner(z, _ERF_SMALL_F32)
-        res *= a
-        big = ~(a < 1.0)  # NaN lands here and stays NaN
-        if big.any():
-            ab = a[big]
+    the exact value). The small-argument polynomial runs on every element (its variable
+    clamped to 1, so nothing overflows; NaN stays NaN), the other only where
+    ``|x| >= 1``. Written in place where it can: fresh arrays of this size cost more
+    than the arithmetic."""
+    a = x.astype(np.float64)
+    np.abs(a, out=a)
+    z = np.multiply(a, a)
+    idx = np.flatnonzero(a >= 1.0)
+    if idx.size:
+        with np.errstate(all="ignore"):  # exp(-x**2) underflows to 0 for large |x|
+            ab = a.reshape(-1)[idx]
             t = 1.0 / ab
             t -= 0.625
             large = _horner(t, _ERF_LARGE_F32)
-            large *= np.exp(-z[big])
+            large *= np.exp(-z.reshape(-1)[idx])
             large = 1.0 - large
             large[ab >= 4.0] = 1.0
-            res[big] = large
-    return np.copysign(res, x, dtype=np.float64).astype(np.float32)
+    np.minimum(z, 1.0, out=z)
+    res = _horner(z, _ERF_SMALL_F32)
+    res *= a
+    if idx.size:
+        res.reshape(-1)[idx] = large
+    np.copysign(res, x, out=res)
+    return res.astype(np.float32)
 
 
 _NUMPY = {"sin": np.sin, "cos": np.cos, "erf": _scipy_erf}
