@@ -40,48 +40,100 @@ def eligible(group: dict) -> bool:
                    for v in (group["lr"], beta1, beta2, group["eps"], group["weight_decay"]))
 
 
+def _arrays(p, state: dict):
+    """``(param, grad, exp_avg, exp_avg_sq, step)`` arrays when all are plain, else None."""
+    pa = p._cell.value
+    if type(pa) is not np.ndarray or pa.dtype != _F32 or not pa.flags.writeable:
+        return None
+    shape = pa.shape
+    ga = _plain(p._grad, shape)
+    ma, va = _plain(state["exp_avg"], shape), _plain(state["exp_avg_sq"], shape)
+    sa = state["step"]._cell.value
+    if (ga is None or ma is None or va is None or type(sa) is not np.ndarray
+            or sa.shape != () or not sa.flags.writeable or sa.dtype.kind != "f"):
+        return None
+    return pa, ga, ma, va, sa
+
+
+def _update(pa, ga, ma, va, t: float, group: dict):
+    """The new ``(param, exp_avg, exp_avg_sq)`` arrays of Adam(W)'s step number ``t``
+    (``pa`` is decayed in place first when AdamW's weight decay applies)."""
+    lr, (beta1, beta2), eps, wd = (group["lr"], group["betas"], group["eps"],
+                                   group["weight_decay"])
+    g = -ga if group["maximize"] else ga
+    if wd != 0:  # AdamW: p *= 1 - lr * weight_decay
+        np.multiply(pa, 1 - lr * wd, out=pa)
+    # m.lerp_(g, 1 - beta1)
+    w = np.float32(1 - beta1)
+    diff = g - ma
+    if abs(float(w)) < 0.5:
+        m = fma32(w, diff, ma)
+    else:
+        m = fma32(-diff, np.float32(1) - w, g)
+    # v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+    v = np.multiply(va, beta2)
+    s = np.float32(1 - beta2)
+    v = fma32(g if s == 1 else g * s, g, v)
+    # p.addcdiv_(m, sqrt(v) / sqrt(1 - beta2**t) + eps, value=-lr / (1 - beta1**t))
+    denom = np.sqrt(v) / ((1 - beta2**t) ** 0.5) + eps
+    s = np.float32(-(lr / (1 - beta1**t)))
+    return pa + (m if s == 1 else m * s) / denom, m, v
+
+
+def _bump(p, state: dict, decayed: bool) -> None:
+    """The version counters the in-place Tensor methods bump: the step's ``add_``, the
+    decay's ``mul_`` and the update's ``add_``, ``exp_avg``'s ``copy_``, ``exp_avg_sq``'s
+    ``mul_`` and ``copy_``."""
+    state["step"]._vc.n += 1
+    p._vc.n += 2 if decayed else 1
+    state["exp_avg"]._vc.n += 1
+    state["exp_avg_sq"]._vc.n += 2
+
+
 def adam_step(p, state: dict, group: dict) -> bool:
     """One Adam(W) step of ``p`` on its arrays; False (nothing written) when ``p``, its
     gradient or its state is not plain float32 arrays."""
-    pa = p._cell.value
-    if type(pa) is not np.ndarray or pa.dtype != _F32 or not pa.flags.writeable:
+    arrays = _arrays(p, state)
+    if arrays is None:
         return False
-    shape = pa.shape
-    ga = _plain(p._grad, shape)
-    m, v, step = state["exp_avg"], state["exp_avg_sq"], state["step"]
-    ma, va = _plain(m, shape), _plain(v, shape)
-    sa = step._cell.value
-    if (ga is None or ma is None or va is None or type(sa) is not np.ndarray
-            or sa.shape != () or not sa.flags.writeable or sa.dtype.kind != "f"):
-        return False
-    lr, (beta1, beta2), eps, wd = (group["lr"], group["betas"], group["eps"],
-                                   group["weight_decay"])
+    pa, ga, ma, va, sa = arrays
     with np.errstate(all="ignore"):
         np.add(sa, 1, out=sa)
-        step._vc.n += 1
-        t = float(sa)
-        g = -ga if group["maximize"] else ga
-        if wd != 0:  # AdamW: p *= 1 - lr * weight_decay
-            np.multiply(pa, 1 - lr * wd, out=pa)
-            p._vc.n += 1
-        # m.lerp_(g, 1 - beta1)
-        w = np.float32(1 - beta1)
-        diff = g - ma
-        if abs(float(w)) < 0.5:
-            new = fma32(w, diff, ma)
-        else:
-            new = fma32(-diff, np.float32(1) - w, g)
-        np.copyto(ma, new)
-        m._vc.n += 1
-        # v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        np.multiply(va, beta2, out=va)
-        s = np.float32(1 - beta2)
-        new = fma32(g if s == 1 else g * s, g, va)
-        np.copyto(va, new)
-        v._vc.n += 2
-        # p.addcdiv_(m, sqrt(v) / sqrt(1 - beta2**t) + eps, value=-lr / (1 - beta1**t))
-        denom = np.sqrt(va) / ((1 - beta2**t) ** 0.5) + eps
-        s = np.float32(-(lr / (1 - beta1**t)))
-        np.add(pa, (ma if s == 1 else ma * s) / denom, out=pa)
-        p._vc.n += 1
+        new_p, new_m, new_v = _update(pa, ga, ma, va, float(sa), group)
+        np.copyto(ma, new_m)
+        np.copyto(va, new_v)
+        np.copyto(pa, new_p)
+    _bump(p, state, group["weight_decay"] != 0)
     return True
+
+
+def adam_group(params: list, states: list, group: dict) -> list:
+    """Adam(W)'s step of every parameter in ``params`` (distinct tensors) whose arrays are
+    plain, computed once over their concatenation per step count (elementwise, so each
+    element gets the bits of its own step); returns the others, not yet updated."""
+    rest, by_step = [], {}
+    for p, state in zip(params, states):
+        arrays = _arrays(p, state)
+        if arrays is None:
+            rest.append(p)
+        else:
+            by_step.setdefault(float(arrays[4]) + 1, []).append((p, state, arrays))
+    decayed = group["weight_decay"] != 0
+    with np.errstate(all="ignore"):
+        for t, items in by_step.items():
+            flat = [np.concatenate([a[k].reshape(-1) for _, _, a in items]) if len(items) > 1
+                    else items[0][2][k].reshape(-1) for k in range(4)]
+            if len(items) == 1:
+                flat[0] = flat[0].copy()  # pa is decayed in place: keep it a copy
+            new_p, new_m, new_v = _update(*flat, t, group)
+            off = 0
+            for p, state, (pa, _, ma, va, sa) in items:
+                n = pa.size
+                shape = pa.shape
+                np.add(sa, 1, out=sa)
+                np.copyto(ma, new_m[off:off + n].reshape(shape))
+                np.copyto(va, new_v[off:off + n].reshape(shape))
+                np.copyto(pa, new_p[off:off + n].reshape(shape))
+                off += n
+                _bump(p, state, decayed)
+    return rest
