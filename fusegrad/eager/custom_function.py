@@ -123,6 +123,9 @@ class Function:
     ``.apply(*args)``. The node is ``<Class>Backward`` (a ``_node_name`` class attribute,
     used by fusegrad's own nodes, overrides it)."""
 
+    #: the class of the nodes ``apply`` makes (``node_class`` names a subclass of it)
+    _ctx_base = BackwardCFunction
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError("You must implement the forward function for custom "
@@ -146,7 +149,7 @@ class Function:
 
         needs = tuple(isinstance(a, TB.TensorBase) and a._rg and _mode.grad for a in args)
         name = getattr(cls, "_node_name", None) or f"{cls.__name__}Backward"
-        ctx = node_class(name, BackwardCFunction)(cls, needs)
+        ctx = node_class(name, cls._ctx_base)(cls, needs)
         with no_grad(), dual.suspended():
             if cls.setup_context is Function.setup_context:
                 outputs = cls.forward(ctx, *args, **kwargs)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..passes.autodiff.vjp_rules import unbroadcast
 from . import dual, record
-from .custom_function import Function
+from .custom_function import BackwardCFunction, Function
 from .engine import grad as autograd_grad
-from .grad_mode import enable_grad, is_grad_enabled
+from .grad_mode import _mode, enable_grad, is_grad_enabled
 from .tensor_base import TensorBase, make
 
 
@@ -30,6 +31,40 @@ def concrete(*xs) -> bool:
         return False
     return all(x is None or (isinstance(x, TensorBase) and type(x._data) is np.ndarray)
                for x in xs)
+
+
+class FusedBackward(BackwardCFunction):
+    """A ``FusedNode``'s node: without ``create_graph`` its backward runs the subclass's
+    NumPy ``grads`` on the saved arrays directly (the same checks of the saved values, no
+    Tensors made in between); otherwise ``BackwardCFunction.apply``."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        g = grads[0] if len(grads) == 1 else None
+        if isinstance(g, TensorBase):
+            g = g._data
+        saved = self._saved_list
+        if create_graph or _mode.grad or type(g) is not np.ndarray or saved is None:
+            return BackwardCFunction.apply(self, grads, create_graph)
+        name = self.name()
+        arrays = [None if s is None else s.data(name) for s in saved]
+        k = getattr(self, "n_inputs", len(saved))
+        needs = self.needs_input_grad
+        res = self._cls.grads(self, g, *arrays)
+        out = []
+        for j, i in enumerate(self._arg_pos):
+            r = res[i] if i < k and needs[i] else None
+            if r is not None:
+                ty = self._in_types[j]
+                if type(r) is not np.ndarray:
+                    r = np.asarray(r)
+                if r.shape != ty.shape:
+                    r = unbroadcast(r, ty.shape)
+                if r.dtype != ty.dtype:
+                    r = r.astype(ty.dtype)
+            out.append(r)
+        return out
 
 
 class FusedNode(Function):
@@ -45,6 +80,8 @@ class FusedNode(Function):
     one NumPy gradient (or None) per argument; under ``create_graph`` the composite is
     differentiated instead.
     """
+
+    _ctx_base = FusedBackward
 
     @staticmethod
     def backward(ctx, g):

@@ -405,3 +405,31 @@ def test_linear_hooks_and_partial_grads():
     assert seen == [(2, 3, 4)] * 2 and w.grad is None
     assert_close(x.grad.numpy(), 2 * np.ones((2, 3, 5)) @ W34, "exact64")
     assert_close(b.grad.numpy(), np.full(5, 12.0), "exact64")
+
+
+def test_fused_backward_checks_saved_values_and_runs_unpack_hooks():
+    """The fused nodes' NumPy backward reads the saved values as the Tensor backward does:
+    an input written in place after the forward raises, a freed graph raises, and saved
+    tensor hooks pack and unpack."""
+    x = fg.tensor(X, requires_grad=True)
+    h = x * 1
+    y = F.layer_norm(h, (5,))
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    y = F.linear(x, fg.tensor(W2, requires_grad=True))
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.sum().backward()
+    packed = []
+
+    def pack(t):
+        packed.append(t.shape)
+        return t.detach().numpy().copy()
+
+    with fg.autograd.graph.saved_tensors_hooks(pack, lambda a: fg.tensor(a)):
+        z = F.gelu(fg.tensor(X, requires_grad=True))
+    g, = fg.autograd.grad(z.sum(), [z.grad_fn.next_functions[0][0].variable])
+    assert packed == [(3, 5)]
+    want = fg.grad(lambda a: F.gelu(a).sum())(X)
+    assert_close(g.numpy(), want, "exact64")
