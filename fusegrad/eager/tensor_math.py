@@ -40,13 +40,6 @@ def composite(key: str, structure, fn, *args):
     return replay.run(NAMES[key], structure, fn, *args)
 
 
-def view_op(key: str, structure, fn, *args):
-    """``fn(*args)`` as the view operation ``key`` (``op(key, ..., view=True)``), replayed
-    like ``composite``: ``structure`` is everything besides the arguments' types that
-    decides which ops ``fn`` binds."""
-    return replay.run(NAMES[key], structure, fn, *args, view=True)
-
-
 def arg(x):
     """A method argument as a Tensor or a Python scalar (lists and arrays become Tensors)."""
     if isinstance(x, TB.TensorBase | bool | int | float | complex):
@@ -475,11 +468,9 @@ class TensorMath:
     def masked_fill(self, mask, value):
         value = arg(value)
         if isinstance(mask, TB.TensorBase) and type(value) in (float, int, bool):
-            def fill(x, m):
-                return ops.select(m, *_promoted(x, value)[::-1])
-
             # the value is a constant of the recording: part of the structure (NaN by name)
-            return composite("masked_fill", ("fill", type(value), repr(value)), fill, self, mask)
+            return composite("masked_fill", ("fill", type(value), repr(value)),
+                             lambda x, m: ops.select(m, *_promoted(x, value)[::-1]), self, mask)
         return op("masked_fill", lambda: ops.select(mask, *_promoted(self, value)[::-1]))
 
     def lerp(self, end, weight):

@@ -17,10 +17,18 @@ import numpy as np
 from ..ir import array as A
 from ..ir import ops
 from ..ir.indexing import getitem as _ir_getitem
-from . import fast
+from . import fast, replay
 from . import tensor_base as TB
+from .names import NAMES
 from .tensor_inplace import setitem
-from .tensor_math import arg, composite, op, view_op
+from .tensor_math import arg, composite, op
+
+
+def view_op(key: str, structure, fn, *args):
+    """``fn(*args)`` as the view operation ``key`` (``op(key, ..., view=True)``), replayed
+    like ``composite``: ``structure`` is everything besides the arguments' types that
+    decides which ops ``fn`` binds."""
+    return replay.run(NAMES[key], structure, fn, *args, view=True)
 
 
 def _sizes(args) -> tuple[int, ...]:
