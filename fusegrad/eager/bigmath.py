@@ -9,6 +9,10 @@ and the ``cos``/``sin`` their VJPs read) with small Numba kernels, compiled
 once and cached on disk (``bigmath_kernels``); below it, and for every other
 function (where NumPy is as fast), NumPy (or SciPy) computes; also with
 ``FUSEGRAD_DISABLE_JIT`` (``config.DISABLE_JIT``). Measured: docs/eager_speed.md.
+
+float32 ``erf`` (the GELU node's) is NumPy at every size (``erf_f32``: the math
+library's float32 polynomials in float64), so a first GELU does not import Numba and
+load a kernel (seconds) for a few hundred microseconds saved per call.
 """
 
 from __future__ import annotations
