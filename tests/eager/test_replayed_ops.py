@@ -111,3 +111,15 @@ def test_replayed_matmul_masked_fill_alias_match_torch(case):
             np.testing.assert_allclose(r[2], got[0][2], rtol=1e-6, atol=1e-6)
         assert r[3] == got[1][3]
         np.testing.assert_array_equal(r[0], got[1][0])
+
+
+def test_stack_without_grad_is_plain_numpy_and_inside_grad_records():
+    a, b = fg.tensor(A, requires_grad=True), fg.tensor(B)
+    with fg.no_grad():
+        s = fg.stack([a, b], dim=1)
+    assert s.grad_fn is None and not s.requires_grad
+    np.testing.assert_array_equal(s.numpy(), np.stack([A, B], axis=1))
+    r = fg.stack([a, b], dim=1)
+    assert r.grad_fn.name() == "StackBackward0"
+    r.sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), np.ones_like(A))
