@@ -123,6 +123,9 @@ class Function:
     ``.apply(*args)``. The node is ``<Class>Backward`` (a ``_node_name`` class attribute,
     used by fusegrad's own nodes, overrides it)."""
 
+    #: the class of the nodes ``apply`` makes (``node_class`` names a subclass of it)
+    _ctx_base = BackwardCFunction
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError("You must implement the forward function for custom "
@@ -142,11 +145,9 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from ..ir.bind import aval
-
         needs = tuple(isinstance(a, TB.TensorBase) and a._rg and _mode.grad for a in args)
         name = getattr(cls, "_node_name", None) or f"{cls.__name__}Backward"
-        ctx = node_class(name, BackwardCFunction)(cls, needs)
+        ctx = node_class(name, cls._ctx_base)(cls, needs)
         with no_grad(), dual.suspended():
             if cls.setup_context is Function.setup_context:
                 outputs = cls.forward(ctx, *args, **kwargs)
@@ -162,18 +163,33 @@ class Function:
             return outputs
         pos = [i for i, a in enumerate(args) if isinstance(a, TB.TensorBase)]
         ctx._arg_pos = pos
-        ctx._in_types = [aval(args[i]._data) for i in pos]
+        ctx._in_types = [_type_of(args[i]._data) for i in pos]
         ctx._next = tuple(edge_of(args[i]) for i in pos)
         new_outs = _attach(ctx, outs, args)
         ctx._saved_list = [_save(t, new_outs, outs) for t in getattr(ctx, "_to_save", ())]
         return new_outs[0] if single else tuple(new_outs)
 
 
+class _Type:
+    """The shape and dtype of a concrete value (what the node reads of an ``aval``)."""
+
+    __slots__ = ("dtype", "shape")
+
+    def __init__(self, shape: tuple, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+def _type_of(data):
+    if type(data) is np.ndarray:
+        return _Type(data.shape, data.dtype)
+    from ..ir.bind import aval
+
+    return aval(data)
+
+
 def _attach(ctx, outs, args) -> list:
     non_diff = getattr(ctx, "_non_diff", set())
     dirty = getattr(ctx, "_dirty", set())
-    from ..ir.bind import aval
-
     new, nr = [], 0
     for o in outs:
         if not isinstance(o, TB.TensorBase):
@@ -181,7 +197,7 @@ def _attach(ctx, outs, args) -> list:
             continue
         if any(o is a for a in args) and id(o) not in dirty:
             o = TB.make(o._data)  # an input returned as-is: a new tensor object, as PyTorch
-        ctx._out_types.append(aval(o._data))
+        ctx._out_types.append(_type_of(o._data))
         if id(o) not in non_diff and o.is_floating_point():
             o._grad_fn, o._out_nr, o._rg = ctx, nr, True
         nr += 1

@@ -10,10 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from ..ir import array as A
+from ..ir.bind import handler_for
+from . import dual, record
 from . import tensor_base as TB
 from .creation import tensor
+from .grad_mode import _mode
 from .out_arg import write_out
-from .tensor_math import _common, arg, op
+from .tensor_math import _common, arg, composite, op
 from .tensor_math import where as where  # fg.where: defined with the Tensor method it serves
 
 #: ``fg.<name>(input, ...)`` is ``input.<name>(...)``.
@@ -102,9 +105,33 @@ def stack(tensors, dim: int = 0, *, out=None):
                                f"and {list(arg(t).shape)}")
     d = TB._norm_dim(dim, len(shape) + 1)
     new = shape[:d] + (1,) + shape[d:]
-    res = op("stack", lambda: A.concatenate([A.reshape(t, new) for t in _common(tensors)],
-                                            axis=d))
+
+    def join(*ts):
+        return A.concatenate([A.reshape(t, new) for t in _common(ts)], axis=d)
+
+    if out is None and _one_dtype(tensors):
+        if _records_nothing(tensors):
+            return TB.make(np.concatenate([t._cell.value.reshape(new) for t in tensors], axis=d))
+        return composite("stack", ("stack", d, len(tensors)), join, *tensors)
+    res = op("stack", lambda: join(*tensors))
     return res if out is None else write_out("stack", out, res)
+
+
+def _one_dtype(tensors) -> bool:
+    """Every one a Tensor, all of one dtype (``all`` is ``fg.all`` in this module)."""
+    dts = {t._cell.value.dtype if isinstance(t, TB.TensorBase) else None for t in tensors}
+    return len(dts) == 1 and None not in dts
+
+
+def _records_nothing(tensors) -> bool:
+    """Concrete arrays, nothing to record (no grad, no scope, trace or forward-mode level):
+    NumPy computes what the generic path would."""
+    if record._state.scope is not None or dual.ACTIVE[0] or handler_for(()) is not None:
+        return False
+    for t in tensors:  # noqa: SIM110 (``all`` is ``fg.all`` here)
+        if type(t._cell.value) is not np.ndarray or (t._rg and _mode.grad):
+            return False
+    return True
 
 
 def numel(input) -> int:

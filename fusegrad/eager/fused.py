@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..passes.autodiff.vjp_rules import unbroadcast
 from . import dual, record
-from .custom_function import Function
+from .custom_function import BackwardCFunction, Function, _attach, _save, _type_of
 from .engine import grad as autograd_grad
-from .grad_mode import enable_grad, is_grad_enabled
+from .grad_mode import _mode, enable_grad, is_grad_enabled
+from .node import edge_of, node_class
 from .tensor_base import TensorBase, make
 
 
@@ -30,6 +32,40 @@ def concrete(*xs) -> bool:
         return False
     return all(x is None or (isinstance(x, TensorBase) and type(x._data) is np.ndarray)
                for x in xs)
+
+
+class FusedBackward(BackwardCFunction):
+    """A ``FusedNode``'s node: without ``create_graph`` its backward runs the subclass's
+    NumPy ``grads`` on the saved arrays directly (the same checks of the saved values, no
+    Tensors made in between); otherwise ``BackwardCFunction.apply``."""
+
+    __slots__ = ()
+
+    def apply(self, grads: list, create_graph: bool) -> list:
+        g = grads[0] if len(grads) == 1 else None
+        if isinstance(g, TensorBase):
+            g = g._data
+        saved = self._saved_list
+        if create_graph or _mode.grad or type(g) is not np.ndarray or saved is None:
+            return BackwardCFunction.apply(self, grads, create_graph)
+        name = self.name()
+        arrays = [None if s is None else s.data(name) for s in saved]
+        k = getattr(self, "n_inputs", len(saved))
+        needs = self.needs_input_grad
+        res = self._cls.grads(self, g, *arrays)
+        out = []
+        for j, i in enumerate(self._arg_pos):
+            r = res[i] if i < k and needs[i] else None
+            if r is not None:
+                ty = self._in_types[j]
+                if type(r) is not np.ndarray:
+                    r = np.asarray(r)
+                if r.shape != ty.shape:
+                    r = unbroadcast(r, ty.shape)
+                if r.dtype != ty.dtype:
+                    r = r.astype(ty.dtype)
+            out.append(r)
+        return out
 
 
 class FusedNode(Function):
@@ -45,6 +81,33 @@ class FusedNode(Function):
     one NumPy gradient (or None) per argument; under ``create_graph`` the composite is
     differentiated instead.
     """
+
+    _ctx_base = FusedBackward
+
+    @classmethod
+    def apply(cls, *args):
+        """``Function.apply`` for a forward that makes one fresh Tensor from NumPy arrays
+        (no forward-mode level: ``concrete`` checked that), with less bookkeeping."""
+        if dual.ACTIVE[0]:
+            return super().apply(*args)
+        grad = _mode.grad
+        needs = tuple([grad and isinstance(a, TensorBase) and a._rg for a in args])
+        ctx = node_class(cls._node_name, FusedBackward)(cls, needs)
+        _mode.grad = False
+        try:
+            out = cls.forward(ctx, *args)
+        finally:
+            _mode.grad = grad
+        if not any(needs):
+            ctx._saved_list = None
+            return out
+        pos = [i for i, a in enumerate(args) if isinstance(a, TensorBase)]
+        ctx._arg_pos = pos
+        ctx._in_types = [_type_of(args[i]._data) for i in pos]
+        ctx._next = tuple(edge_of(args[i]) for i in pos)
+        out, = _attach(ctx, (out,), args)
+        ctx._saved_list = [_save(t, (out,), (out,)) for t in getattr(ctx, "_to_save", ())]
+        return out
 
     @staticmethod
     def backward(ctx, g):
@@ -140,9 +203,7 @@ class VectorNorm2(FusedNode):
     @staticmethod
     def forward(ctx, x, dims, keepdim, composite):
         xa = x._data
-        n = np.sqrt(np.vdot(xa, xa).real if dims == tuple(range(xa.ndim))
-                    else (xa * xa).sum(dims, keepdims=True))
-        n = np.asarray(n, xa.dtype)
+        n = _norm2_kept(xa, dims)
         ctx.save_for_backward(x)
         ctx.composite, ctx.n, ctx.dims = composite, n, dims
         return make(n.reshape(_reduced(xa.shape, dims, keepdim)).copy())  # ctx keeps n
@@ -152,6 +213,17 @@ class VectorNorm2(FusedNode):
         n = ctx.n.reshape(_reduced(x.shape, ctx.dims, True))
         scale = np.where(n == 0, 0, g.reshape(n.shape) / np.where(n == 0, 1, n))
         return ((x * scale.astype(x.dtype)),)
+
+
+def _norm2_kept(xa: np.ndarray, dims: tuple) -> np.ndarray:
+    n = np.sqrt(np.vdot(xa, xa).real if dims == tuple(range(xa.ndim))
+                else (xa * xa).sum(dims, keepdims=True))
+    return np.asarray(n, xa.dtype)
+
+
+def norm2(xa: np.ndarray, dims: tuple, keepdim: bool) -> np.ndarray:
+    """``VectorNorm2``'s value without its node (for a Tensor that records nothing)."""
+    return _norm2_kept(xa, dims).reshape(_reduced(xa.shape, dims, keepdim))
 
 
 def _reduced(shape: tuple, dims: tuple, keepdim: bool) -> tuple:

@@ -112,6 +112,27 @@ def _convert(g, out, args, mask, types, kwargs):
     return (g.astype(types[0][1]),)
 
 
+def _slice(g, out, args, mask, types, kwargs):
+    shape, dtype = types[0]
+    ct = np.zeros(shape, dtype)
+    ct[tuple(slice(a, None if b < 0 else b, c) for a, b, c in
+             zip(kwargs["starts"], kwargs["stops"], kwargs["steps"]))] = g
+    return (ct,)
+
+
+def _take(g, out, args, mask, types, kwargs):
+    """``index_add(zeros_like(x), idx, g)``: repeated indices accumulate in order."""
+    idx = args[1]
+    if not mask[0] or type(idx) is not np.ndarray:
+        return None
+    shape, dtype = types[0]
+    axis = kwargs["axis"]
+    ct = np.zeros(shape, dtype)
+    vals = np.moveaxis(g, tuple(range(axis, axis + idx.ndim)), tuple(range(idx.ndim)))
+    np.add.at(np.moveaxis(ct, axis, 0), idx, vals)
+    return ct, None
+
+
 NUMPY_VJPS = {
     "add": _add,
     "sub": _sub,
@@ -132,5 +153,7 @@ NUMPY_VJPS = {
     "transpose": _transpose,
     "reshape": _reshape,
     "convert": _convert,
+    "slice": _slice,
+    "take": _take,
     **POOL_VJPS,
 }

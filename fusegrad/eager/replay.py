@@ -20,6 +20,7 @@ from numpy import ndarray
 
 from ..ir.bind import handler_for
 from . import bigpool, record
+from .dual import ACTIVE as DUAL
 from .fast import _fp, _fp_ignore
 from .grad_mode import _mode
 from .node import accumulator
@@ -48,24 +49,28 @@ class _Plan:
 _PLANS: dict = {}
 
 
-def run(name: str, key, fn, *args):
-    """``record.operation(name, fn, *args)``, replayed when seen before (see the module
-    docstring); ``key`` names everything besides the arguments' types that decides which
-    ops ``fn`` binds."""
+def run(name: str, key, fn, *args, view: bool = False):
+    """``record.operation(name, fn, *args, view=view)``, replayed when seen before (see the
+    module docstring); ``key`` names everything besides the arguments' types that decides
+    which ops ``fn`` binds. Arguments may be views (unless their base was written in place
+    since: the generic path gives them fresh history first); ``view=True`` makes a result
+    that shares an argument's memory a view of it, as ``record.operation`` does."""
     if record._state.scope is not None:
         return fn(*args)
-    sig = [name, key]
+    sig = [name, key, view]
     rg = False
     for x in args:
         if not isinstance(x, TensorBase):
-            return record.operation(name, fn, *args)
+            return record.operation(name, fn, *args, view=view)
         d = x._cell.value
-        if type(d) is not ndarray or x._base is not None:
-            return record.operation(name, fn, *args)
+        if type(d) is not ndarray or (x._base is not None and x._vc.n != x._base_version):
+            return record.operation(name, fn, *args, view=view)
         sig += (d.dtype, d.shape, x._rg)
+        if view:
+            sig.append(d.strides)
         rg = rg or x._rg
-    if handler_for(()) is not None:
-        return record.operation(name, fn, *args)
+    if DUAL[0] or handler_for(()) is not None:
+        return record.operation(name, fn, *args, view=view)
     recording = rg and _mode.grad
     sig.append(recording)
     if len(args) > 1:
@@ -73,17 +78,17 @@ def run(name: str, key, fn, *args):
     sig = tuple(sig)
     plan = _PLANS.get(sig, _PLANS)
     if plan is _PLANS:
-        out, plan = _first(name, fn, args, recording)
+        out, plan = _first(name, fn, args, recording, view)
         if len(_PLANS) >= 4096:
             _PLANS.clear()
         _PLANS[sig] = plan
         return out
     if plan is None:
-        return record.operation(name, fn, *args)
-    return _replay(plan, args)
+        return record.operation(name, fn, *args, view=view)
+    return _replay(plan, args, view)
 
 
-def _first(name: str, fn, args, recording: bool):
+def _first(name: str, fn, args, recording: bool, view: bool):
     """Run the operation generically, and make its plan (None if it cannot be replayed)."""
     scope = record.Scope(name)
     record._state.scope = scope
@@ -91,13 +96,13 @@ def _first(name: str, fn, args, recording: bool):
         out = record._own(scope, fn(*args))
     finally:
         record._state.scope = None
-    record._isolate(scope, [out], False)
+    record._isolate(scope, [out], view)
     record.finish(scope, [out])
-    return out, _make_plan(scope, out, args, recording)
+    return out, _make_plan(scope, out, args, recording, view)
 
 
-def _make_plan(scope, out, args, recording: bool):
-    if not isinstance(out, TensorBase) or out._base is not None:
+def _make_plan(scope, out, args, recording: bool, view: bool):
+    if not isinstance(out, TensorBase) or (out._base is not None and not view):
         return None
     pos = []
     for x in scope.inputs:
@@ -132,7 +137,7 @@ def _make_plan(scope, out, args, recording: bool):
     return p
 
 
-def _replay(plan: _Plan, args):
+def _replay(plan: _Plan, args, view: bool = False):
     inputs = [args[k] for k in plan.input_pos]
     data = [x._cell.value for x in inputs]
     vals = [None] * plan.nvalues
@@ -152,10 +157,16 @@ def _replay(plan: _Plan, args):
         if token is not None:
             _fp.reset(token)
     res = vals[plan.out_slot]
-    if res.base is not None and any(np.may_share_memory(res, d) for d in data):
-        res = res.copy()
+    shared = None
+    if res.base is not None:
+        shared = next((x for x, d in zip(inputs, data) if np.may_share_memory(res, d)), None)
+        if shared is not None and not view:
+            res = res.copy()
     t = _new(_CLASS[0])
     t._init(_Cell(res), _Version(), False, None, 0)
+    if view and shared is not None:  # as record._isolate: a view of the input's base
+        base = shared._base if shared._base is not None else shared
+        t._vc, t._base, t._base_version = shared._vc, base, shared._vc.n
     if plan.record:
         _node(plan, inputs, vals, t)
     return t

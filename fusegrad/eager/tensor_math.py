@@ -467,6 +467,10 @@ class TensorMath:
 
     def masked_fill(self, mask, value):
         value = arg(value)
+        if isinstance(mask, TB.TensorBase) and type(value) in (float, int, bool):
+            # the value is a constant of the recording: part of the structure (NaN by name)
+            return composite("masked_fill", ("fill", type(value), repr(value)),
+                             lambda x, m: ops.select(m, *_promoted(x, value)[::-1]), self, mask)
         return op("masked_fill", lambda: ops.select(mask, *_promoted(self, value)[::-1]))
 
     def lerp(self, end, weight):

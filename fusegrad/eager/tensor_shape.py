@@ -17,10 +17,18 @@ import numpy as np
 from ..ir import array as A
 from ..ir import ops
 from ..ir.indexing import getitem as _ir_getitem
-from . import fast
+from . import fast, replay
 from . import tensor_base as TB
+from .names import NAMES
 from .tensor_inplace import setitem
-from .tensor_math import arg, op
+from .tensor_math import arg, composite, op
+
+
+def view_op(key: str, structure, fn, *args):
+    """``fn(*args)`` as the view operation ``key`` (``op(key, ..., view=True)``), replayed
+    like ``composite``: ``structure`` is everything besides the arguments' types that
+    decides which ops ``fn`` binds."""
+    return replay.run(NAMES[key], structure, fn, *args, view=True)
 
 
 def _sizes(args) -> tuple[int, ...]:
@@ -61,7 +69,7 @@ class TensorShape:
     __slots__ = ()
 
     def _reshaped(self, key: str, shape):
-        return op(key, lambda: ops.reshape(self, shape=shape), view=True)
+        return view_op(key, ("reshape", shape), lambda x: ops.reshape(x, shape=shape), self)
 
     def view(self, *shape):
         """The same data with another shape (a view; one dimension may be -1)."""
@@ -111,7 +119,8 @@ class TensorShape:
         if sorted(perm) != list(range(nd)):
             raise RuntimeError(f"permute(): dims {list(_sizes(dims))} are not a permutation of "
                                f"the {nd} dimensions")
-        return op("permute", lambda: ops.transpose(self, perm=perm), view=True)
+        return view_op("permute", ("transpose", perm), lambda x: ops.transpose(x, perm=perm),
+                       self)
 
     def transpose(self, dim0: int, dim1: int):
         nd = self.ndim
@@ -119,7 +128,9 @@ class TensorShape:
         if nd:
             i, j = _dim(dim0, nd), _dim(dim1, nd)
             perm[i], perm[j] = perm[j], perm[i]
-        return op("transpose", lambda: ops.transpose(self, perm=tuple(perm)), view=True)
+        perm = tuple(perm)
+        return view_op("transpose", ("transpose", perm), lambda x: ops.transpose(x, perm=perm),
+                       self)
 
     swapaxes = swapdims = transpose
 
@@ -201,10 +212,11 @@ class TensorShape:
         if step <= 0:
             raise ValueError("step must be greater than zero")
         stop = max(stop, start)
-        return op("slice", lambda: ops.slice(
-            self, starts=tuple(start if k == dim else 0 for k in range(len(s))),
-            stops=tuple(stop if k == dim else n for k, n in enumerate(s)),
-            steps=tuple(step if k == dim else 1 for k in range(len(s)))), view=True)
+        starts = tuple(start if k == dim else 0 for k in range(len(s)))
+        stops = tuple(stop if k == dim else n for k, n in enumerate(s))
+        steps = tuple(step if k == dim else 1 for k in range(len(s)))
+        return view_op("slice", ("slice", starts, stops, steps),
+                       lambda x: ops.slice(x, starts=starts, stops=stops, steps=steps), self)
 
     def narrow(self, dim: int, start: int, length: int):
         d = _dim(dim, self.ndim)
@@ -253,7 +265,9 @@ class TensorShape:
             else:
                 out = out.select(dim, int(i))
         if out is self:
-            out = op("alias", lambda: ops.reshape(self, shape=tuple(self.shape)), view=True)
+            shape = tuple(self.shape)
+            out = view_op("alias", ("reshape", shape), lambda x: ops.reshape(x, shape=shape),
+                          self)
         return out
 
     def __setitem__(self, idx, value):
@@ -308,7 +322,7 @@ class TensorShape:
             out = fast.run2("mm", "matmul", self, other)
             if out is not None:
                 return out
-        return op(key, A.matmul, self, other)
+        return composite(key, "matmul", A.matmul, self, other)
 
     def mm(self, mat2):
         mat2 = arg(mat2)

@@ -190,7 +190,15 @@ def linear(input, weight, bias=None):
 
     name = ("AddmmBackward0" if bias is not None else "MmBackward0") if len(xs) == 2 else (
         "ViewBackward0")
-    return _named(name, f, input, weight, *(() if bias is None else (bias,)), structure="linear")
+
+    def composite(x, w, b=None):
+        return _named(name, f, x, w, *(() if b is None else (b,)), structure="linear")
+
+    if len(xs) >= 2 and concrete(input, weight, bias) and input._data.dtype.kind == "f" and (
+            input._data.dtype == weight._data.dtype
+            and (bias is None or bias._data.dtype == input._data.dtype)):
+        return fused.LINEAR[name].apply(input, weight, bias, composite)
+    return composite(input, weight, bias)
 
 
 _REDUCTIONS = ("mean", "sum", "none")

@@ -56,6 +56,47 @@ class LayerNorm(FusedNode):
         return dx.reshape(x.shape), dw, db
 
 
+class Linear(FusedNode):
+    """``x @ weight.T + bias`` over the rows of ``x`` folded to a matrix (as PyTorch's
+    ``addmm``); the backward is ``g @ weight``, ``g.T @ x`` and the column sums of ``g``."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, composite):
+        xa, wa = x._data, weight._data
+        rows = xa.reshape(-1, xa.shape[-1])
+        y = rows @ wa.T
+        if bias is not None:
+            y += bias._data
+        ctx.save_for_backward(x, weight, bias)
+        ctx.composite = composite
+        return make(y.reshape(*xa.shape[:-1], wa.shape[0]))
+
+    @staticmethod
+    def grads(ctx, g, x, weight, bias):
+        rows = g.reshape(-1, g.shape[-1])
+        needs = ctx.needs_input_grad
+        dx = (rows @ weight).reshape(x.shape) if needs[0] else None
+        dw = rows.T @ x.reshape(-1, x.shape[-1]) if needs[1] else None
+        db = rows.sum(0) if bias is not None and needs[2] else None
+        return dx, dw, db
+
+
+class _Addmm(Linear):
+    _node_name = "AddmmBackward0"
+
+
+class _Mm(Linear):
+    _node_name = "MmBackward0"
+
+
+class _LinearView(Linear):
+    _node_name = "ViewBackward0"
+
+
+#: ``F.linear``'s node by PyTorch's name for it (2-d input with and without a bias, other)
+LINEAR = {c._node_name: c for c in (_Addmm, _Mm, _LinearView)}
+
+
 class Gelu(FusedNode):
     """``x * Phi(x)`` (``tanh``: ``0.5 x (1 + tanh(c (x + 0.044715 x^3)))``)."""
 

@@ -33,10 +33,31 @@ from ..eager import dtypes as D
 from ..eager import tensor_base as TB
 from . import _hyper as H
 
+#: The low 29 bits of a float64 significand at a float32 rounding midpoint (normal range).
+_LOW29, _MID29 = np.int64((1 << 29) - 1), np.int64(1 << 28)
+_TINY32 = np.float64(np.finfo(np.float32).tiny)
+
 
 def fma32(a, b, c) -> np.ndarray:
-    """``a * b + c`` with one rounding to float32, for float32 arrays or scalars."""
+    """``a * b + c`` with one rounding to float32, for float32 arrays or scalars.
+
+    The float64 sum ``s`` of the exact product and ``c`` rounds to float32 wrongly only
+    when it lands exactly on a float32 rounding midpoint (rounding to nearest is
+    monotonic and every midpoint is a float64), which its low 29 significand bits show
+    in the normal range; those inputs, and results in float32's subnormal range, take
+    the exact path (``_fma32_exact``)."""
     a64, b64, c64 = (np.asarray(v, np.float64) for v in (a, b, c))
+    with np.errstate(all="ignore"):
+        s = a64 * b64 + c64
+    if s.ndim == 0 or ((s.view(np.int64) & _LOW29) == _MID29).any():
+        return _fma32_exact(a64, b64, c64)
+    small = np.abs(s) < _TINY32
+    if small.any() and (small & (s != 0)).any():
+        return _fma32_exact(a64, b64, c64)
+    return s.astype(np.float32)
+
+
+def _fma32_exact(a64, b64, c64) -> np.ndarray:
     with np.errstate(all="ignore"):
         prod = a64 * b64  # exact: 24 + 24 significant bits fit in 53
         s = prod + c64

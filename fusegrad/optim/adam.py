@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..eager import dtypes as D
 from ..eager import tensor_base as TB
 from ..eager.creation import tensor, zeros_like
+from . import _fast
 from . import _fused as F
 from . import _hyper as H
 from .optimizer import Optimizer
@@ -66,7 +67,18 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = zeros_like(p)
         return state
 
+    def _update_group(self, group: dict) -> None:
+        params = [p for p in group["params"] if p.grad is not None]
+        if not _fast.eligible(group) or len({id(p) for p in params}) != len(params):
+            super()._update_group(group)
+            return
+        rest = _fast.adam_group(params, [self._state(p, False) for p in params], group)
+        for p in rest:
+            self._update(p, group)
+
     def _update(self, p, group: dict) -> None:
+        if _fast.eligible(group) and _fast.adam_step(p, self._state(p, False), group):
+            return
         g = -p.grad if group["maximize"] else p.grad
         if group["weight_decay"] != 0:
             if group["decoupled_weight_decay"]:  # AdamW: p *= 1 - lr * weight_decay

@@ -100,10 +100,14 @@ class Optimizer:
         loss = self._closure_loss(closure)
         with no_grad():
             for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, group)
+                self._update_group(group)
         return loss
+
+    def _update_group(self, group: dict) -> None:
+        """Update the group's parameters that have a gradient, in order."""
+        for p in group["params"]:
+            if p.grad is not None:
+                self._update(p, group)
 
     def _update(self, p, group: dict) -> None:
         raise NotImplementedError

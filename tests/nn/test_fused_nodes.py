@@ -1,5 +1,5 @@
 """The fused eager nodes (``eager.fused``, ``nn.fused``): layer_norm, softmax, log_softmax,
-gelu, nll_loss / cross_entropy and the 2-norm are one autograd node each on concrete
+gelu, linear, nll_loss / cross_entropy and the 2-norm are one autograd node each on concrete
 Tensors. Values against NumPy references, gradients against finite differences and
 against the IR composite (``fg.grad`` on arrays), double backward, ``fg.jit``,
 forward-mode AD, and PyTorch in float32 when installed."""
@@ -26,6 +26,9 @@ X3 = RNG.standard_normal((2, 3, 4))
 W = RNG.standard_normal(5)
 B = RNG.standard_normal(5)
 CW = RNG.random(5) + 0.5
+W2 = RNG.standard_normal((4, 5))
+B4 = RNG.standard_normal(4)
+W34 = RNG.standard_normal((5, 4))
 T = np.array([0, 4, 2])
 T_IGN = np.array([1, -100, 3])
 
@@ -87,6 +90,9 @@ CASES = {
              "GeluBackward0"),
     "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), np_gelu_tanh, (X,),
                   "GeluBackward0"),
+    "linear": (F.linear, lambda x, w, b: x @ w.T + b, (X, W2, B4), "AddmmBackward0"),
+    "linear_nobias": (F.linear, lambda x, w: x @ w.T, (X, W2), "MmBackward0"),
+    "linear_3d": (F.linear, lambda x, w, b: x @ w.T + b, (X3, W34, W), "ViewBackward0"),
     "cross_entropy": (lambda x: F.cross_entropy(x, _t(x, T)),
                       lambda x: np_cross_entropy(x, T), (X,), "NllLossBackward0"),
     "cross_entropy_ignore_sum": (
@@ -204,7 +210,7 @@ def test_cross_entropy_weight_requiring_grad_keeps_the_composite():
 
 
 @pytest.mark.parametrize("name", ["layer_norm", "softmax", "gelu", "gelu_tanh",
-                                  "cross_entropy_weight_mean", "log_softmax"])
+                                  "cross_entropy_weight_mean", "log_softmax", "linear"])
 def test_under_jit(name):
     fn, ref, inputs, _ = CASES[name]
     step = fg.jit(fn)
@@ -246,6 +252,9 @@ def test_float32_against_torch(name):
         "log_softmax": lambda x: TF.log_softmax(x, dim=-1),
         "gelu": TF.gelu,
         "gelu_tanh": lambda x: TF.gelu(x, approximate="tanh"),
+        "linear": TF.linear,
+        "linear_nobias": TF.linear,
+        "linear_3d": TF.linear,
         "cross_entropy": lambda x: TF.cross_entropy(x, torch.tensor(T)),
         "cross_entropy_ignore_sum": lambda x: TF.cross_entropy(x, torch.tensor(T_IGN),
                                                                reduction="sum"),
@@ -334,3 +343,93 @@ def test_writing_the_output_in_place(name):
     else:
         y.backward(g)
         assert_close(x.grad.numpy(), ref.numpy(), "exact64")
+
+
+def test_float32_erf_within_an_ulp_without_numba():
+    """The float32 GELU's erf is NumPy (no kernel to load): within one float32 ulp of
+    the float64 erf rounded, exact at the special values."""
+    from fusegrad.eager import bigmath
+
+    rng = np.random.default_rng(3)
+    xs = np.concatenate([rng.standard_normal(20000) * 3, rng.uniform(-6, 6, 20000),
+                         np.linspace(-5, 5, 20001),
+                         [1.0, -1.0, 4.0, -4.0, 3.9999998, 0.9999999, 1e-30, 1e-45, 1e38]])
+    xs = xs.astype(np.float32)
+    got = bigmath.erf_f32(xs)
+    assert got.dtype == np.float32
+    want = special.erf(xs.astype(np.float64)).astype(np.float32)
+    ulps = np.abs(got.view(np.int32).astype(np.int64) - want.view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1
+    assert np.mean(ulps == 0) > 0.8
+    special_in = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 10.0, -10.0], np.float32)
+    out = bigmath.erf_f32(special_in)
+    np.testing.assert_array_equal(out[:4], [0.0, -0.0, 1.0, -1.0])
+    assert np.signbit(out[1]) and np.isnan(out[4])
+    np.testing.assert_array_equal(out[5:], [1.0, -1.0])
+    assert bigmath.erf_f32(np.zeros((0, 3), np.float32)).shape == (0, 3)
+
+
+def test_float32_gelu_loads_no_numba():
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np, fusegrad as fg, fusegrad.nn.functional as F\n"
+            "x = fg.tensor(np.linspace(-3, 3, 8192, dtype=np.float32), requires_grad=True)\n"
+            "F.gelu(x).sum().backward()\n"
+            "print('numba' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_linear_forward_mode_keeps_the_composite():
+    x, w, b = X3, W34, W
+    u = RNG.standard_normal(x.shape)
+    with fwd.dual_level():
+        out = F.linear(fwd.make_dual(fg.tensor(x), fg.tensor(u)), fg.tensor(w), fg.tensor(b))
+        tangent = fwd.unpack_dual(out).tangent.numpy()
+    assert_close(tangent, u @ w.T, "exact64")
+
+
+def test_linear_hooks_and_partial_grads():
+    """Only the inputs that require grad get one; tensor hooks see the fused node's
+    gradient; retain_graph allows a second backward."""
+    x = fg.tensor(X3, requires_grad=True)
+    w = fg.tensor(W34)
+    b = fg.tensor(W, requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.shape))
+    out = F.linear(x, w, b)
+    out.sum().backward(retain_graph=True)
+    out.sum().backward()
+    assert seen == [(2, 3, 4)] * 2 and w.grad is None
+    assert_close(x.grad.numpy(), 2 * np.ones((2, 3, 5)) @ W34, "exact64")
+    assert_close(b.grad.numpy(), np.full(5, 12.0), "exact64")
+
+
+def test_fused_backward_checks_saved_values_and_runs_unpack_hooks():
+    """The fused nodes' NumPy backward reads the saved values as the Tensor backward does:
+    an input written in place after the forward raises, a freed graph raises, and saved
+    tensor hooks pack and unpack."""
+    x = fg.tensor(X, requires_grad=True)
+    h = x * 1
+    y = F.layer_norm(h, (5,))
+    h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    y = F.linear(x, fg.tensor(W2, requires_grad=True))
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.sum().backward()
+    packed = []
+
+    def pack(t):
+        packed.append(t.shape)
+        return t.detach().numpy().copy()
+
+    with fg.autograd.graph.saved_tensors_hooks(pack, lambda a: fg.tensor(a)):
+        z = F.gelu(fg.tensor(X, requires_grad=True))
+    g, = fg.autograd.grad(z.sum(), [z.grad_fn.next_functions[0][0].variable])
+    assert packed == [(3, 5)]
+    want = fg.grad(lambda a: F.gelu(a).sum())(X)
+    assert_close(g.numpy(), want, "exact64")
