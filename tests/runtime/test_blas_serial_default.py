@@ -11,10 +11,10 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
-from fusegrad.runtime import blas_threads, compiled
+from fusegrad.runtime import blas_threads, compiled, lean_exec
 from tests.helpers import assert_close
 
-pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]  # Executable's BLAS state
+pytestmark = pytest.mark.compiled
 
 needs_blas = pytest.mark.skipif(not blas_threads.libraries(), reason="no BLAS library found")
 
@@ -42,19 +42,31 @@ def _data():
     return p, rng.standard_normal((256, 784)).astype(f), rng.standard_normal((256, 10)).astype(f)
 
 
+def _spy(monkeypatch, segment, seen: list, record) -> None:
+    """``seen.append(record())`` whenever ``segment``'s machine code runs."""
+    call = segment.code.call
+
+    def recording(*args):
+        seen.append(record())
+        return call(*args)
+
+    monkeypatch.setattr(segment.code, "call", recording)
+
+
 @pytest.fixture
 def record(monkeypatch):
-    """The BLAS thread count in force during each compiled call, BLAS allowed 2."""
+    """The BLAS thread count in force while each compiled segment of the lean executor
+    runs (segments built during the test), with its largest product, BLAS allowed 2."""
     before = blas_threads.threads()
     blas_threads.set_threads(2)
-    seen, call = [], compiled.Executable._call
+    seen, init = [], lean_exec._Segment.__init__
 
-    def recording(self, conv):
-        seen.append((blas_threads.threads(), max(blas_threads.products(self.fused),
-                                                default=0)))
-        return call(self, conv)
+    def spied(self, fn, *args, **kwargs):
+        init(self, fn, *args, **kwargs)
+        size = max(blas_threads.products(fn), default=0)
+        _spy(monkeypatch, self, seen, lambda: (blas_threads.threads(), size))
 
-    monkeypatch.setattr(compiled.Executable, "_call", recording)
+    monkeypatch.setattr(lean_exec._Segment, "__init__", spied)
     try:
         yield seen
     finally:
@@ -119,8 +131,9 @@ def test_serial_leaves_a_one_thread_library_alone(monkeypatch):
 @needs_blas
 @pytest.mark.parametrize("how", ["grad", "jit"])
 def test_fast_path_runs_small_products_on_one_thread(monkeypatch, how):
-    """The per-call fast path (``runtime.hot_call``) of a function whose products are
-    small keeps BLAS on one thread too, instead of falling back to the general call."""
+    """The per-call fast path (``LeanExecutable.fast_caller``) of a function whose
+    products are small keeps BLAS on one thread too, instead of falling back to the
+    general call."""
     before = blas_threads.threads()
     blas_threads.set_threads(2)
     try:
@@ -135,21 +148,18 @@ def test_fast_path_runs_small_products_on_one_thread(monkeypatch, how):
         g = fg.grad(f) if how == "grad" else fg.jit(fg.grad(f))
         for _ in range(3):
             want = g(w, x)
-        exes = [e for _, e in compiled._cache.values()
-                if isinstance(e, compiled.Executable) and e.serial_blas and e.warm]
-        assert exes
+        serial = [p for _, e in compiled._cache.values()
+                  if isinstance(e, lean_exec.LeanExecutable) for p in e.parts
+                  if isinstance(p, lean_exec._Segment) and p.serial is not None]
+        assert serial
         seen, general = [], []
-        for exe in exes:
-            entry = exe.entry
-
-            def recording(*args, entry=entry):
-                seen.append(blas_threads.threads())
-                return entry(*args)
-
-            monkeypatch.setattr(exe, "entry", recording)
-        monkeypatch.setattr(compiled.Executable, "call_unchecked",
+        for segment in serial:
+            _spy(monkeypatch, segment, seen, blas_threads.threads)
+        monkeypatch.setattr(lean_exec.LeanExecutable, "call_unchecked",
                             lambda self, args: general.append(1))
-        xf = np.asfortranarray(x)  # not C-contiguous: the fast path calls ``exe.entry``
+        monkeypatch.setattr(lean_exec.LeanExecutable, "__call__",
+                            lambda self, *args: general.append(1))
+        xf = np.asfortranarray(x)  # not C-contiguous: the fast path copies it
         got = g(w, xf)
         assert general == [] and seen == [1]
         assert blas_threads.threads() == 2

@@ -5,6 +5,7 @@ body or not, each waits for every worker, which on a loaded machine makes the ru
 of a call erratic. The structural property checked here: the BLAS thread count in
 force while the generated entry runs is 1 for such calls, untouched for the others
 (no products, or a large one), and restored after the call, from whichever thread.
+The lean executor decides this per compiled segment (``lean_exec._Segment.serial``).
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
-from fusegrad.runtime import blas_threads
+from fusegrad.runtime import blas_threads, lean_exec
 from tests.helpers import assert_close
 
-pytestmark = [pytest.mark.compiled, pytest.mark.numba_codegen]  # Executable's BLAS state
+pytestmark = pytest.mark.compiled
 
 BLAS = blas_threads.libraries()
 needs_blas = pytest.mark.skipif(not BLAS, reason="no BLAS library found")
@@ -45,15 +46,33 @@ def two_threads():
         blas_threads.set_threads(before)
 
 
-def _record_threads(exe):
-    """Wrap ``exe``'s entry so each call records the BLAS thread count in force."""
-    seen, entry = [], exe.entry
+def _segments(exe) -> list:
+    """The compiled segments of ``exe`` (a ``lean_exec.LeanExecutable``)."""
+    assert isinstance(exe, lean_exec.LeanExecutable)
+    return [p for p in exe.parts if isinstance(p, lean_exec._Segment)]
 
-    def recording(*args):
-        seen.append(blas_threads.threads())
-        return entry(*args)
 
-    exe.entry = recording
+def _serial_blas(exe) -> bool:
+    """Whether ``exe``'s products run on one BLAS thread: every compiled segment with
+    products runs inside ``blas_threads.serial()`` (and no segment without them does)."""
+    segments = _segments(exe)
+    assert all(s.serial is None for s in segments if not blas_threads.products(s.fn))
+    with_products = [s for s in segments if blas_threads.products(s.fn)]
+    return bool(with_products) and all(s.serial is not None for s in with_products)
+
+
+def _record_threads(exe, monkeypatch):
+    """Wrap the machine code of ``exe``'s segments so each run records the BLAS thread
+    count in force."""
+    seen = []
+    for segment in _segments(exe):
+        call = segment.code.call
+
+        def recording(*args, call=call):
+            seen.append(blas_threads.threads())
+            return call(*args)
+
+        monkeypatch.setattr(segment.code, "call", recording)
     return seen
 
 
@@ -124,7 +143,7 @@ def test_products_are_found_wherever_they_are(f):
     jitted(w, xs)
     exe = _exe(jitted)
     assert bool(blas_threads.products(exe.fused)) == (f in WITH_PRODUCTS)
-    assert exe.serial_blas == (f in WITH_PRODUCTS and bool(BLAS))
+    assert _serial_blas(exe) == (f in WITH_PRODUCTS and bool(BLAS))
 
 
 def test_product_sizes_are_multiply_adds():
@@ -144,7 +163,7 @@ def test_large_products_keep_the_blas_threads(monkeypatch, f, limit, serial):
     xs, w = _data(3)
     jitted = fg.jit(f)
     jitted(w, xs)
-    assert _exe(jitted).serial_blas == serial
+    assert _serial_blas(_exe(jitted)) == serial
 
 
 @pytest.mark.parametrize(("env", "limit"), [
@@ -164,11 +183,11 @@ def test_the_limit_is_read_from_the_environment(env, limit):
 
 @needs_blas
 @pytest.mark.parametrize("f", WITH_PRODUCTS, ids=lambda f: f.__name__)
-def test_small_products_run_on_one_blas_thread(f, two_threads):
+def test_small_products_run_on_one_blas_thread(f, two_threads, monkeypatch):
     xs, w = _data(1)
     jitted = fg.jit(f)
     jitted(w, xs)
-    seen = _record_threads(_exe(jitted))
+    seen = _record_threads(_exe(jitted), monkeypatch)
     got = jitted(w, xs)
     jitted(w, xs)
     assert seen == [1, 1]
@@ -180,11 +199,11 @@ def test_small_products_run_on_one_blas_thread(f, two_threads):
 
 @needs_blas
 @pytest.mark.parametrize("f", WITHOUT_PRODUCTS, ids=lambda f: f.__name__)
-def test_other_calls_keep_the_blas_threads(f, two_threads):
+def test_other_calls_keep_the_blas_threads(f, two_threads, monkeypatch):
     xs, w = _data(2)
     jitted = fg.jit(f)
     jitted(w, xs)
-    seen = _record_threads(_exe(jitted))
+    seen = _record_threads(_exe(jitted), monkeypatch)
     jitted(w, xs)
     assert seen == [two_threads]
 

@@ -1,14 +1,13 @@
-"""The per-call fast path of compiled gradients and jit (``runtime.hot_call``).
+"""The per-call fast path of compiled gradients and jit (``LeanExecutable.fast_caller``).
 
-A call with plain ndarrays of a signature seen before runs the compiled entry without
-``Executable``'s general call; anything unusual (a new shape or dtype, a strided or
+A call with plain ndarrays of a signature seen before runs the compiled code without
+the executable's general call; anything unusual (a new shape or dtype, a strided or
 read-only array, rare inputs, ``FUSEGRAD_DEBUG_NANS``) still gets the right answer.
 """
 
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
-from fusegrad.runtime import compiled
+from fusegrad.runtime import lean_exec
 from tests.helpers import check_grads
 
 
@@ -36,16 +35,17 @@ def w1_grad(x):
 
 @pytest.fixture
 def slow_calls(monkeypatch):
-    """How many calls went through ``Executable._checked`` (the general call's core:
-    ``Executable.__call__`` and ``call_unchecked``; the fast path does not)."""
+    """How many calls took the lean executable's general call (``LeanExecutable.__call__``
+    and ``call_unchecked``; the fast path, ``fast_caller``'s closure, does not)."""
     count = [0]
-    general = compiled.Executable._checked
+    for name in ("__call__", "call_unchecked"):
+        general = getattr(lean_exec.LeanExecutable, name)
 
-    def counting(self, conv, args):
-        count[0] += 1
-        return general(self, conv, args)
+        def counting(self, *args, general=general):
+            count[0] += 1
+            return general(self, *args)
 
-    monkeypatch.setattr(compiled.Executable, "_checked", counting)
+        monkeypatch.setattr(lean_exec.LeanExecutable, name, counting)
     monkeypatch.setattr(config, "DISABLE_JIT", False)
     monkeypatch.setattr(config, "DEBUG_NANS", False)
     return count
@@ -119,7 +119,6 @@ def test_several_threads_get_their_own_answers():
     assert not errors, errors[0]
 
 
-@pytest.mark.numba_codegen  # counts the Numba executable's general calls
 def test_a_new_shape_or_dtype_takes_the_general_path(slow_calls):
     g = fg.grad(w1)
     x = np.linspace(-1, 1, 16)
@@ -178,34 +177,6 @@ def test_compiled_gradient_against_finite_differences():
     g = fg.jit(fg.grad(w1))
     g(x)
     np.testing.assert_allclose(g(x), w1_grad(x), rtol=1e-12, atol=1e-14)
-
-
-def test_background_compile_mode_serves_the_interpreter_then_the_fast_path(
-        monkeypatch, slow_calls):
-    monkeypatch.setattr(config, "COMPILE", "background")
-    def bg_target(v):
-        return fnp.sum(fnp.tanh(v) * fnp.exp(-0.31 * v))
-
-    g = fg.grad(bg_target)
-    x = np.linspace(-2.0, 2.0, 24)
-
-    def expected(v):
-        t = np.tanh(v)
-        return np.exp(-0.31 * v) * ((1 - t * t) - 0.31 * t)
-
-    deadline = time.monotonic() + 300
-    while True:  # the interpreter answers until the entry is compiled
-        np.testing.assert_allclose(g(x), expected(x), rtol=1e-11, atol=1e-14)
-        exe = next(e for f, e in compiled._cache.values() if f.name.startswith("bg_target"))
-        if exe.warm or time.monotonic() > deadline:
-            break
-        time.sleep(0.02)
-    assert exe.warm
-    g(x)
-    before = slow_calls[0]
-    for k in range(10):
-        np.testing.assert_allclose(g(x + k), expected(x + k), rtol=1e-11, atol=1e-14)
-    assert slow_calls[0] == before
 
 
 def test_jit_with_donated_arguments_keeps_the_general_call():

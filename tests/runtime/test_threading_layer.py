@@ -5,7 +5,7 @@ After a compiled call ran its loops on several threads, a forked child (``os.for
 compute, and several Python threads must be able to call parallel code at once. GNU
 OpenMP fails the first (the child is terminated, a fork ``Pool`` hangs), Numba's
 ``workqueue`` the second (two parallel launches at once abort the process), so
-fusegrad runs on TBB and, without it, on ``workqueue`` with parallel calls taking turns.
+fusegrad runs on TBB and, without it, runs large loops on the calling thread alone.
 
 Every child and thread is waited for with a timeout, so a hang fails the test.
 """
@@ -57,31 +57,19 @@ def _expected(seed: int) -> np.ndarray:
             + x / np.cosh(x) ** 2 + np.tanh(x))
 
 
-def _wait(background, seconds: float = 300) -> bool:
-    deadline = time.monotonic() + seconds
-    while not background.done and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return background.done
-
-
 @pytest.fixture(scope="module")
 def parallel_grad():
-    """``GRAD`` with its parallel entry compiled and run in this process."""
+    """``GRAD`` with its large loops compiled to run in chunks on the threading layer's
+    threads, and run so in this process."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(config, "PARALLEL_THRESHOLD", 1000)
         GRAD(_x(0))
     (plan,) = GRAD._cache.values()
     exe = plan.exe
-    if isinstance(exe, LeanExecutable):  # chunked kernels on the threading layer
-        if not exe.threaded:
-            pytest.skip("no thread-safe threading layer: chunks run on one thread")
-        assert_close(GRAD(_x(0)), _expected(0), "exact64")
-        return exe
-    if exe.parallel is None:
-        pytest.skip("one thread on this machine: no parallel entry")
-    assert _wait(exe.parallel)
+    assert isinstance(exe, LeanExecutable)
+    if not exe.threaded:
+        pytest.skip("no thread-safe threading layer: chunks run on one thread")
     assert_close(GRAD(_x(0)), _expected(0), "exact64")
-    assert exe.module.entry_parallel.signatures  # the parallel code ran here
     return exe
 
 
@@ -165,12 +153,14 @@ def test_threads_call_parallel_code_at_once(parallel_grad):
 
 
 _WITHOUT_TBB = """
-import os, sys, threading, time
+import os, sys, threading
 import numpy as np
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
+from fusegrad.codegen import lean
 from fusegrad.runtime import threading_layer
+from fusegrad.runtime.lean_exec import LeanExecutable
 
 threading_layer._load_tbb = lambda: False  # as if the tbb package were missing
 config.PARALLEL_THRESHOLD = 1000
@@ -179,12 +169,12 @@ xs = [np.random.default_rng(s).normal(size=30_000) for s in range(8)]
 grad(xs[0])
 (plan,) = grad._cache.values()
 exe = plan.exe
-while not exe.parallel.done:
-    time.sleep(0.05)
-expected = [grad(x) for x in xs]
-assert exe.module.entry_parallel.signatures
+assert isinstance(exe, LeanExecutable)
+assert lean.chunked_kernels(exe.fused)  # loops that TBB would run on its threads
+assert not exe.threaded  # on workqueue: one chunk after another, on the caller's thread
 import numba
 assert threading_layer.layer() == numba.threading_layer() == "workqueue"
+expected = [grad(x) for x in xs]
 bad, start = [], threading.Barrier(8)
 
 def work(i):
@@ -207,10 +197,11 @@ print("ok")
 """
 
 
-@pytest.mark.numba_codegen  # the Numba executable's parallel entry
-def test_without_tbb_parallel_calls_take_turns_on_workqueue():
-    """The fallback layer survives fork; concurrent callers take turns (or run the serial
-    entry) instead of aborting the process."""
+def test_without_tbb_large_loops_stay_on_the_callers_thread():
+    """On the fallback layer (``workqueue``, which aborts the process when two threads
+    launch parallel work at once) the lean executor runs large loops' chunks one after
+    another on the calling thread: concurrent callers get their answers, and a forked
+    child computes."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
     env.pop("NUMBA_THREADING_LAYER", None)
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(_WITHOUT_TBB)], env=env,
