@@ -168,11 +168,14 @@ def machine_folder() -> str:
     return folder
 
 
-def _object_path(name: str) -> str:
+def _object_path(name: str, create: bool = False) -> str:
+    """Where module ``name``'s object file is kept; ``create``: make the folder (to
+    write it; a read needs none: a missing folder is a missing file)."""
     if name.startswith("rt_"):  # the runtime's own modules: kept once per machine
         return os.path.join(machine_folder(), f"{name}.o")
     folder = os.path.join(_directory(), "lean")
-    os.makedirs(folder, mode=0o700, exist_ok=True)
+    if create:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
     return os.path.join(folder, f"{name}.o")
 
 
@@ -180,7 +183,8 @@ def _keep_object(name: str, buffer: bytes) -> None:
     # the object file behind the hash of its bytes: a damaged file is never loaded; an
     # unwritable cache costs a compile next time, nothing else
     with contextlib.suppress(OSError):
-        write_atomic(_object_path(name), hashlib.sha256(buffer).digest() + buffer)
+        write_atomic(_object_path(name, create=True),
+                     hashlib.sha256(buffer).digest() + buffer)
 
 
 def _read_object(name: str) -> bytes | None:
@@ -323,8 +327,8 @@ def load_objects(names: list[str]) -> bool:
     return True
 
 
-def _manifest_path(key: str) -> str:
-    return _object_path(key)[:-2] + ".json"
+def _manifest_path(key: str, create: bool = False) -> str:
+    return _object_path(key, create)[:-2] + ".json"
 
 
 def read_manifest(key: str) -> dict | None:
@@ -341,7 +345,7 @@ def read_manifest(key: str) -> dict | None:
 def write_manifest(key: str, manifest: dict) -> None:
     body = json.dumps(manifest).encode()
     with contextlib.suppress(OSError):
-        write_atomic(_manifest_path(key), hashlib.sha256(body).digest() + body)
+        write_atomic(_manifest_path(key, create=True), hashlib.sha256(body).digest() + body)
 
 
 def address(symbol: str) -> int:

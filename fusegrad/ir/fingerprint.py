@@ -1,0 +1,118 @@
+"""A Function's fingerprint: the SHA-256 of a canonical form of everything its text shows.
+
+The pass cache names its entries by the program (``runtime.pass_cache``). Printing a
+large program's text to hash it (``printer.print_function``: names, attribute
+formatting, one string per op) cost a GPT training step's warm start 35 ms; this walks
+the ops once and hashes ``repr`` of plain tuples instead, in a few milliseconds.
+
+The form holds, per op, its name, its operands as the numbers of their definitions
+(parameters first, as the text names them), its attributes sorted by key, its results'
+types, its regions (each numbered on its own, as in the text) and its source location
+(``locs``); and the function's name, its parameters' hints and types and its results.
+Whatever the text distinguishes, the form does: two programs with different texts
+have different fingerprints (it may tell apart more: a parameter's hint the text
+replaced by ``%arg<i>``). ``repr`` of ints, floats, strings, booleans and None is
+exact, and the form is made of those and of tuples only, so ``repr`` is injective on
+it; an attribute of another kind is kept as its text form, marked so that it cannot
+read as one of those.
+
+None where the text has no form for an attribute (``printer.format_attr_value`` raises
+TypeError), or for invalid IR (a value used before it is defined, or defined twice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from .printer import format_attr_value
+
+_EXACT = frozenset((int, float, str, bool, complex, type(None)))
+
+
+class _Invalid(Exception):
+    """The function has no fingerprint."""
+
+
+class _Text(str):
+    """An attribute's text form (``printer.format_attr_value``), for a kind ``repr``
+    might not render exactly: ``<text>``, which no exact value's ``repr`` is."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<" + self + ">"
+
+
+def _attr(v):
+    t = type(v)
+    if t in _EXACT:
+        return v
+    if t is tuple or t is list:
+        return tuple(_attr(e) for e in v)
+    if isinstance(v, np.generic):
+        return _attr(v.item())
+    try:
+        return _Text(format_attr_value(v))
+    except TypeError:
+        raise _Invalid from None
+
+
+def _attrs(attrs: dict) -> tuple:
+    items = sorted(attrs.items()) if len(attrs) > 1 else attrs.items()
+    out = []
+    for k, v in items:
+        out.append(k)
+        out.append(v if type(v) in _EXACT else _attr(v))
+    return tuple(out)
+
+
+def _form(fn, locs: bool) -> tuple:
+    numbers: dict = {}
+    types: dict = {}  # id(TensorType) -> its text, for this walk (fn keeps them alive)
+
+    def text(t):
+        s = types.get(id(t))
+        if s is None:
+            s = types[id(t)] = str(t)
+        return s
+
+    params = []
+    for p in fn.params:
+        if p in numbers:
+            raise _Invalid
+        numbers[p] = len(numbers)
+        params.append((p.hint, text(p.type)))
+    ops = []
+    n = len(numbers)
+    for op in fn.ops:
+        try:
+            operands = tuple([numbers[v] for v in op.operands])
+        except KeyError:
+            raise _Invalid from None
+        results = []
+        for r in op.results:
+            if r in numbers:
+                raise _Invalid
+            numbers[r] = n
+            n += 1
+            results.append(text(r.type))
+        ops.append((op.name, operands, _attrs(op.attrs) if op.attrs else (), tuple(results),
+                    tuple(_form(g, locs) for g in op.regions) if op.regions else (),
+                    op.loc if locs else None))
+    try:
+        returned = tuple([numbers[v] for v in fn.results])
+    except KeyError:
+        raise _Invalid from None
+    return (fn.name, tuple(params), tuple(ops), returned)
+
+
+def fingerprint(fn, *, locs: bool = True, salt: str = "") -> str | None:
+    """The hex SHA-256 of ``salt`` and of ``fn``'s canonical form (``locs``: with the
+    ops' source locations); None if ``fn``'s text has no form or ``fn`` is invalid."""
+    try:
+        form = _form(fn, locs)
+    except _Invalid:
+        return None
+    return hashlib.sha256((salt + repr(form)).encode()).hexdigest()
