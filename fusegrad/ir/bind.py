@@ -194,25 +194,80 @@ def _normalise_attrs(opdef: OpDef, attrs: dict) -> dict:
     return out
 
 
-#: (op name, operand shapes and dtypes, attributes) -> the rule's result types.
+#: (op name, each operand's shape and dtype, attributes) -> the rule's result types. A
+#: rule is a function of its operands' types and its attributes; the ops of a program are
+#: mostly a few dozen (name, types) pairs, so most rules run once per process, whether
+#: the op is computed (``eval_numpy``) or recorded (the tracer: ``rule_types``).
 _RULES: dict[tuple, tuple] = {}
+#: attribute values a key holds as they are, with their type (1, 1.0 and True are equal)
+_KEYED = frozenset((int, float, str, bool, type(None)))
+
+
+def _attr_key(attrs: dict) -> tuple | None:
+    """``attrs`` as part of a key, or None if one is of a kind not keyed (the rule then
+    runs)."""
+    key = []
+    for k, v in attrs.items():
+        t = type(v)
+        if t is tuple:
+            for e in v:
+                if type(e) is not int:
+                    return None
+        elif t not in _KEYED:
+            return None
+        key += (k, t, v)
+    return tuple(key)
+
+
+def _remember(cache: dict, key, out) -> None:
+    if len(cache) >= 8192:
+        cache.clear()
+    cache[key] = out
+
+
+#: (op name, id of each operand's TensorType, attributes) -> (the result types, the
+#: operand types, kept so that their ids name them): hashing small ints, not shapes and
+#: dtypes (NumPy hashes a dtype from its fields, every time). The types a rule returns
+#: are those of the next ops' operands, so a program's types are mostly a few objects.
+_BY_ID: dict[tuple, tuple] = {}
+
+
+def rule_types(opdef: OpDef, types: tuple, attrs: dict) -> tuple:
+    """``opdef.rule(types, **attrs)`` (no regions), remembered."""
+    akey = _attr_key(attrs) if attrs else ()
+    if akey is None:
+        return opdef.rule(types, **attrs)
+    key = (opdef.name, *map(id, types), *akey)
+    hit = _BY_ID.get(key)
+    if hit is not None:
+        return hit[0]
+    vkey = [opdef.name]
+    for t in types:
+        vkey += (t.shape, t.dtype)
+    vkey = (*vkey, *akey)
+    out = _RULES.get(vkey)
+    if out is None:
+        out = opdef.rule(types, **attrs)
+        _remember(_RULES, vkey, out)
+    _remember(_BY_ID, key, (out, types))
+    return out
 
 
 def _out_types(opdef: OpDef, arrays, kwargs, regions):
     if regions:
         return opdef.rule(tuple(TensorType(a.shape, a.dtype) for a in arrays), **kwargs)
-    try:
-        key = (opdef.name, *((a.shape, a.dtype) for a in arrays), *kwargs.items())
-        hash(key)
-    except TypeError:
-        key = None
+    akey = _attr_key(kwargs) if kwargs else ()
+    key = None
+    if akey is not None:
+        key = [opdef.name]
+        for a in arrays:
+            key += (a.shape, a.dtype)
+        key = (*key, *akey)
     out = _RULES.get(key) if key is not None else None
     if out is None:
         out = opdef.rule(tuple(TensorType(a.shape, a.dtype) for a in arrays), **kwargs)
         if key is not None:
-            if len(_RULES) >= 8192:
-                _RULES.clear()
-            _RULES[key] = out
+            _remember(_RULES, key, out)
     return out
 
 

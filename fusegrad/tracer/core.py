@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from ..ir import Builder, TensorType, Value, register_array_type
-from ..ir.bind import register_ambient
+from ..ir.bind import register_ambient, rule_types
 from ..ir.errors import ShapeError, TracerError
 from ..ir.methods import ArrayMethods
 from . import writes
@@ -115,19 +115,25 @@ class Trace:
         return self._consts[key]
 
     def emit(self, opdef, operands, attrs, regions):
-        vals = tuple(self.to_value(x) for x in operands)
-        types = tuple(v.type for v in vals)
+        vals = tuple([x.value if type(x) is Tracer and x._trace is self
+                      and type(x._alias) is not tuple else self.to_value(x) for x in operands])
+        types = tuple([v.type for v in vals])
         try:
             if regions:
                 out_types = opdef.rule(types, regions=regions, **attrs)
             else:
-                out_types = opdef.rule(types, **attrs)
+                out_types = rule_types(opdef, types, attrs)
         except ShapeError as e:
             raise located(e, self.name, vals, user_location()) from None
         results = self.builder.emit(opdef.name, vals, attrs, out_types, regions, user_location())
-        outs = tuple(Tracer(self, r) for r in results)
+        if len(results) == 1:
+            out = Tracer(self, results[0])
+            if opdef.name in writes.VIEW_OPS:
+                writes.mark_views(opdef.name, operands, (out,), Tracer)
+            return out
+        outs = tuple([Tracer(self, r) for r in results])
         writes.mark_views(opdef.name, operands, outs, Tracer)
-        return outs[0] if len(outs) == 1 else outs
+        return outs
 
 
 def located(err: Exception, fname: str, vals=None, loc: str | None = None) -> Exception:
