@@ -21,11 +21,12 @@ def _files(root: str, dirs: tuple[str, ...], files: tuple[str, ...]) -> list[str
     """The ``.py`` files under ``root``'s ``dirs`` and ``files``, as sorted relative
     ``/``-separated paths."""
     found = list(files)
+    cut = len(os.path.normpath(root)) + 1
     for sub in dirs:
-        for folder, names, entries in os.walk(os.path.join(root, sub)):
+        for folder, names, entries in os.walk(os.path.normpath(os.path.join(root, sub))):
             names[:] = [d for d in names if d != "__pycache__"]
-            found += [os.path.relpath(os.path.join(folder, e), root) for e in entries
-                      if e.endswith(".py")]
+            rel = folder[cut:]  # "" for root itself
+            found += [os.path.join(rel, e) if rel else e for e in entries if e.endswith(".py")]
     return sorted(p.replace(os.sep, "/") for p in found)
 
 

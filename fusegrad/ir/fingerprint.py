@@ -9,6 +9,7 @@ The form holds, per op, its name, its operands as the numbers of their definitio
 (parameters first, as the text names them), its attributes sorted by key, its results'
 types, its regions (each numbered on its own, as in the text) and its source location
 (``locs``); and the function's name, its parameters' hints and types and its results.
+Types and locations are numbered in the order they are met, their texts listed once.
 Whatever the text distinguishes, the form does: two programs with different texts
 have different fingerprints (it may tell apart more: a parameter's hint the text
 replaced by ``%arg<i>``). ``repr`` of ints, floats, strings, booleans and None is
@@ -68,22 +69,45 @@ def _attrs(attrs: dict) -> tuple:
     return tuple(out)
 
 
-def _form(fn, locs: bool) -> tuple:
+class _Tables:
+    """The texts of the types and source locations met, each numbered once: the form
+    holds their numbers (``repr`` of an int is cheaper than of a path)."""
+
+    def __init__(self):
+        self.types: dict = {}  # id(TensorType) -> number (the function keeps them alive)
+        self.by_text: dict = {}  # type text -> number
+        self.type_texts: list = []
+        self.locs: dict = {None: 0}
+        self.loc_texts: list = [None]
+
+    def type(self, t) -> int:
+        k = self.types.get(id(t))
+        if k is None:  # numbered by text: equal types are often distinct objects
+            text = str(t)
+            k = self.by_text.get(text)
+            if k is None:
+                k = self.by_text[text] = len(self.type_texts)
+                self.type_texts.append(text)
+            self.types[id(t)] = k
+        return k
+
+    def loc(self, loc) -> int:
+        k = self.locs.get(loc)
+        if k is None:
+            k = self.locs[loc] = len(self.loc_texts)
+            self.loc_texts.append(loc)
+        return k
+
+
+def _form(fn, locs: bool, tables: _Tables) -> tuple:
     numbers: dict = {}
-    types: dict = {}  # id(TensorType) -> its text, for this walk (fn keeps them alive)
-
-    def text(t):
-        s = types.get(id(t))
-        if s is None:
-            s = types[id(t)] = str(t)
-        return s
-
+    type_of, loc_of = tables.type, tables.loc
     params = []
     for p in fn.params:
         if p in numbers:
             raise _Invalid
         numbers[p] = len(numbers)
-        params.append((p.hint, text(p.type)))
+        params.append((p.hint, type_of(p.type)))
     ops = []
     n = len(numbers)
     for op in fn.ops:
@@ -97,10 +121,10 @@ def _form(fn, locs: bool) -> tuple:
                 raise _Invalid
             numbers[r] = n
             n += 1
-            results.append(text(r.type))
+            results.append(type_of(r.type))
         ops.append((op.name, operands, _attrs(op.attrs) if op.attrs else (), tuple(results),
-                    tuple(_form(g, locs) for g in op.regions) if op.regions else (),
-                    op.loc if locs else None))
+                    tuple(_form(g, locs, tables) for g in op.regions) if op.regions else (),
+                    loc_of(op.loc) if locs else 0))
     try:
         returned = tuple([numbers[v] for v in fn.results])
     except KeyError:
@@ -111,8 +135,10 @@ def _form(fn, locs: bool) -> tuple:
 def fingerprint(fn, *, locs: bool = True, salt: str = "") -> str | None:
     """The hex SHA-256 of ``salt`` and of ``fn``'s canonical form (``locs``: with the
     ops' source locations); None if ``fn``'s text has no form or ``fn`` is invalid."""
+    tables = _Tables()
     try:
-        form = _form(fn, locs)
+        form = _form(fn, locs, tables)
     except _Invalid:
         return None
+    form = (form, tuple(tables.type_texts), tuple(tables.loc_texts))
     return hashlib.sha256((salt + repr(form)).encode()).hexdigest()

@@ -97,23 +97,24 @@ def decode(form: tuple) -> list:
         _set_hint(v, hint)
         values.append(v)
     made: list = []
+    value, item = values.__getitem__, made.__getitem__
     for row in rows:
         if row[0] == _OP:
             _, name, operands, attrs, results, regions, loc = row
             x = _new(Op)
             _set_oname(x, name)
-            _set_operands(x, tuple([values[i] for i in operands]))
+            _set_operands(x, tuple(map(value, operands)))
             _set_attrs(x, attrs)
-            _set_results(x, tuple([values[i] for i in results]))
-            _set_regions(x, tuple([made[i] for i in regions]) if regions else ())
+            _set_results(x, tuple(map(value, results)))
+            _set_regions(x, tuple(map(item, regions)))
             _set_loc(x, loc)
         elif row[0] == _FUNCTION:
             _, name, params, ops, results = row
             x = _new(Function)
             _set_fname(x, name)
-            _set_params(x, tuple([values[i] for i in params]))
-            _set_ops(x, tuple([made[i] for i in ops]))
-            _set_fresults(x, tuple([values[i] for i in results]))
+            _set_params(x, tuple(map(value, params)))
+            _set_ops(x, tuple(map(item, ops)))
+            _set_fresults(x, tuple(map(value, results)))
         else:
             raise ValueError(f"unknown IR table row {row[0]!r}")
         made.append(x)

@@ -37,6 +37,7 @@ from ..codegen import compile as cg_compile
 from ..ir import Function
 from ..ir.fingerprint import fingerprint
 from ..ir.serial import decode, encode
+from ..tracer.core import tracing
 from ..tracer.messages import user_location
 
 _salt: list[str] = []
@@ -127,7 +128,12 @@ def store(name: str, entry: tuple[Function, list]) -> None:
 def vjp(fn: Function, wrt, seeds, name, make: Callable[[], Function]) -> Function:
     """``make()``, the reverse-mode program of traced ``fn`` (parameters ``wrt``,
     ``seeds``, ``name``: the arguments it was made with), or the one a process made
-    before for the same program, read back."""
+    before for the same program, read back. Only outside any trace: inside one (a
+    gradient under ``jit``, say), the files this reads and writes would draw their
+    temporary names while the user's function is traced, which counts as its side
+    effect (``tracer.effects``), and the enclosing program is cached whole anyway."""
+    if tracing():
+        return make()
     where = user_location()  # the location of ops made outside any primal op's
     salt = _passes_salt() + repr((tuple(wrt), None if seeds is None else tuple(seeds),
                                   name, where))
