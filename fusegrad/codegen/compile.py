@@ -82,8 +82,10 @@ def _salt() -> str:
 
     h = hashlib.sha256()
     # every source under this directory, the math library's subpackage included; the
-    # digest kept in the cache directory by the files' signature (``_sources``)
-    h.update(_sources.digest(_HERE, (".",), memo=_directory()).encode())
+    # digest kept by the files' signature (``_sources``) in the cache directory, if this
+    # process checked it already (finding the salt makes no directory)
+    memo = _fallback_dir or (config.CACHE_DIR if config.CACHE_DIR in _verified else None)
+    h.update(_sources.digest(_HERE, (".",), memo=memo).encode())
     # Numba's version from the module where it is loaded, else from its installed
     # distribution: the lean generator never imports Numba
     numba = sys.modules.get("numba")

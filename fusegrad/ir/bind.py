@@ -37,6 +37,8 @@ def register_array_type(cls: type, *, level: Callable, bind: Callable,
     fast way to the NumPy dtype of an operand (promotion reads it on every op).
     """
     _HANDLERS.append((cls, level, bind))
+    _ARRAYS.clear()
+    _ARRAYS[np.ndarray] = True
     if dtype is not None:
         _DTYPE_GETTERS.append((cls, dtype))
         _DTYPE_OF.clear()
@@ -164,16 +166,59 @@ def _cast(x, dtype: np.dtype):
     return bind("convert", x, dtype=dtype_name(dtype))
 
 
+#: type -> whether it is an array class a handler claims (or ndarray): an operand of
+#: such a type that already has the target dtype is passed on as it is
+_ARRAYS: dict[type, bool] = {np.ndarray: True}
+
+
+def _is_array(t: type) -> bool:
+    known = _ARRAYS.get(t)
+    if known is None:
+        known = _ARRAYS[t] = any(issubclass(t, cls) for cls, _, _ in _HANDLERS)
+    return known
+
+
 def promote(opdef: OpDef, operands: tuple) -> tuple:
     """Operands with dtypes made to agree as ``opdef.promote`` says."""
-    if opdef.promote is None:
+    kind = opdef.promote
+    if kind is None:
         return tuple(np.asarray(x) if is_weak(x) or isinstance(x, list | tuple) else x
                      for x in operands)
-    dtype = _target_dtype(opdef, operands)
-    if opdef.promote == "select":
+    if kind == "select":
+        dtype = _target_dtype(opdef, operands)
         cond = operands[0]
         cond = np.asarray(cond, dtype=bool) if is_weak(cond) else cond
         return (cond, *(_cast(x, dtype) for x in operands[1:]))
+    # "same" / "float": as _target_dtype, and the operands passed on as they are when
+    # all are arrays of the target dtype already (most ops)
+    strong, weak, kept = [], [], True
+    for x in operands:
+        t = type(x)
+        if t is np.ndarray:
+            strong.append(x.dtype)
+        elif is_weak(x):
+            weak.append(x)
+            kept = False
+        else:
+            strong.append(_dtype_of(x))
+            kept = kept and _is_array(t)
+    if not strong and not weak:
+        return tuple(operands)
+    key = (kind, *strong, None, *(type(w) for w in weak))
+    dtype = _PROMOTED.get(key)
+    if dtype is None:
+        dtype = np.result_type(*strong, *weak)
+        if kind == "float" and not is_inexact(dtype):
+            dtype = np.dtype(np.float64)
+        dtype = np.dtype(dtype)
+        if len(_PROMOTED) < 4096:
+            _PROMOTED[key] = dtype
+    if kept:
+        for d in strong:
+            if d is not dtype and d != dtype:
+                break
+        else:
+            return tuple(operands)
     return tuple(_cast(x, dtype) for x in operands)
 
 

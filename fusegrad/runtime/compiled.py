@@ -34,6 +34,7 @@ from ..ir.printer import print_function
 from ..ir.stats import add_phase, count_compile, take_phases
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
+from ..tracer import gc_pause
 from . import blas_threads, debug_nans, lean_exec, numba_fork, pass_cache, threading_layer
 from .buffer_pool import BufferPool
 from .hot_call import hot_call
@@ -441,13 +442,17 @@ def _build(fn: Function, donated: frozenset[int], reason: str):
         return Executable(fn, donated, reason)
     _refuse_float16(fn)
     try:
-        name, fused, plan = _passes(fn)
+        with gc_pause.paused():  # IR made (or read) by the thousand, no cycles
+            name, fused, plan = _passes(fn)
     except FusegradError:
         raise
     except Exception as e:
         raise _internal(fn, e) from e
     try:
-        exe = lean_exec.build(fn, fused, reason, _run_region, plan)
+        # a plan from the pass cache: the machine code is loaded, not built (building it
+        # makes llvmlite's IR, whose objects do form cycles)
+        with gc_pause.paused() if plan is not None else contextlib.nullcontext():
+            exe = lean_exec.build(fn, fused, reason, _run_region, plan)
     except FusegradError:
         raise
     except Exception as e:

@@ -291,5 +291,9 @@ def _ambient():
     return _tracer_bind if _state.stack else None
 
 
-register_array_type(Tracer, level=_tracer_level, bind=_tracer_bind)
+def _tracer_dtype(t: Tracer):
+    return t.value.type.dtype
+
+
+register_array_type(Tracer, level=_tracer_level, bind=_tracer_bind, dtype=_tracer_dtype)
 register_ambient(_ambient)
