@@ -3,7 +3,7 @@
 The pass cache names its entries by the program (``runtime.pass_cache``). Printing a
 large program's text to hash it (``printer.print_function``: names, attribute
 formatting, one string per op) cost a GPT training step's warm start 35 ms; this walks
-the ops once and hashes ``repr`` of plain tuples instead, in a few milliseconds.
+the ops once and hashes the pickle of plain tuples instead.
 
 The form holds, per op, its name, its operands as the numbers of their definitions
 (parameters first, as the text names them), its attributes sorted by key, its results'
@@ -12,10 +12,12 @@ types, its regions (each numbered on its own, as in the text) and its source loc
 Types and locations are numbered in the order they are met, their texts listed once.
 Whatever the text distinguishes, the form does: two programs with different texts
 have different fingerprints (it may tell apart more: a parameter's hint the text
-replaced by ``%arg<i>``). ``repr`` of ints, floats, strings, booleans and None is
-exact, and the form is made of those and of tuples only, so ``repr`` is injective on
-it; an attribute of another kind is kept as its text form, marked so that it cannot
-read as one of those.
+replaced by ``%arg<i>``). The form is made of ints, floats, complex numbers,
+strings, booleans, None and tuples, which ``pickle`` writes exactly and by value alone
+(without its memo, which would depend on which objects are shared): the bytes read
+back to the form, so two forms never give the same bytes. An attribute of another
+kind is kept as its text form, of a class of its own so that it cannot read as a
+string.
 
 None where the text has no form for an attribute (``printer.format_attr_value`` raises
 TypeError), or for invalid IR (a value used before it is defined, or defined twice).
@@ -24,6 +26,8 @@ TypeError), or for invalid IR (a value used before it is defined, or defined twi
 from __future__ import annotations
 
 import hashlib
+import io
+import pickle
 
 import numpy as np
 
@@ -37,13 +41,10 @@ class _Invalid(Exception):
 
 
 class _Text(str):
-    """An attribute's text form (``printer.format_attr_value``), for a kind ``repr``
-    might not render exactly: ``<text>``, which no exact value's ``repr`` is."""
+    """An attribute's text form (``printer.format_attr_value``), for a kind not held as
+    it is: pickled as this class, never read as a string attribute."""
 
     __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<" + self + ">"
 
 
 def _attr(v):
@@ -101,7 +102,9 @@ class _Tables:
 
 def _form(fn, locs: bool, tables: _Tables) -> tuple:
     numbers: dict = {}
+    number = numbers.__getitem__
     type_of, loc_of = tables.type, tables.loc
+    known_types = tables.types
     params = []
     for p in fn.params:
         if p in numbers:
@@ -110,24 +113,24 @@ def _form(fn, locs: bool, tables: _Tables) -> tuple:
         params.append((p.hint, type_of(p.type)))
     ops = []
     n = len(numbers)
-    for op in fn.ops:
-        try:
-            operands = tuple([numbers[v] for v in op.operands])
-        except KeyError:
-            raise _Invalid from None
-        results = []
-        for r in op.results:
-            if r in numbers:
-                raise _Invalid
-            numbers[r] = n
-            n += 1
-            results.append(type_of(r.type))
-        ops.append((op.name, operands, _attrs(op.attrs) if op.attrs else (), tuple(results),
-                    tuple(_form(g, locs, tables) for g in op.regions) if op.regions else (),
-                    loc_of(op.loc) if locs else 0))
     try:
-        returned = tuple([numbers[v] for v in fn.results])
-    except KeyError:
+        for op in fn.ops:
+            operands = tuple(map(number, op.operands))
+            results = []
+            for r in op.results:
+                if r in numbers:
+                    raise _Invalid
+                numbers[r] = n
+                n += 1
+                t = r.type
+                k = known_types.get(id(t))
+                results.append(k if k is not None else type_of(t))
+            ops.append((op.name, operands, _attrs(op.attrs) if op.attrs else (),
+                        tuple(results),
+                        tuple(_form(g, locs, tables) for g in op.regions) if op.regions else (),
+                        loc_of(op.loc) if locs else 0))
+        returned = tuple(map(number, fn.results))
+    except KeyError:  # a value used but not defined here
         raise _Invalid from None
     return (fn.name, tuple(params), tuple(ops), returned)
 
@@ -140,5 +143,9 @@ def fingerprint(fn, *, locs: bool = True, salt: str = "") -> str | None:
         form = _form(fn, locs, tables)
     except _Invalid:
         return None
-    form = (form, tuple(tables.type_texts), tuple(tables.loc_texts))
-    return hashlib.sha256((salt + repr(form)).encode()).hexdigest()
+    form = (salt, form, tuple(tables.type_texts), tuple(tables.loc_texts))
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.fast = True  # no memo: equal forms give equal bytes, however objects are shared
+    pickler.dump(form)
+    return hashlib.sha256(out.getbuffer()).hexdigest()

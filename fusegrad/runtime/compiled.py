@@ -37,38 +37,13 @@ from ..passes.simplify import simplify
 from ..tracer import gc_pause
 from . import blas_threads, debug_nans, lean_exec, numba_fork, pass_cache, threading_layer
 from .buffer_pool import BufferPool
+from .float16 import Float16Error, _refuse_float16  # noqa: F401  (Float16Error: public here)
 from .hot_call import hot_call
 from .interpreter import run
 
 
 class CodegenError(FusegradError, RuntimeError):
     """fusegrad failed to compile a valid Function (a bug in fusegrad: please report it)."""
-
-
-class Float16Error(FusegradError, TypeError):
-    """A float16 value in a Function to compile: compiled loops have no float16 arithmetic."""
-
-
-def _refuse_float16(fn: Function) -> None:
-    """Raise ``Float16Error`` naming the first float16 argument, or else the first op
-    making a float16 value, of ``fn`` (regions included), and saying what to do."""
-    what = next((f"argument {p.hint or i} ({p.type})" for i, p in enumerate(fn.params)
-                 if p.type.dtype == np.float16), None)
-    pending = [fn]
-    while what is None and pending:
-        for op in pending.pop().ops:
-            if any(r.type.dtype == np.float16 for r in op.results):
-                what = f"`{op.name}` making {op.results[0].type}" + (
-                    f" at {op.loc}" if op.loc else "")
-                break
-            pending.extend(op.regions)
-    if what is not None:
-        raise Float16Error(
-            f"@{fn.name}: {what} is float16, which compiled code does not support (no "
-            "float16 arithmetic in its loops). Compute in float32 (x.astype(np.float32), and "
-            "cast the results back with .astype(np.float16) if you need them), or run "
-            "float16 with FUSEGRAD_DISABLE_JIT=1 (the NumPy interpreter) or with eager "
-            "Tensors, which compute it.")
 
 
 #: what unpickling a damaged cache entry raises (UnicodeDecodeError before ValueError)
