@@ -37,6 +37,7 @@ def register_array_type(cls: type, *, level: Callable, bind: Callable,
     fast way to the NumPy dtype of an operand (promotion reads it on every op).
     """
     _HANDLERS.append((cls, level, bind))
+    _HANDLER_OF.clear()
     _ARRAYS.clear()
     _ARRAYS[np.ndarray] = True
     if dtype is not None:
@@ -58,17 +59,29 @@ def register_ambient(current: Callable, first: bool = False) -> None:
 _PLAIN = frozenset((np.ndarray, float, int, bool, complex))
 
 
+#: type -> its handler's ``(level, bind)``, or None (no handler claims it)
+_HANDLER_OF: dict[type, tuple | None] = {}
+
+
+def _handler_of(t: type):
+    found = _HANDLER_OF[t] = next(((level, fn) for cls, level, fn in _HANDLERS
+                                   if issubclass(t, cls)), None)
+    return found
+
+
 def handler_for(operands):
     best = None
     for x in operands:
-        if type(x) in _PLAIN:
+        t = type(x)
+        if t in _PLAIN:
             continue
-        for cls, level, fn in _HANDLERS:
-            if isinstance(x, cls):
-                lv = level(x)
-                if best is None or lv > best[0]:
-                    best = (lv, fn)
-                break
+        h = _HANDLER_OF.get(t, _HANDLER_OF)
+        if h is _HANDLER_OF:
+            h = _handler_of(t)
+        if h is not None:
+            lv = h[0](x)
+            if best is None or lv > best[0]:
+                best = (lv, h[1])
     if best is None:
         for current in _AMBIENT:
             h = current()
@@ -222,16 +235,25 @@ def promote(opdef: OpDef, operands: tuple) -> tuple:
     return tuple(_cast(x, dtype) for x in operands)
 
 
+_SEQUENCES = (list, tuple)
+_INTEGERS = (int, np.integer)
+_DTYPE_LIKE = (np.dtype, type)
+#: attribute values kept as they are (no branch below applies to them)
+_PLAIN_ATTRS = frozenset((int, float, str, bool, type(None)))
+
+
 def _normalise_attrs(opdef: OpDef, attrs: dict) -> dict:
-    if len(attrs) != len(opdef.attrs) or not all(k in attrs for k in opdef.attrs):
+    if len(attrs) != len(opdef.attrs) or any(k not in attrs for k in opdef.attrs):
         raise TypeError(
             f"{opdef.name}: attributes are {opdef.attrs}, got {tuple(sorted(attrs))}"
         )
     out = {}
     for k, v in attrs.items():
-        if isinstance(v, list | tuple):
-            v = tuple(int(e) if isinstance(e, int | np.integer) else e for e in v)
-        elif isinstance(v, np.dtype | type):
+        if type(v) in _PLAIN_ATTRS:
+            pass
+        elif isinstance(v, _SEQUENCES):
+            v = tuple([int(e) if isinstance(e, _INTEGERS) else e for e in v])
+        elif isinstance(v, _DTYPE_LIKE):
             v = dtype_name(v)
         elif isinstance(v, np.generic):
             v = v.item()

@@ -35,6 +35,11 @@ class _State(threading.local):
 _state = _State()
 
 
+#: dtype -> the TensorType of its scalars (one object: the shape rules' cache is keyed
+#: by the identity of operand types)
+_SCALAR_TYPES: dict = {}
+
+
 class Trace:
     """One open recording. Use as a context manager: ``with Trace("f") as t:``."""
 
@@ -108,9 +113,10 @@ class Trace:
         value = a.item()
         key = (dtype_name(a.dtype), type(value), repr(value))
         if key not in self._consts:
-            (v,) = self.builder.emit(
-                "constant", (), {"value": value, "dtype": key[0]}, (TensorType((), a.dtype),)
-            )
+            ty = _SCALAR_TYPES.get(a.dtype)
+            if ty is None:
+                ty = _SCALAR_TYPES[a.dtype] = TensorType((), a.dtype)
+            (v,) = self.builder.emit("constant", (), {"value": value, "dtype": key[0]}, (ty,))
             self._consts[key] = v
         return self._consts[key]
 
