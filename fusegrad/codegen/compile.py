@@ -84,7 +84,8 @@ def _salt() -> str:
     # every source under this directory, the math library's subpackage included; the
     # digest kept by the files' signature (``_sources``) in the cache directory, if this
     # process checked it already (finding the salt makes no directory)
-    memo = _fallback_dir or (config.CACHE_DIR if config.CACHE_DIR in _verified else None)
+    memo = _fallback_dir or (config.CACHE_DIR if config.CACHE_DIR in _verified
+                             and _still_private(config.CACHE_DIR) else None)
     h.update(_sources.digest(_HERE, (".",), memo=memo).encode())
     # Numba's version from the module where it is loaded, else from its installed
     # distribution: the lean generator never imports Numba
@@ -130,12 +131,15 @@ def _directory() -> str:
 
 
 def _still_private(path: str) -> bool:
+    """Whether checked directory ``path`` is still a directory of this user that no one
+    else can write to, and so is its ``__pycache__`` (or there is none)."""
     try:
         st = os.stat(path)
     except OSError:
         return False
     return (stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o022
-            and (not hasattr(os, "geteuid") or st.st_uid == os.geteuid()))
+            and (not hasattr(os, "geteuid") or st.st_uid == os.geteuid())
+            and _untrusted(os.path.join(path, "__pycache__")) is None)
 
 
 def _checked_directory() -> str:

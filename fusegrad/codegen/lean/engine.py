@@ -167,7 +167,8 @@ def _index_modules(ee) -> None:
         module = _by_address.get(ctypes.cast(module_ptr, ctypes.c_void_p).value)
         return module if module is not None else search(module_ptr)
 
-    ee._find_module_ptr = find
+    with contextlib.suppress(AttributeError):  # (an engine without a __dict__: its own)
+        ee._find_module_ptr = find
 
 
 def _add_module(ee, mod) -> None:
