@@ -196,12 +196,13 @@ def machine_folder() -> str:
     return folder
 
 
-def _object_path(name: str, create: bool = False) -> str:
+def _object_path(name: str, create: bool = False, folder: str | None = None) -> str:
     """Where module ``name``'s object file is kept; ``create``: make the folder (to
-    write it; a read needs none: a missing folder is a missing file)."""
+    write it; a read needs none: a missing folder is a missing file); ``folder``: the
+    cache directory's ``lean`` folder, if the caller has it."""
     if name.startswith("rt_"):  # the runtime's own modules: kept once per machine
         return os.path.join(machine_folder(), f"{name}.o")
-    folder = os.path.join(_directory(), "lean")
+    folder = folder or os.path.join(_directory(), "lean")
     if create:
         os.makedirs(folder, mode=0o700, exist_ok=True)
     return os.path.join(folder, f"{name}.o")
@@ -215,10 +216,10 @@ def _keep_object(name: str, buffer: bytes) -> None:
                      hashlib.sha256(buffer).digest() + buffer)
 
 
-def _read_object(name: str) -> bytes | None:
+def _read_object(name: str, folder: str | None = None) -> bytes | None:
     """The cached object file of module ``name``; a damaged one is removed (with one
     warning) and None returned, so the module compiles again."""
-    path = _object_path(name)
+    path = _object_path(name, folder=folder)
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -337,13 +338,14 @@ def load_objects(names: list[str]) -> bool:
     with _lock:
         ee = _engine()
         t0 = time.perf_counter()
+        folder = os.path.join(_directory(), "lean")  # once, not per module
         pending: list[str] = []
         try:
             for name in names:
                 if name in _added or name in pending:
                     _stats["reused"] += 1
                     continue
-                data = _read_object(name)
+                data = _read_object(name, folder)
                 if data is None:
                     return False
                 mod = llvm.parse_assembly("")
