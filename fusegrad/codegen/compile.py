@@ -29,6 +29,7 @@ import hashlib
 import importlib.abc
 import importlib.util
 import os
+import stat
 import sys
 import tempfile
 import threading
@@ -39,7 +40,7 @@ try:
 except ImportError:  # not POSIX: threads still share one compile, processes may not
     fcntl = None
 
-from .. import _forksafe, config
+from .. import _forksafe, _sources, config
 from .._version import __version__
 from ..ir.errors import FusegradError
 from ..ir.stats import count_module
@@ -58,17 +59,6 @@ NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # not on Windows
 
 class CacheError(FusegradError, RuntimeError):
     """A cache file fusegrad must write cannot be written (e.g. a directory squats its name)."""
-
-
-def _sources() -> list[str]:
-    """The code generator's sources: every ``.py`` file under this directory (the math
-    library's subpackage included), as sorted ``/``-separated relative paths."""
-    found = []
-    for root, dirs, files in os.walk(_HERE):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
-        found += [os.path.relpath(os.path.join(root, name), _HERE).replace(os.sep, "/")
-                  for name in files if name.endswith(".py")]
-    return sorted(found)
 
 
 def _installed_version(dist: str) -> str:
@@ -91,9 +81,12 @@ def _salt() -> str:
     import numpy
 
     h = hashlib.sha256()
-    for rel in _sources():
-        with open(os.path.join(_HERE, rel), "rb") as f:
-            h.update(rel.encode() + f.read())
+    # every source under this directory, the math library's subpackage included; the
+    # digest kept by the files' signature (``_sources``) in the cache directory, if this
+    # process checked it already (finding the salt makes no directory)
+    memo = _fallback_dir or (config.CACHE_DIR if config.CACHE_DIR in _verified
+                             and _still_private(config.CACHE_DIR) else None)
+    h.update(_sources.digest(_HERE, (".",), memo=memo).encode())
     # Numba's version from the module where it is loaded, else from its installed
     # distribution: the lean generator never imports Numba
     numba = sys.modules.get("numba")
@@ -119,12 +112,34 @@ def module_key(source: str) -> str:
     return hashlib.sha256((salt() + source).encode()).hexdigest()[:32]
 
 
+#: cache directories this process checked and found private and writable
+_verified: set[str] = set()
+
+
 def _directory() -> str:
-    """The cache directory, or this process's fallback (the same one for every thread)."""
+    """The cache directory, or this process's fallback (the same one for every thread).
+    A directory checked before in this process is only looked at again (one ``stat``:
+    still a private directory of this user), not written to: a warm start reads an
+    object file per module, each asking for the directory."""
     if _fallback_dir is not None:
         return _fallback_dir
+    path = config.CACHE_DIR
+    if path in _verified and _still_private(path):
+        return path
     with _locks_guard:
         return _checked_directory()
+
+
+def _still_private(path: str) -> bool:
+    """Whether checked directory ``path`` is still a directory of this user that no one
+    else can write to, and so is its ``__pycache__`` (or there is none)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return (stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o022
+            and (not hasattr(os, "geteuid") or st.st_uid == os.geteuid())
+            and _untrusted(os.path.join(path, "__pycache__")) is None)
 
 
 def _checked_directory() -> str:
@@ -140,6 +155,7 @@ def _checked_directory() -> str:
                 pass
             # Numba keeps its index there: made private before Numba makes it under the umask
             os.makedirs(os.path.join(config.CACHE_DIR, "__pycache__"), mode=0o700, exist_ok=True)
+            _verified.add(config.CACHE_DIR)
             return config.CACHE_DIR
         why = (f"is {problem}, so others could put code in it that this process would run; "
                f"make it yours and private (chmod 700) or set FUSEGRAD_CACHE_DIR")

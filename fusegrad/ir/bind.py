@@ -37,6 +37,9 @@ def register_array_type(cls: type, *, level: Callable, bind: Callable,
     fast way to the NumPy dtype of an operand (promotion reads it on every op).
     """
     _HANDLERS.append((cls, level, bind))
+    _HANDLER_OF.clear()
+    _ARRAYS.clear()
+    _ARRAYS[np.ndarray] = True
     if dtype is not None:
         _DTYPE_GETTERS.append((cls, dtype))
         _DTYPE_OF.clear()
@@ -56,17 +59,29 @@ def register_ambient(current: Callable, first: bool = False) -> None:
 _PLAIN = frozenset((np.ndarray, float, int, bool, complex))
 
 
+#: type -> its handler's ``(level, bind)``, or None (no handler claims it)
+_HANDLER_OF: dict[type, tuple | None] = {}
+
+
+def _handler_of(t: type):
+    found = _HANDLER_OF[t] = next(((level, fn) for cls, level, fn in _HANDLERS
+                                   if issubclass(t, cls)), None)
+    return found
+
+
 def handler_for(operands):
     best = None
     for x in operands:
-        if type(x) in _PLAIN:
+        t = type(x)
+        if t in _PLAIN:
             continue
-        for cls, level, fn in _HANDLERS:
-            if isinstance(x, cls):
-                lv = level(x)
-                if best is None or lv > best[0]:
-                    best = (lv, fn)
-                break
+        h = _HANDLER_OF.get(t, _HANDLER_OF)
+        if h is _HANDLER_OF:
+            h = _handler_of(t)
+        if h is not None:
+            lv = h[0](x)
+            if best is None or lv > best[0]:
+                best = (lv, h[1])
     if best is None:
         for current in _AMBIENT:
             h = current()
@@ -164,29 +179,81 @@ def _cast(x, dtype: np.dtype):
     return bind("convert", x, dtype=dtype_name(dtype))
 
 
+#: type -> whether it is an array class a handler claims (or ndarray): an operand of
+#: such a type that already has the target dtype is passed on as it is
+_ARRAYS: dict[type, bool] = {np.ndarray: True}
+
+
+def _is_array(t: type) -> bool:
+    known = _ARRAYS.get(t)
+    if known is None:
+        known = _ARRAYS[t] = any(issubclass(t, cls) for cls, _, _ in _HANDLERS)
+    return known
+
+
 def promote(opdef: OpDef, operands: tuple) -> tuple:
     """Operands with dtypes made to agree as ``opdef.promote`` says."""
-    if opdef.promote is None:
+    kind = opdef.promote
+    if kind is None:
         return tuple(np.asarray(x) if is_weak(x) or isinstance(x, list | tuple) else x
                      for x in operands)
-    dtype = _target_dtype(opdef, operands)
-    if opdef.promote == "select":
+    if kind == "select":
+        dtype = _target_dtype(opdef, operands)
         cond = operands[0]
         cond = np.asarray(cond, dtype=bool) if is_weak(cond) else cond
         return (cond, *(_cast(x, dtype) for x in operands[1:]))
+    # "same" / "float": as _target_dtype, and the operands passed on as they are when
+    # all are arrays of the target dtype already (most ops)
+    strong, weak, kept = [], [], True
+    for x in operands:
+        t = type(x)
+        if t is np.ndarray:
+            strong.append(x.dtype)
+        elif is_weak(x):
+            weak.append(x)
+            kept = False
+        else:
+            strong.append(_dtype_of(x))
+            kept = kept and _is_array(t)
+    if not strong and not weak:
+        return tuple(operands)
+    key = (kind, *strong, None, *(type(w) for w in weak))
+    dtype = _PROMOTED.get(key)
+    if dtype is None:
+        dtype = np.result_type(*strong, *weak)
+        if kind == "float" and not is_inexact(dtype):
+            dtype = np.dtype(np.float64)
+        dtype = np.dtype(dtype)
+        if len(_PROMOTED) < 4096:
+            _PROMOTED[key] = dtype
+    if kept:
+        for d in strong:
+            if d is not dtype and d != dtype:
+                break
+        else:
+            return tuple(operands)
     return tuple(_cast(x, dtype) for x in operands)
 
 
+_SEQUENCES = (list, tuple)
+_INTEGERS = (int, np.integer)
+_DTYPE_LIKE = (np.dtype, type)
+#: attribute values kept as they are (no branch below applies to them)
+_PLAIN_ATTRS = frozenset((int, float, str, bool, type(None)))
+
+
 def _normalise_attrs(opdef: OpDef, attrs: dict) -> dict:
-    if len(attrs) != len(opdef.attrs) or not all(k in attrs for k in opdef.attrs):
+    if len(attrs) != len(opdef.attrs) or any(k not in attrs for k in opdef.attrs):
         raise TypeError(
             f"{opdef.name}: attributes are {opdef.attrs}, got {tuple(sorted(attrs))}"
         )
     out = {}
     for k, v in attrs.items():
-        if isinstance(v, list | tuple):
-            v = tuple(int(e) if isinstance(e, int | np.integer) else e for e in v)
-        elif isinstance(v, np.dtype | type):
+        if type(v) in _PLAIN_ATTRS:
+            pass
+        elif isinstance(v, _SEQUENCES):
+            v = tuple([int(e) if isinstance(e, _INTEGERS) else e for e in v])
+        elif isinstance(v, _DTYPE_LIKE):
             v = dtype_name(v)
         elif isinstance(v, np.generic):
             v = v.item()
@@ -194,25 +261,80 @@ def _normalise_attrs(opdef: OpDef, attrs: dict) -> dict:
     return out
 
 
-#: (op name, operand shapes and dtypes, attributes) -> the rule's result types.
+#: (op name, each operand's shape and dtype, attributes) -> the rule's result types. A
+#: rule is a function of its operands' types and its attributes; the ops of a program are
+#: mostly a few dozen (name, types) pairs, so most rules run once per process, whether
+#: the op is computed (``eval_numpy``) or recorded (the tracer: ``rule_types``).
 _RULES: dict[tuple, tuple] = {}
+#: attribute values a key holds as they are, with their type (1, 1.0 and True are equal)
+_KEYED = frozenset((int, float, str, bool, type(None)))
+
+
+def _attr_key(attrs: dict) -> tuple | None:
+    """``attrs`` as part of a key, or None if one is of a kind not keyed (the rule then
+    runs)."""
+    key = []
+    for k, v in attrs.items():
+        t = type(v)
+        if t is tuple:
+            for e in v:
+                if type(e) is not int:
+                    return None
+        elif t not in _KEYED:
+            return None
+        key += (k, t, v)
+    return tuple(key)
+
+
+def _remember(cache: dict, key, out) -> None:
+    if len(cache) >= 8192:
+        cache.clear()
+    cache[key] = out
+
+
+#: (op name, id of each operand's TensorType, attributes) -> (the result types, the
+#: operand types, kept so that their ids name them): hashing small ints, not shapes and
+#: dtypes (NumPy hashes a dtype from its fields, every time). The types a rule returns
+#: are those of the next ops' operands, so a program's types are mostly a few objects.
+_BY_ID: dict[tuple, tuple] = {}
+
+
+def rule_types(opdef: OpDef, types: tuple, attrs: dict) -> tuple:
+    """``opdef.rule(types, **attrs)`` (no regions), remembered."""
+    akey = _attr_key(attrs) if attrs else ()
+    if akey is None:
+        return opdef.rule(types, **attrs)
+    key = (opdef.name, *map(id, types), *akey)
+    hit = _BY_ID.get(key)
+    if hit is not None:
+        return hit[0]
+    vkey = [opdef.name]
+    for t in types:
+        vkey += (t.shape, t.dtype)
+    vkey = (*vkey, *akey)
+    out = _RULES.get(vkey)
+    if out is None:
+        out = opdef.rule(types, **attrs)
+        _remember(_RULES, vkey, out)
+    _remember(_BY_ID, key, (out, types))
+    return out
 
 
 def _out_types(opdef: OpDef, arrays, kwargs, regions):
     if regions:
         return opdef.rule(tuple(TensorType(a.shape, a.dtype) for a in arrays), **kwargs)
-    try:
-        key = (opdef.name, *((a.shape, a.dtype) for a in arrays), *kwargs.items())
-        hash(key)
-    except TypeError:
-        key = None
+    akey = _attr_key(kwargs) if kwargs else ()
+    key = None
+    if akey is not None:
+        key = [opdef.name]
+        for a in arrays:
+            key += (a.shape, a.dtype)
+        key = (*key, *akey)
     out = _RULES.get(key) if key is not None else None
     if out is None:
         out = opdef.rule(tuple(TensorType(a.shape, a.dtype) for a in arrays), **kwargs)
         if key is not None:
-            if len(_RULES) >= 8192:
-                _RULES.clear()
-            _RULES[key] = out
+            _remember(_RULES, key, out)
     return out
 
 

@@ -107,9 +107,30 @@ class Builder:
         regions: tuple[Function, ...] = (),
         loc: str | None = None,
     ) -> tuple[Value, ...]:
-        results = tuple(Value(t) for t in result_types)
-        self.ops.append(Op(name, tuple(operands), dict(attrs), results, tuple(regions), loc))
+        # the slots set directly: a frozen dataclass's __init__ sets each field through
+        # object.__setattr__, a third of the cost of recording an op
+        results = []
+        for t in result_types:
+            v = _new(Value)
+            _set_type(v, t)
+            _set_hint(v, None)
+            results.append(v)
+        results = tuple(results)
+        op = _new(Op)
+        _set_name(op, name)
+        _set_operands(op, tuple(operands))
+        _set_attrs(op, dict(attrs))
+        _set_results(op, results)
+        _set_regions(op, tuple(regions))
+        _set_loc(op, loc)
+        self.ops.append(op)
         return results
 
     def build(self, results) -> Function:
         return Function(self.name, tuple(self.params), tuple(self.ops), tuple(results))
+
+
+_new = object.__new__
+_set_type, _set_hint = Value.type.__set__, Value.hint.__set__
+_set_name, _set_operands, _set_attrs = Op.name.__set__, Op.operands.__set__, Op.attrs.__set__
+_set_results, _set_regions, _set_loc = Op.results.__set__, Op.regions.__set__, Op.loc.__set__

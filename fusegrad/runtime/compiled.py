@@ -11,14 +11,13 @@ fallback.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
 import threading
 import time
 from collections import OrderedDict
-
-import numpy as np
 
 from .. import _forksafe, config
 from ..codegen import compile as cg_compile
@@ -28,37 +27,13 @@ from ..ir.printer import print_function
 from ..ir.stats import add_phase, count_compile
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
+from ..tracer import gc_pause
 from . import lean_exec, numba_fork, pass_cache
+from .float16 import Float16Error, _refuse_float16  # noqa: F401  (Float16Error: public here)
 
 
 class CodegenError(FusegradError, RuntimeError):
     """fusegrad failed to compile a valid Function (a bug in fusegrad: please report it)."""
-
-
-class Float16Error(FusegradError, TypeError):
-    """A float16 value in a Function to compile: compiled loops have no float16 arithmetic."""
-
-
-def _refuse_float16(fn: Function) -> None:
-    """Raise ``Float16Error`` naming the first float16 argument, or else the first op
-    making a float16 value, of ``fn`` (regions included), and saying what to do."""
-    what = next((f"argument {p.hint or i} ({p.type})" for i, p in enumerate(fn.params)
-                 if p.type.dtype == np.float16), None)
-    pending = [fn]
-    while what is None and pending:
-        for op in pending.pop().ops:
-            if any(r.type.dtype == np.float16 for r in op.results):
-                what = f"`{op.name}` making {op.results[0].type}" + (
-                    f" at {op.loc}" if op.loc else "")
-                break
-            pending.extend(op.regions)
-    if what is not None:
-        raise Float16Error(
-            f"@{fn.name}: {what} is float16, which compiled code does not support (no "
-            "float16 arithmetic in its loops). Compute in float32 (x.astype(np.float32), and "
-            "cast the results back with .astype(np.float16) if you need them), or run "
-            "float16 with FUSEGRAD_DISABLE_JIT=1 (the NumPy interpreter) or with eager "
-            "Tensors, which compute it.")
 
 
 def _forget_other_threads() -> None:
@@ -105,13 +80,17 @@ def _build(fn: Function, reason: str) -> lean_exec.LeanExecutable:
     """The lean code generator's executable for ``fn``."""
     _refuse_float16(fn)
     try:
-        name, fused, plan = _passes(fn)
+        with gc_pause.paused():  # IR made (or read) by the thousand, no cycles
+            name, fused, plan = _passes(fn)
     except FusegradError:
         raise
     except Exception as e:
         raise _internal(fn, e) from e
     try:
-        exe = lean_exec.build(fn, fused, reason, _run_region, plan)
+        # a plan from the pass cache: the machine code is loaded, not built (building it
+        # makes llvmlite's IR, whose objects do form cycles)
+        with gc_pause.paused() if plan is not None else contextlib.nullcontext():
+            exe = lean_exec.build(fn, fused, reason, _run_region, plan)
     except FusegradError:
         raise
     except Exception as e:

@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from ..ir import Builder, TensorType, Value, register_array_type
-from ..ir.bind import register_ambient
+from ..ir.bind import register_ambient, rule_types
 from ..ir.errors import ShapeError, TracerError
 from ..ir.methods import ArrayMethods
 from . import writes
@@ -33,6 +33,11 @@ class _State(threading.local):
 
 
 _state = _State()
+
+
+#: dtype -> the TensorType of its scalars (one object: the shape rules' cache is keyed
+#: by the identity of operand types)
+_SCALAR_TYPES: dict = {}
 
 
 class Trace:
@@ -108,26 +113,33 @@ class Trace:
         value = a.item()
         key = (dtype_name(a.dtype), type(value), repr(value))
         if key not in self._consts:
-            (v,) = self.builder.emit(
-                "constant", (), {"value": value, "dtype": key[0]}, (TensorType((), a.dtype),)
-            )
+            ty = _SCALAR_TYPES.get(a.dtype)
+            if ty is None:
+                ty = _SCALAR_TYPES[a.dtype] = TensorType((), a.dtype)
+            (v,) = self.builder.emit("constant", (), {"value": value, "dtype": key[0]}, (ty,))
             self._consts[key] = v
         return self._consts[key]
 
     def emit(self, opdef, operands, attrs, regions):
-        vals = tuple(self.to_value(x) for x in operands)
-        types = tuple(v.type for v in vals)
+        vals = tuple([x.value if type(x) is Tracer and x._trace is self
+                      and type(x._alias) is not tuple else self.to_value(x) for x in operands])
+        types = tuple([v.type for v in vals])
         try:
             if regions:
                 out_types = opdef.rule(types, regions=regions, **attrs)
             else:
-                out_types = opdef.rule(types, **attrs)
+                out_types = rule_types(opdef, types, attrs)
         except ShapeError as e:
             raise located(e, self.name, vals, user_location()) from None
         results = self.builder.emit(opdef.name, vals, attrs, out_types, regions, user_location())
-        outs = tuple(Tracer(self, r) for r in results)
+        if len(results) == 1:
+            out = Tracer(self, results[0])
+            if opdef.name in writes.VIEW_OPS:
+                writes.mark_views(opdef.name, operands, (out,), Tracer)
+            return out
+        outs = tuple([Tracer(self, r) for r in results])
         writes.mark_views(opdef.name, operands, outs, Tracer)
-        return outs[0] if len(outs) == 1 else outs
+        return outs
 
 
 def located(err: Exception, fname: str, vals=None, loc: str | None = None) -> Exception:
@@ -285,5 +297,9 @@ def _ambient():
     return _tracer_bind if _state.stack else None
 
 
-register_array_type(Tracer, level=_tracer_level, bind=_tracer_bind)
+def _tracer_dtype(t: Tracer):
+    return t.value.type.dtype
+
+
+register_array_type(Tracer, level=_tracer_level, bind=_tracer_bind, dtype=_tracer_dtype)
 register_ambient(_ambient)

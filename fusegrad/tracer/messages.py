@@ -22,6 +22,7 @@ import sys
 import numpy as np
 
 from ..ir.errors import TracerConversionError, TracerError
+from ..ir.location import _override as _loc_state
 from ..ir.location import override as _loc_override
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -45,16 +46,26 @@ def library_dirs() -> tuple[str, ...]:
 def user_location() -> str | None:
     """``file:line`` of the innermost stack frame outside fusegrad itself (or the
     location a pass set with ``ir.location.at``)."""
-    active, loc = _loc_override()
-    if active:
-        return loc
+    override = _loc_state
+    if override.active:
+        return override.loc
     f = sys._getframe(1)
+    ours = _OURS
     while f is not None:
         fname = f.f_code.co_filename
-        if not fname.startswith(_PKG_DIR) and not fname.startswith("<frozen"):
+        inside = ours.get(fname)
+        if inside is None:  # once per file: every op recorded walks ~15 frames
+            inside = fname.startswith(_PKG_DIR) or fname.startswith("<frozen")
+            if len(ours) < 65536:
+                ours[fname] = inside
+        if not inside:
             return f"{fname}:{f.f_lineno}"
         f = f.f_back
     return None
+
+
+#: file name -> whether it is fusegrad's own (or frozen), as ``user_location`` skips it
+_OURS: dict[str, bool] = {}
 
 
 def _conversion_sites() -> tuple[str | None, str | None]:

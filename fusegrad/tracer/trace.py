@@ -12,6 +12,7 @@ from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
 from ..ir.errors import ShapeError, TracerConversionError
 from ..ir.stats import count_trace, timed
+from . import gc_pause
 from .concrete import Concrete, concrete_leaves
 from .core import Trace, Tracer, located
 from .effects import Recorder
@@ -90,7 +91,7 @@ def trace_pytree(fn: Callable, args: tuple, name: str | None = None, *,
     types = [leaf_type(x) for x in leaves]
     hints = arg_hints(fn, args)
     count_trace(name or fn_name(fn))
-    with Trace(name or fn_name(fn)) as t:
+    with gc_pause.paused(), Trace(name or fn_name(fn)) as t:
         tracers = [t.new_arg(ty, h) for ty, h in zip(types, hints)]
         t.kind = kind
         if concrete and concrete_leaves(leaves):

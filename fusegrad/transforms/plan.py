@@ -26,6 +26,7 @@ from ..ir.errors import FusegradError
 from ..ir.types import TensorType
 from ..passes.autodiff import vjp as _vjp_pass
 from ..passes.simplify import simplify
+from ..runtime import pass_cache
 from ..runtime.compiled import CodegenError, executable
 from ..runtime.debug_nans import run_checked
 from ..tracer import Tracer
@@ -75,8 +76,10 @@ def grad_leaves(leaves: list) -> list:
 
 
 def vjp_pass(fn: Function, wrt, seeds=None, name=None) -> Function:
-    """Reverse mode, then simplification: the gradient IR every transform executes."""
-    return simplify(_vjp_pass(fn, wrt, seeds=seeds, name=name))
+    """Reverse mode, then simplification: the gradient IR every transform executes
+    (read back from the pass cache when a process made it before: ``pass_cache.vjp``)."""
+    return pass_cache.vjp(fn, wrt, seeds, name,
+                          lambda: simplify(_vjp_pass(fn, wrt, seeds=seeds, name=name)))
 
 
 def _concrete(x) -> bool:

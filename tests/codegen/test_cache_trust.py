@@ -55,6 +55,14 @@ def test_a_group_writable_directory_is_refused(cache, where):
     assert got != str(cache) and _mode(got) == 0o700
 
 
+def test_a_checked_directory_is_looked_at_again(cache):
+    # checked once per process, then only stat-ed: a change of its mode is still seen
+    assert cg._directory() == str(cache) and cg._directory() == str(cache)
+    os.chmod(cache, 0o777)
+    with pytest.warns(RuntimeWarning, match="writable by group or others"):
+        assert cg._directory() != str(cache)
+
+
 def test_a_directory_of_another_user_is_refused(cache, monkeypatch):
     cache.mkdir(mode=0o700)
     monkeypatch.setattr(os, "geteuid", lambda: os.stat(cache).st_uid + 1)

@@ -78,10 +78,19 @@ def ensure(needed: list[str]) -> bool:
         if k in _added:
             continue
         name, dtype, variant = k.split(".")
+        nargs = 2 if name in ("pow", "atan2") else 1
+        # the symbol named in the kept bitcode's file: if the module made of it is cached,
+        # loaded as it is (the bitcode is needed, and parsed, only to compile it)
+        kept = mathlib_ir.kept_symbol(name, dtype, variant)
+        if kept is not None:
+            text = _runtime_text(k, kept, nargs)
+            if engine.load_objects(["rt_" + engine.module_name(text)[4:]]):
+                _added.add(k)
+                continue
         sym = mathlib_ir.symbol(name, dtype, variant)
         if sym is None:
             return False
-        text = _runtime_text(k, sym, 2 if name in ("pow", "atan2") else 1)
+        text = _runtime_text(k, sym, nargs)
         engine.add(text, "rt_" + engine.module_name(text)[4:], mathlib_ir.link_into,
                    kind="runtime")
         _added.add(k)

@@ -100,6 +100,22 @@ def _function(name: str, dtype, variant: str) -> str | None:
     return sym
 
 
+def kept_symbol(name: str, dtype, variant: str = "fast") -> str | None:
+    """The symbol the kept bitcode of ``name`` at ``dtype`` names (its file's first line,
+    the bitcode neither read nor checked), or None."""
+    if name not in OPS or np.dtype(dtype) not in (np.float64, np.float32):
+        return None
+    key = _key(name, dtype, variant)
+    if key in _state:
+        return _state[key]
+    try:
+        with open(_path(key), "rb") as f:
+            head = f.readline()
+    except OSError:
+        return None
+    return head[:-1].decode(errors="replace") if head.startswith(b"cfunc.") else None
+
+
 def symbol(name: str, dtype, variant: str = "fast") -> str | None:
     """The C symbol of the math library's ``name`` at ``dtype`` (None: not in it); the
     function is compiled (once per machine) the first time a kernel calls it."""

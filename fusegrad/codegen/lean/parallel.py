@@ -100,7 +100,10 @@ def compile_modules(modules: list) -> set[str]:
     compiled = {m[1] for m in todo if os.path.exists(engine._object_path(m[1]))}
     # in their order (an entry after the kernels it calls), loaded from the cache (or
     # compiled here if a helper failed); the engine counts them as compiled
-    here = {m[1] for m in modules if engine.add(*m)}
+    engine.provide(sorted({s for m in modules for s in engine.host_symbols(m[0])}))
+    here = set()
+    if not engine.load_objects([m[1] for m in modules]):  # all at once, else one by one
+        here = {m[1] for m in modules if engine.add(*m)}
     with engine._lock:
         engine._stats["loaded"] -= len(compiled - here)
         engine._stats["compiled"] += len(compiled - here)

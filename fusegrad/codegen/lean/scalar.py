@@ -44,11 +44,20 @@ def mem_type(t: TensorType | np.dtype) -> ir.Type:
 
 
 def supported_dtype(dtype: np.dtype) -> bool:
+    known = _SUPPORTED.get(id(dtype))  # (checked for every operand of every op)
+    if known is not None:
+        return known[1]
     try:
         reg_type(dtype)
+        ok = True
     except KeyError:
-        return False
-    return True
+        ok = False
+    _SUPPORTED[id(dtype)] = (dtype, ok)  # the dtype kept: its id names no other
+    return ok
+
+
+#: id(dtype) -> (dtype, whether elements of it have a register type)
+_SUPPORTED: dict[int, tuple] = {}
 
 
 def load(b: ir.IRBuilder, ptr, t) -> ir.Value:
@@ -322,9 +331,9 @@ def supports(op) -> bool:
     """Whether ``op`` (elementwise, one result) has an element rule here for its types."""
     if op.name not in SCALAR_OPS or len(op.results) != 1:
         return False
-    types = [v.type for v in (*op.operands, *op.results)]
-    if not all(supported_dtype(t.dtype) for t in types):
-        return False
+    for v in (*op.operands, *op.results):
+        if not supported_dtype(v.type.dtype):
+            return False
     if op.name in FLOAT_ONLY:
         floats = [t for t in (*(v.type for v in op.operands), op.results[0].type)
                   if t.dtype != np.bool_]
