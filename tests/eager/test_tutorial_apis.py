@@ -101,9 +101,9 @@ def test_diagonal_matches_numpy_with_gradients(offset, d1, d2):
     if got.numel() == 0:  # nothing to check by differences; the gradient is all zeros
         got.sum().backward()
         assert not t.grad.numpy().any()
-    else:
-        assert gradcheck(lambda a: a.diagonal(offset, d1, d2) * 2, (t,))
-        assert gradgradcheck(lambda a: a.diagonal(offset, d1, d2) ** 2, (t,))
+    else:  # random projections v^T J u (the full Jacobians of 60 inputs took seconds)
+        assert gradcheck(lambda a: a.diagonal(offset, d1, d2) * 2, (t,), fast_mode=True)
+        assert gradgradcheck(lambda a: a.diagonal(offset, d1, d2) ** 2, (t,), fast_mode=True)
     with pytest.raises(RuntimeError, match="cannot be identical"):
         t.diagonal(0, 1, 1)
 

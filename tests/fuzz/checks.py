@@ -147,15 +147,38 @@ def check_jvp(p: Program) -> None:
     assert_close(tan, _directional(lambda *a: np.asarray(f_ref(*a)), xs, ts), "fd", "jvp tangent")
 
 
-def _grad_along(p: Program):
-    f, _ = p.functions()
+def _directions(p: Program):
     xs = p.inputs()
     rng = _rng(p, 3)
-    vs = [_like(rng, x) for x in xs]
-    grad_f = fg.grad(f, argnums=_argnums(p))
+    return xs, [_like(rng, x) for x in xs]
+
+
+#: While ``failures`` runs the checks of one program: the values its checks share.
+_shared: dict | None = None
+
+
+def _hvp_reference(p: Program) -> tuple[np.ndarray, ...]:
+    """The Hessian-vector product along ``_directions(p)`` by differences of the reference's
+    gradient: the oracle of both second-order checks, computed once per ``failures`` call
+    (each check computes its own product from scratch)."""
+    if _shared is not None and p in _shared:
+        return _shared[p]
+    xs, vs = _directions(p)
     grad_ref = fg.grad(p.reference()[0], argnums=_argnums(p))
     want = _directional(lambda *a: tuple(np.asarray(g) for g in grad_ref(*a)), xs, vs)
-    return grad_f, xs, vs, want
+    want = tuple(np.array(w) for w in want)
+    for w in want:
+        w.setflags(write=False)
+    if _shared is not None:
+        _shared[p] = want
+    return want
+
+
+def _grad_along(p: Program):
+    f, _ = p.functions()
+    xs, vs = _directions(p)
+    grad_f = fg.grad(f, argnums=_argnums(p))
+    return grad_f, xs, vs, _hvp_reference(p)
 
 
 def check_grad_grad(p: Program) -> None:
@@ -270,10 +293,15 @@ def run_check(p: Program, name: str) -> None:
 
 def failures(p: Program, compiled: bool = False) -> list[tuple[str, BaseException]]:
     """Every check that fails on ``p`` with the exception it raised."""
+    global _shared
     out = []
-    for name in applicable(p, compiled):
-        try:
-            run_check(p, name)
-        except Exception as e:
-            out.append((name, e))
+    _shared = {}
+    try:
+        for name in applicable(p, compiled):
+            try:
+                run_check(p, name)
+            except Exception as e:
+                out.append((name, e))
+    finally:
+        _shared = None
     return out

@@ -96,18 +96,23 @@ class Program:
 
     def source(self) -> str:
         """Python text defining ``f`` (sum of every unused value) and ``f_vec`` (the
-        last floating unused value, unreduced)."""
+        last floating unused value, unreduced). Every check asks for it: it is made once
+        per program (``_source``)."""
+        return _source(self)
+
+    def _make_source(self) -> str:
         names = self.names()
         params = ", ".join(names[: self.n_inputs])
         body = [f"    {names[self.n_inputs + k]} = {ins.render(names)}"
                 for k, ins in enumerate(self.instrs)]
-        kinds = self.kinds()
+        vals = self.values()
+        kinds = [_kind(v) for v in vals]
         terms = []
         for k in self.sinks():
             v = names[k]
             if kinds[k] != "f":
                 v = f"ops.convert({v}, dtype={self.dtype!r})"
-            terms.append(f"ops.reduce_sum({v}, axes={tuple(range(len(self.value_shapes()[k])))})")
+            terms.append(f"ops.reduce_sum({v}, axes={tuple(range(np.ndim(vals[k])))})")
         total = terms[0] if terms else f"ops.reduce_sum({names[0]}, axes=())"
         for t in terms[1:]:
             total = f"ops.add({total}, {t})"
@@ -181,6 +186,11 @@ class _StopGradients:
             return self.seen[-1]
         self.i += 1
         return self.frozen[self.i - 1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _source(program: Program) -> str:
+    return program._make_source()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -667,6 +677,14 @@ def _while(name, rng, vals, kinds, dt):
     return Instr(name, f"fg.fori_loop(0, {trips}, lambda i, c: ops.add(ops.mul(ops.sin(c), "
                        f"0.5), {{1}}), {{0}})", (i, j),
                  "np.abs({0}).min(initial=1.0) > M")
+
+
+@functools.lru_cache(maxsize=1024)
+def program(seed: int) -> Program:
+    """``generate(seed)``, made once per process: the tests that go over the default
+    sample (each program's checks, the template coverage) share it. A Program is
+    immutable."""
+    return generate(seed)
 
 
 def covered_ops() -> set[str]:

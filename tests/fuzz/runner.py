@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .checks import applicable, failures
-from .gen import generate
+from .gen import generate, program
 from .shrink import shrink
 
 #: Seeds >= this are the large sample (``pytest -m fuzz``); below it, the default sample.
@@ -41,7 +41,7 @@ class Report:
 def failure_message(seed: int, compiled: bool) -> str | None:
     """None if every check passes on the program of ``seed``, else a report of the first
     failing check: the exception and the program shrunk greedily."""
-    p = generate(seed)
+    p = program(seed)
     bad = failures(p, compiled)
     if not bad:
         return None

@@ -20,7 +20,7 @@ from fusegrad.ir.optable import OPS
 from fusegrad.passes.autodiff import vjp_rules
 
 from .checks import failures
-from .gen import SKIPPED, TEMPLATES, covered_ops, generate, valid
+from .gen import SKIPPED, TEMPLATES, covered_ops, generate, program, valid
 from .runner import LARGE_START, failure_message
 from .shrink import shrink
 
@@ -55,7 +55,7 @@ def test_seed_from_environment():
 
 def test_templates_cover_the_op_table():
     assert covered_ops() | SKIPPED == set(OPS) | {"scan"}
-    drawn = Counter(i.op for s in range(N_DEFAULT) for i in generate(s).instrs)
+    drawn = Counter(i.op for s in range(N_DEFAULT) for i in program(s).instrs)
     assert set(drawn) == set(TEMPLATES), f"never drawn: {set(TEMPLATES) - set(drawn)}"
 
 

@@ -5,7 +5,8 @@ differentiable op on the broadcasting shapes ``()``, ``(3,4)``, ``(3,1)``,
 ``(1,4)`` with inputs inside its domain, each case tracing to exactly its op.
 Each is checked by finite differences (``tests.jvp_check.check_jvp``), against
 the VJP (``<J u, v> == <u, J^T v>``) and to second order as jvp of jvp, jvp of
-vjp and vjp of jvp.
+vjp and vjp of jvp (the elementwise ops' shape sweep sampled by default, whole under
+``-m slow``).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from tests.passes.test_vjp_rules import (
     GRAD_CASES,
     NONDIFF,
     Case,
+    sample_shape_sweep,
     weighted_sum_function,
 )
 
@@ -43,6 +45,9 @@ WITH_VJP_CASES = [
 JVP_FD_CASES, JVP_FD2_CASES = xfail_shape_grads(JVP_CASES), xfail_shape_grads(
     JVP_CASES, second_order=True)
 WITH_VJP2_CASES = xfail_shape_grads(WITH_VJP_CASES, second_order=True)
+#: At second order, each elementwise op on one shape combination by default (the others
+#: under ``-m slow``): ``tests.passes.test_vjp_rules.sample_shape_sweep``.
+JVP_FD2_CASES, WITH_VJP2_CASES = map(sample_shape_sweep, (JVP_FD2_CASES, WITH_VJP2_CASES))
 WITH_VJP_CASES = xfail_shape_grads(WITH_VJP_CASES)
 
 

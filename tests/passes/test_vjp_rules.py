@@ -7,7 +7,9 @@ without adding its cases here fails ``test_op_has_cases``.
 
 Each gradient case traces ``lambda *xs: bind(op, *xs, **attrs)``, so the
 Function under test is exactly the one op, and checks it with
-``tests.helpers.check_grads`` to second order. Every differentiable op is
+``tests.helpers.check_grads`` to second order (at second order the elementwise ops'
+shape sweep is sampled by default, one shape combination per op; ``-m slow`` runs it
+whole). Every differentiable op is
 twice differentiable away from its kinks, which the input draws avoid.
 """
 
@@ -350,6 +352,34 @@ SECOND_ORDER_CASES = _xfail_if(
 FIRST_ORDER_CASES = xfail_shape_grads(FIRST_ORDER_CASES)
 SECOND_ORDER_CASES = xfail_shape_grads(SECOND_ORDER_CASES, second_order=True)
 
+#: Each elementwise table's shape sweep (``_elementwise_cases``): its ops, its labels.
+SWEEPS = [(set(table), [_shapes_label(s) for s in combos])
+          for table, combos in ((UNARY, UNARY_SHAPES), (BINARY, BINARY_SHAPES),
+                                (TERNARY, TERNARY_SHAPES))]
+
+
+def sample_shape_sweep(params):
+    """``params`` (Cases, or ``pytest.param`` of a Case) for a second-order test: every
+    case outside the elementwise shape sweep, and of each elementwise op one of its
+    shape combinations, taken in turn from op to op so that every combination is still
+    checked at second order by several ops. The sweep's other cases are marked ``slow``
+    (``pytest -m slow`` runs them); the first-order tests check all of them."""
+    out, ops = [], {}
+    for p in params:
+        c = p.values[0] if hasattr(p, "values") else p
+        labels = next((ls for table, ls in SWEEPS if c.op in table and c.label in ls), None)
+        if labels is None:
+            out.append(p)
+            continue
+        k = ops.setdefault(c.op, len(ops))
+        if c.label == labels[k % len(labels)]:
+            out.append(p)
+        elif hasattr(p, "values"):
+            out.append(pytest.param(*p.values, id=p.id, marks=[*p.marks, pytest.mark.slow]))
+        else:
+            out.append(pytest.param(c, id=c.id, marks=pytest.mark.slow))
+    return out
+
 
 # --- non-differentiable ops: sum(float(w(*xs)) * xs[0]) has gradient (w, 0, ...) -----
 @dataclass(frozen=True)
@@ -517,7 +547,7 @@ def test_vjp_matches_finite_differences(case):
     check_grads(case.function(args), args, order=1)
 
 
-@pytest.mark.parametrize("case", SECOND_ORDER_CASES, ids=_case_id)
+@pytest.mark.parametrize("case", sample_shape_sweep(SECOND_ORDER_CASES), ids=_case_id)
 def test_vjp_of_vjp_matches_finite_differences(case):
     args = case.inputs()
     check_grads(case.function(args), args, order=2)
