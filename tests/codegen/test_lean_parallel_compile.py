@@ -69,9 +69,15 @@ def test_helpers_compile_the_same_machine_code(tmp_path):
                 tmp_path / "three" / "lean" / n).read_bytes(), n
 
 
-def test_shares_balance_the_ir_size():
-    todo = [("x" * n, f"m{n}", None, "kernel") for n in (90, 10, 40, 50, 30, 80)]
-    shares = parallel._shares(todo, 3)
-    assert sorted(m[1] for s in shares for m in s) == sorted(m[1] for m in todo)
-    sizes = sorted(sum(len(m[0]) for m in s) for s in shares)
-    assert sizes == [90, 100, 110]  # largest first, each to the lightest share
+def test_modules_are_drawn_one_at_a_time_costliest_first():
+    kernel = ("x" * 100, "k", None, "kernel")
+    todo = [("x" * 300, "e", None, "entry"), kernel, ("x" * 80, "m", print, "kernel")]
+    todo.sort(key=parallel._cost, reverse=True)
+    assert [m[1] for m in todo] == ["m", "k", "e"]  # linked: 160; entry: not optimised
+    read, write = os.pipe()
+    os.write(write, b"".join(i.to_bytes(4, "little") for i in (2, 0, 1)))
+    os.close(write)
+    try:
+        assert [m[1] for m in parallel._draw(read, todo)] == ["e", "m", "k"]
+    finally:
+        os.close(read)

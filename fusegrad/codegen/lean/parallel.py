@@ -4,10 +4,10 @@ llvmlite makes every call into LLVM under one process-wide lock, so threads cann
 optimise two modules at once. When a program has several modules that are not in the
 disk cache yet and the process may run on more than one CPU
 (``FUSEGRAD_COMPILE_PROCESSES``), ``compile_modules``
-forks helpers: each optimises and compiles its share into the disk cache (as
-``engine.add`` would, the same object files: the same bits) while this process
-compiles its own share the same way; then every module is added to the engine in
-order, each loaded from the cache. A helper that fails or is killed only
+forks helpers: this process and they draw the modules one at a time from a pipe,
+costliest first, and each optimises and compiles what it draws into the disk cache
+(as ``engine.add`` would: the same object files, the same bits); then every module is
+added to the engine in order, loaded from the cache. A helper that fails or is killed only
 leaves its modules to be compiled here. The fork waits for any LLVM call in progress
 (``runtime.numba_fork`` holds llvmlite's lock across it), and a helper touches nothing
 but LLVM and its own files before ``os._exit``.
@@ -28,6 +28,8 @@ from . import engine
 PER_HELPER = 3
 #: helpers at most, whatever the number of CPUs
 MAX_HELPERS = 7
+#: modules at most whose indices fit a pipe's buffer at once (64 KiB of 4-byte indices)
+_MAX_PIPED = 1 << 14
 
 
 def _processes() -> int:
@@ -40,21 +42,26 @@ def _processes() -> int:
         return os.cpu_count() or 1
 
 
-def _shares(todo: list, parts: int) -> list[list]:
-    """``todo`` split into ``parts`` shares of about equal IR size (largest first, each
-    to the lightest share)."""
-    shares: list[list] = [[] for _ in range(parts)]
-    sizes = [0] * parts
-    for m in sorted(todo, key=lambda m: -len(m[0])):
-        j = sizes.index(min(sizes))
-        shares[j].append(m)
-        sizes[j] += len(m[0])
-    return shares
+def _cost(m) -> int:
+    """A module's expected compile work: its IR's size, an entry's much less (it is not
+    optimised) and a kernel calling the math library more (the library is linked in)."""
+    text, _, link, kind = m
+    return len(text) // 8 if kind == "entry" else len(text) * (2 if link is not None else 1)
 
 
-def _compile_into_cache(share: list) -> None:
-    """In a helper: optimise and compile each ``(text, name, link, kind)`` of ``share``
-    and keep its object file."""
+def _draw(fd: int, todo: list):
+    """The modules of ``todo`` whose indices this process reads from the pipe ``fd`` (4
+    bytes each, written before anyone reads: each read takes one whole index)."""
+    while True:
+        raw = os.read(fd, 4)
+        if len(raw) < 4:
+            return
+        yield todo[int.from_bytes(raw, "little")]
+
+
+def _compile_into_cache(share) -> None:
+    """Optimise and compile each ``(text, name, link, kind)`` of ``share`` and keep its
+    object file."""
     llvm = engine._llvm()
     for text, name, link, kind in share:
         mod = llvm.parse_assembly(text)
@@ -74,24 +81,32 @@ def compile_modules(modules: list) -> set[str]:
     todo = list({m[1]: m for m in modules if m[1] not in engine._added
                  and not os.path.exists(engine._object_path(m[1]))}.values())
     helpers = min(_processes() - 1, MAX_HELPERS, len(todo) // PER_HELPER - 1)
-    if helpers < 1 or not hasattr(os, "fork"):
+    if helpers < 1 or not hasattr(os, "fork") or len(todo) > _MAX_PIPED:
         return {m[1] for m in modules if engine.add(*m)}
-    shares = _shares(todo, helpers + 1)
+    # the work in a pipe, costliest first: each process draws the next module when it is
+    # free, so a share never waits on a misjudged one
+    todo.sort(key=_cost, reverse=True)
+    read, write = os.pipe()
+    os.write(write, b"".join(i.to_bytes(4, "little") for i in range(len(todo))))
+    os.close(write)
     children = []
-    for share in shares[1:]:
+    for _ in range(helpers):
         with warnings.catch_warnings():  # Python 3.12+ warns of fork with threads: the
             warnings.simplefilter("ignore", DeprecationWarning)  # helper runs LLVM only
             pid = os.fork()
         if pid == 0:  # a helper: LLVM and its own files only, then out
             code = 1
             try:
-                _compile_into_cache(share)
+                _compile_into_cache(_draw(read, todo))
                 code = 0
             finally:
                 os._exit(code)
         children.append(pid)
     t0 = time.perf_counter()
-    _compile_into_cache(shares[0])
+    try:
+        _compile_into_cache(_draw(read, todo))
+    finally:
+        os.close(read)
     t1 = time.perf_counter()
     add_phase("LLVM optimisation and machine code", t1 - t0)
     for pid in children:
