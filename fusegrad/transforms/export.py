@@ -159,6 +159,11 @@ class _Export:
                          t.dtype)]), len(t.shape), "C") for t in self.avals)
 
 
+def _np_dtype(t: TensorType) -> str:
+    """NumPy's name of ``t``'s dtype in the dispatcher's source."""
+    return f"np.{_NUMBA_TYPE[dtype_name(t.dtype)].replace('boolean', 'bool_')}"
+
+
 def _array_type(t: TensorType) -> str:
     """Numba's name of the C-contiguous array type of result ``t`` (0-d: 1 element)."""
     rank = max(len(t.shape), 1)
@@ -172,7 +177,7 @@ def _wrapper(ex: _Export) -> list[str]:
     arrays = [i for i, t in enumerate(avals) if t.shape != ()]
     body = []
     for i, t in enumerate(avals):
-        dt = f"np.{_NUMBA_TYPE[dtype_name(t.dtype)].replace('boolean', 'bool_')}"
+        dt = _np_dtype(t)
         if t.shape == ():
             body += [f"    a{i} = np.empty(1, {dt})", f"    a{i}[0] = x{i}"]
         else:
@@ -192,7 +197,7 @@ def _wrapper(ex: _Export) -> list[str]:
              f"        {', '.join(results)}, = _python({', '.join(params)})",
              "    else:"]
     for k, t in enumerate(outs):
-        dt = f"np.{_NUMBA_TYPE[dtype_name(t.dtype)].replace('boolean', 'bool_')}"
+        dt = _np_dtype(t)
         body.append(f"        o{k} = np.empty(s{k}, {dt})")
     held = [f"a{i}" for i in range(len(avals))] + [f"_free{j}" for j in range(nfree)]
     held += [*results, "arena"]

@@ -291,15 +291,8 @@ def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
         data = _read_object(name)
         cached = data is not None
         if not cached:
-            if link is not None:
-                link(mod)
-            passes, codegen = _levels(kind)
-            _optimise(mod, passes)
-            t1 = time.perf_counter()
-            add_phase("LLVM optimisation", t1 - t0)
-            t0 = t1
-            data = target_machine(codegen).emit_object(mod)
-            _keep_object(name, data)
+            data = compile_object(mod, link, kind)
+            t0 = time.perf_counter()
         _pending_objects[name] = data
         ee = _engine()
         _add_module(ee, mod)
@@ -308,6 +301,30 @@ def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
         _added.add(name)
         _stats["loaded" if cached else "compiled"] += 1
         return not cached
+
+
+def compile_object(mod, link=None, kind: str = "kernel") -> bytes:
+    """The machine code of parsed module ``mod`` (named), after ``link(mod)`` if given,
+    optimised at the levels of its ``kind``, and kept in the disk cache."""
+    t0 = time.perf_counter()
+    if link is not None:
+        link(mod)
+    passes, codegen = _levels(kind)
+    _optimise(mod, passes)
+    t1 = time.perf_counter()
+    add_phase("LLVM optimisation", t1 - t0)
+    data = target_machine(codegen).emit_object(mod)
+    _keep_object(mod.name, data)
+    add_phase("machine code", time.perf_counter() - t1)
+    return data
+
+
+def count_compiled(names: int) -> None:
+    """Count ``names`` modules loaded from the cache as compiled (their machine code was
+    made for this program, on helper processes)."""
+    with _lock:
+        _stats["loaded"] -= names
+        _stats["compiled"] += names
 
 
 def host_symbols(ir_text: str) -> list[str]:

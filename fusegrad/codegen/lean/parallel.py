@@ -66,11 +66,7 @@ def _compile_into_cache(share) -> None:
     for text, name, link, kind in share:
         mod = llvm.parse_assembly(text)
         mod.name = name
-        if link is not None:
-            link(mod)
-        passes, codegen = engine._levels(kind)
-        engine._optimise(mod, passes)
-        engine._keep_object(name, engine.target_machine(codegen).emit_object(mod))
+        engine.compile_object(mod, link, kind)
 
 
 def compile_modules(modules: list) -> set[str]:
@@ -102,13 +98,11 @@ def compile_modules(modules: list) -> set[str]:
             finally:
                 os._exit(code)
         children.append(pid)
-    t0 = time.perf_counter()
     try:
         _compile_into_cache(_draw(read, todo))
     finally:
         os.close(read)
     t1 = time.perf_counter()
-    add_phase("LLVM optimisation and machine code", t1 - t0)
     for pid in children:
         os.waitpid(pid, 0)
     add_phase("waiting for helper processes", time.perf_counter() - t1)
@@ -119,7 +113,5 @@ def compile_modules(modules: list) -> set[str]:
     here = set()
     if not engine.load_objects([m[1] for m in modules]):  # all at once, else one by one
         here = {m[1] for m in modules if engine.add(*m)}
-    with engine._lock:
-        engine._stats["loaded"] -= len(compiled - here)
-        engine._stats["compiled"] += len(compiled - here)
+    engine.count_compiled(len(compiled - here))
     return compiled | here
