@@ -204,9 +204,22 @@ def _reason(cache: dict, key) -> str:
     last = next(reversed(cache))
     if not isinstance(last, tuple) or len(last) < 2 or last[0] != key[0]:
         return "new argument structure"
-    dtypes = [t.dtype if hasattr(t, "dtype") else t[1] for t in last[1]]
-    new_dtypes = [t.dtype if hasattr(t, "dtype") else t[1] for t in key[1]]
-    return "new dtype" if dtypes != new_dtypes else "new shape"
+    old, new = [_shape_dtype(t) for t in last[1]], [_shape_dtype(t) for t in key[1]]
+    if [t[1] for t in old] != [t[1] for t in new]:
+        return "new dtype"
+    return "new shape" if old != new else "new static arguments or state"
+
+
+def _shape_dtype(t) -> tuple:
+    """``(shape, dtype)`` of one argument's key: an aval, ``(shape, dtype)`` or an eager
+    Tensor's ``("T", shape, dtype, requires_grad)``; ``(None, None)`` for other kinds."""
+    if hasattr(t, "dtype"):
+        return t.shape, np.dtype(t.dtype)
+    if isinstance(t, tuple) and len(t) == 4 and t[0] == "T":
+        return t[1], np.dtype(t[2])
+    if isinstance(t, tuple) and len(t) == 2 and isinstance(t[0], tuple):
+        return t[0], np.dtype(t[1])
+    return None, None
 
 
 def _ones_like(x):

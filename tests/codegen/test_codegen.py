@@ -81,6 +81,19 @@ def test_log_compiles_says_why(monkeypatch, capsys):
     assert "LLVM optimisation " in first or "0 compiled" in first
 
 
+def test_log_compiles_names_an_eager_steps_new_shape(monkeypatch, capsys):
+    # fg.jit over eager Tensors keys its calls by ("T", shape, dtype, requires_grad)
+    monkeypatch.setattr(config, "LOG_COMPILES", True)
+    w = fg.tensor(np.ones(3), requires_grad=True)
+    step = fg.jit(lambda x: (w * x).sum())
+    for x in (np.ones(3), np.ones((2, 3)), np.ones((2, 3), np.float32)):
+        step(fg.tensor(x))
+        step(fg.tensor(x))
+    reasons = [line.split("(")[1].split(";")[0] for line in capsys.readouterr().err.splitlines()
+               if line.startswith("fusegrad: compiled")]
+    assert reasons[-2:] == ["new shape", "new dtype"]
+
+
 def test_internal_failure_dumps_a_reproducer(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")

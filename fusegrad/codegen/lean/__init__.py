@@ -27,7 +27,7 @@ from . import copies, engine, mathcalls, mathlib_ir, parallel
 from .control import walk
 from .entry import Entry, check, check_op
 from .indexing import LOWERED
-from .kernel import PLACEHOLDER, Unsupported, build, chunkable, space_of
+from .kernel import PLACEHOLDER, Unsupported, build, chunkable, chunking, space_of
 
 __all__ = ["Compiled", "Unsupported", "check", "chunked_kernels", "compile_function", "digest",
            "lowers", "source"]
@@ -80,23 +80,33 @@ _built: OrderedDict[tuple, tuple[str, str, str]] = OrderedDict()
 _BUILT_SIZE = 4096
 
 
+def _structure(t) -> tuple:
+    """A type as a kernel's text sees it: its dtype and which of its axes are 1 (the
+    other extents are read from the kernel's size table)."""
+    return t.dtype.str, tuple(n == 1 for n in t.shape)
+
+
 def kernel_key(op, chunked: bool) -> tuple:
-    """What a kernel's IR is made of: its body's ops, attributes, types and how they
-    connect (not the values' names nor the source locations), its arguments' and
-    results' types, whether it runs in
-    chunks, how it calls the math library and the optimisation level its name carries.
-    Two kernels with the same key have the same IR but for comments."""
+    """What a kernel's IR is made of: its body's ops, attributes, types (their dtypes and
+    size-1 axes: ``_structure``) and how they connect (not the values' names, the source
+    locations nor the extents, which its text reads from its size table), whether and
+    how it runs in chunks, how it calls the math library and the optimisation level its
+    name carries. Two kernels with the same key have the same IR but for comments."""
     body = op.regions[0]
     index = {v: i for i, v in enumerate(body.params)}
     ops = []
     for bop in body.ops:
-        ops.append((bop.name, tuple(sorted((k, repr(v)) for k, v in bop.attrs.items())),
-                    tuple(index[v] for v in bop.operands), tuple(r.type for r in bop.results)))
+        # a count's text is a read of the table, whatever array it counts
+        attrs = {} if bop.name == "count" else bop.attrs
+        ops.append((bop.name, tuple(sorted((k, repr(v)) for k, v in attrs.items())),
+                    tuple(index[v] for v in bop.operands),
+                    tuple(_structure(r.type) for r in bop.results)))
         for r in bop.results:
             index[r] = len(index)
-    return (tuple(p.type for p in body.params), tuple(ops),
-            tuple(index[r] for r in body.results), tuple(v.type for v in op.operands),
-            tuple(v.type for v in op.results), chunked, mathcalls.INLINE_CALLS, config.OPT,
+    return (tuple(_structure(p.type) for p in body.params), tuple(ops),
+            tuple(index[r] for r in body.results),
+            tuple(_structure(v.type) for v in (*op.operands, *op.results)),
+            chunking(op) if chunked else None, mathcalls.INLINE_CALLS, config.OPT,
             engine.salt())
 
 

@@ -218,7 +218,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         split = kn.chunking(op)[1]
         struct_t = ir.LiteralStructType(types)
         data = b.alloca(struct_t)
-        fields = [self.vals[v] for v in op.operands]
+        fields = [self._table(kn.table(op, True)), *(self.vals[v] for v in op.operands)]
         outs, reds, splits = [], [], []
         for r, k, own, br in zip(op.results, kind, split, op.regions[0].results):
             if k == "full":
@@ -277,11 +277,12 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
 
         def body(b, idx, f):
             c, k = idx
-            src, out = (b.bitcast(a, sc.mem_type(t).as_pointer()) for a in f.args)
+            src, out = (b.bitcast(a, sc.mem_type(t).as_pointer()) for a in f.args[:2])
             at = b.gep(out, [k])
             acc = b.select(b.icmp_signed("==", c, ir.Constant(I64, 0)), init,
                            sc.load(b, at, t))
-            x = sc.load(b, b.gep(src, [b.add(b.mul(c, ir.Constant(I64, m)), k)]), t)
+            row = c if m == 1 else b.mul(c, f.args[-1])  # m: the loop's last extent
+            x = sc.load(b, b.gep(src, [b.add(row, k)]), t)
             sc.store(b, kn._reduce(b, name, acc, x, t), at, t)
         self._loop([part, dst], (n, m), body)
         self.vals[r] = dst
@@ -291,7 +292,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
             return self._chunks(op)
         b = self.b
         kind = kn.kinds(op)
-        args, reds = [], []
+        args, reds = [self._table(kn.table(op, False))], []
         for v in op.operands:
             args.append(self.vals[v])
         outs = []
@@ -358,11 +359,16 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
 
     def _loop(self, args, shape, body) -> None:
         """Call a loop over ``shape`` (``_helper``): ``body(builder, indices, function)``
-        reads its operands from the function's arguments ``args``."""
+        reads its operands from the function's arguments ``args``. The extents other
+        than 1 are the function's last arguments, so one helper serves every size."""
+        sized = [n for n in shape if n != 1]
+
         def build(f):
+            extents = iter(f.args[len(args):])
             b = ir.IRBuilder(f.append_basic_block("entry"))
-            loop_nest(b, f, shape, lambda b, idx: body(b, idx, f)).ret_void()
-        self._helper(args, build)
+            dims = [1 if n == 1 else next(extents) for n in shape]
+            loop_nest(b, f, dims, lambda b, idx: body(b, idx, f)).ret_void()
+        self._helper([*args, *(ir.Constant(I64, n) for n in sized)], build)
 
     def _helper(self, args, build, ret=None) -> ir.Value:
         """Call a function of ``args`` returning ``ret`` (default void), built in a module

@@ -1,7 +1,8 @@
 """A ``fused`` op -> one small LLVM module holding its loop kernel, named by its content.
 
-The kernel is a function ``void(i8* in..., <scalar> in..., i8* out..., <elem>* red...)``
-over concrete shapes: array inputs are read with broadcasting strides (a size-1
+The kernel is a function ``void(i64* sizes, i8* in..., <scalar> in..., i8* out...,
+<elem>* red...)``: its extents are read from the table ``sizes`` (``extents``), so
+its text holds its structure only. Array inputs are read with broadcasting strides (a size-1
 axis against a longer one reads index 0), elementwise results are stored per
 element, full reductions accumulate into one scalar, partial reductions into
 their output array indexed by the kept axes, in the order of the iteration space
@@ -10,8 +11,9 @@ array input has the full iteration shape and no reduction is partial, the nest
 is one flat loop, which LLVM vectorises. A large kernel runs in fixed chunks of one
 axis (``chunking``), so its results do not depend on how many threads run them.
 
-Two kernels with the same text (the same body and shapes) are one module: a
-model's repeated layers, or two functions sharing a loop, compile it once.
+Two kernels with the same text (the same body and structure, whatever their
+extents) are one module: a model's repeated layers, two functions sharing a loop,
+or one function called at new shapes compile it once.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
-from ...ir.count_op import count_n
 from ...ir.printer import format_op_header, value_names
 from . import engine
+from . import extents as ex
 from . import scalar as sc
 from .mathlib_ir import RARE_OPS
 from .scalar import I8
@@ -189,10 +191,11 @@ def chunkable(op: Op) -> bool:
 
 
 def arg_types(op: Op) -> list[ir.Type]:
-    """The kernel's arguments: inputs (arrays by pointer, scalars by value), then one
-    pointer per result (for a full reduction, to its one element)."""
+    """The kernel's arguments: its size table (``extents.table``), inputs (arrays by
+    pointer, scalars by value), then one pointer per result (for a full reduction, to
+    its one element)."""
     body = op.regions[0]
-    out = [PTR if p.type.shape else sc.reg_type(p.type) for p in body.params]
+    out = [ex.TABLE, *(PTR if p.type.shape else sc.reg_type(p.type) for p in body.params)]
     return out + [PTR if k != "full" else sc.mem_type(r.type).as_pointer()
                   for r, k in zip(body.results, kinds(op))]
 
@@ -205,6 +208,11 @@ def chunks(op: Op) -> tuple[int, int, int]:
         return _geometry((math.prod(space),), 0, CHUNK)
     axis, split = chunking(op)
     return _geometry(space, axis, SPLIT_CHUNK if any(split) else CHUNK)
+
+
+def table(op: Op, chunked: bool) -> list[int]:
+    """The values of kernel ``op``'s size table (its first argument)."""
+    return ex.table(op, space_of(op), chunks(op)[:2] if chunked else None)
 
 
 def _geometry(space, axis: int, target: int) -> tuple[int, int, int]:
@@ -247,23 +255,33 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     args = fn.args[2:] if chunked else fn.args
     bounds = (fn.args[0], fn.args[1]) if chunked else None
     axis, split = chunking(op) if chunked else (0, (False,) * len(kind))
+    sizes = ex.Extents(b, args[0], op, space)
+    args = args[1:]
     for p, a in zip(body.params, args[:nparams]):
         local[p] = a
     outs = args[nparams:]
+    count = iter(range(len(ex.counts(op))))
     for bop in body.ops:  # constants before the loops
-        if bop.name in _HOISTED:
-            res = bop.results[0]
-            value = (count_n(bop.attrs["shape"], bop.attrs["axes"]) if bop.name == "count"
-                     else bop.attrs["value"])
-            local[res] = sc.constant(value, res.type)
+        res = bop.results[0] if bop.results else None
+        if bop.name == "count":  # a mean's divisor, from the table
+            local[res] = b.uitofp(sizes.count(next(count)), sc.reg_type(res.type))
+        elif bop.name in _HOISTED:
+            local[res] = sc.constant(bop.attrs["value"], res.type)
     producer = {r: o for o in body.ops for r in o.results}
     accs = {}
     for r, k in zip(body.results, kind):
         if k == "full":
             accs[r] = b.alloca(sc.reg_type(r.type))
-    _reset(b, body, kind, outs, accs, space, bounds, axis, split)
+    _reset(b, body, kind, outs, accs, sizes, bounds, axis, split)
     flat = _flat(op)
-    loop_space = (math.prod(space),) if flat else space
+    loop_space = (sizes.total(),) if flat else sizes.dims
+    # strides: of each array input over the space, of the space, of each partial result
+    in_st = [([1] if flat else sizes.strides(p.type.shape)) if p.type.shape else None
+             for p in body.params]
+    out_st = [1] if flat else sizes.c_strides(range(len(space)))
+    kept = {r: [ax for ax in range(len(space)) if ax not in producer[r].attrs["axes"]]
+            for r, k in zip(body.results, kind) if k == "partial"}
+    kept_st = {r: sizes.c_strides(axes) for r, axes in kept.items()}
     typed = [b.bitcast(a, sc.mem_type(p.type).as_pointer())
              if p.type.shape else None for p, a in zip(body.params, args[:nparams])]
     typed_out = [b.bitcast(o, sc.mem_type(r.type).as_pointer()) if k != "full" else None
@@ -279,8 +297,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
         vals = dict(local)
         for j, p in enumerate(body.params):
             if p.type.shape:
-                st = [1] if flat else _strides(p.type.shape, space)
-                vals[p] = sc.load(b, b.gep(typed[j], [_offset(b, idx, st)]), p.type)
+                vals[p] = sc.load(b, b.gep(typed[j], [_offset(b, idx, in_st[j])]), p.type)
         for bop in body.ops:
             if bop.name in _HOISTED:
                 continue
@@ -297,16 +314,13 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
         for j, (r, k) in enumerate(zip(body.results, kind)):
             p = producer[r]
             if k == "array":
-                sc.store(b, vals[r], b.gep(typed_out[j], [_offset(b, idx, [1] if flat else
-                                                               _strides(space, space))]), r.type)
+                sc.store(b, vals[r], b.gep(typed_out[j], [_offset(b, idx, out_st)]), r.type)
             elif k == "full":
                 x = vals[p.operands[0]]
                 b.store(_reduce(b, p.name, b.load(accs[r]), x, r.type), accs[r])
             else:
-                keep = [ax for ax in range(len(space)) if ax not in p.attrs["axes"]]
-                kept_shape = [space[ax] for ax in keep]
-                st = _strides(kept_shape, kept_shape)
-                ptr = b.gep(typed_out[j], [_offset(b, [idx[ax] for ax in keep], st)])
+                ptr = b.gep(typed_out[j], [_offset(b, [idx[ax] for ax in kept[r]],
+                                                   kept_st[r])])
                 x = vals[p.operands[0]]
                 sc.store(b, _reduce(b, p.name, sc.load(b, ptr, r.type), x, r.type), ptr,
                          r.type)
@@ -320,7 +334,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
         done = fn.append_basic_block("exact_done")
         b.cbranch(b.load(flag), again, done)
         b.position_at_end(again)
-        _reset(b, body, kind, outs, accs, space, bounds, axis, split)
+        _reset(b, body, kind, outs, accs, sizes, bounds, axis, split)
         # rare inputs only: the math library called, not inlined (each function of it
         # compiled once in the module, not once per call)
         b = loop_nest(b, fn, loop_space, lambda b, idx: point(b, idx, "full", True),
@@ -342,7 +356,6 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
     so the first chunk arrives as a pointer's value); ``data`` holds the kernel's
     arguments, a full or split reduction's pointer being its array of per-chunk
     partials."""
-    extent, width, _ = chunks(op)
     fn = ir.Function(mod, ir.FunctionType(ir.VoidType(), [PTR.as_pointer(), I64.as_pointer(),
                                                           I64.as_pointer(), PTR]),
                      PLACEHOLDER + "_chunks")
@@ -356,54 +369,68 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
               for j in range(len(types))]
     body = op.regions[0]
     split = chunking(op)[1]
-    step = [1 if k == "full" else math.prod(r.type.shape) * r.type.dtype.itemsize
-            if s else 0 for r, k, s in zip(body.results, kinds(op), split)]
-    nparams = len(body.params)
+    space = space_of(op)
+    sizes = ex.Extents(b, fields[0], op, space)
+    extent, width = sizes.chunk()
+    # a slot's bytes (1: an element pointer's step; 0: no slots)
+    step = [1 if k == "full" else ex.value(ex.mul(b, sizes.size(
+        [ax for ax in range(len(space)) if ax not in _producer(body, r).attrs["axes"]]),
+        r.type.dtype.itemsize)) if s else 0 for r, k, s in zip(body.results, kinds(op), split)]
+    nparams = len(body.params) + 1  # the table, then the inputs
 
     def one(b, idx):
         c = b.add(first, idx[0])
-        lo = b.mul(c, ir.Constant(I64, width))
-        end = b.add(lo, ir.Constant(I64, width))
-        hi = b.select(b.icmp_signed("<", end, ir.Constant(I64, extent)), end,
-                      ir.Constant(I64, extent))
+        lo = b.mul(c, width)
+        end = b.add(lo, width)
+        hi = b.select(b.icmp_signed("<", end, extent), end, extent)
         call_args = list(fields[:nparams])
-        for v, n in zip(fields[nparams:], step):  # n: a slot's size (0: no slots)
-            call_args.append(b.gep(v, [b.mul(c, ir.Constant(I64, n)) if n > 1 else c])
-                             if n else v)
+        for v, n in zip(fields[nparams:], step):
+            call_args.append(b.gep(v, [c if isinstance(n, int) else b.mul(c, n)])
+                             if not (isinstance(n, int) and n == 0) else v)
         b.call(kernel, [lo, hi, *call_args])
     b = loop_nest(b, fn, (count,), one)
     b.ret_void()
 
 
-def _reset(b, body, kind, outs, accs, space, bounds, axis, split) -> None:
+def _producer(body, r) -> Op:
+    return next(o for o in body.ops if r in o.results)
+
+
+def _reset(b, body, kind, outs, accs, sizes, bounds, axis, split) -> None:
     """Reductions back to their initial values; in a chunk (``bounds`` on ``axis`` of
-    ``space``), a partial reduction's output elements of that chunk only, unless it is
+    the space), a partial reduction's output elements of that chunk only, unless it is
     ``split`` (its output is then the chunk's own)."""
     producer = {r: o for o in body.ops for r in o.results}
     for r, k, out, own in zip(body.results, kind, outs, split):
         init = reduce_init(producer[r].name, r.type)
         if k == "full":
             b.store(init, accs[r])
-        elif k == "partial" and (bounds is None or own):
-            _fill(b, out, r.type, init, (math.prod(r.type.shape),))
-        elif k == "partial":
-            keep = [ax for ax in range(len(space)) if ax not in producer[r].attrs["axes"]]
-            _fill(b, out, r.type, init, [space[ax] for ax in keep], bounds, keep.index(axis))
+            continue
+        if k != "partial":
+            continue
+        keep = [ax for ax in range(len(sizes.space)) if ax not in producer[r].attrs["axes"]]
+        if bounds is None or own:
+            _fill(b, out, r.type, init, [sizes.size(keep)], [1])
+        else:
+            _fill(b, out, r.type, init, [sizes.dims[ax] for ax in keep], sizes.c_strides(keep),
+                  bounds, keep.index(axis))
 
 
 def _offset(b, idx, strides):
+    """The element offset of indices ``idx``; a stride is an int (0: the axis is not
+    read) or an LLVM value."""
     off = ir.Constant(I64, 0)
     for i, s in zip(idx, strides):
-        if s:
-            off = b.add(off, b.mul(i, ir.Constant(I64, s)) if s != 1 else i)
+        if isinstance(s, int) and s == 0:
+            continue
+        off = b.add(off, i if isinstance(s, int) and s == 1 else b.mul(i, ex.value(s)))
     return off
 
 
-def _fill(b, ptr, t, value, shape, bounds=None, axis=0) -> None:
-    """``value`` into the C-ordered array ``ptr`` of ``shape`` (``bounds``: only the
-    range ``[lo, hi)`` of ``axis``)."""
+def _fill(b, ptr, t, value, shape, st, bounds=None, axis=0) -> None:
+    """``value`` into the C-ordered array ``ptr`` of ``shape`` with element strides
+    ``st`` (``bounds``: only the range ``[lo, hi)`` of ``axis``)."""
     typed = b.bitcast(ptr, sc.mem_type(t).as_pointer())
-    st = _strides(shape, shape)
 
     def body(b, idx):
         sc.store(b, value, b.gep(typed, [_offset(b, idx, st)]), t)

@@ -1,0 +1,113 @@
+"""The sizes a loop kernel reads at run time, so kernels that differ only in extents
+are one module.
+
+A kernel's text holds no extent of its iteration space: its first argument points
+to an int64 table, filled by its caller (the entry, which knows the shapes), laid
+out as ``table``: the extents of the iteration space, the element count of each
+``count`` op in its body (a mean's divisor), and for a kernel run in chunks the
+chunk axis's extent and the chunk width. What stays in the text is the kernel's
+structure: which axes are 1 (broadcasting), which results reduce which axes, and
+whether it is one flat loop. So ``x * y`` at (3, 4) and at (100, 7) compile once,
+and a model's layers of different widths share their kernels.
+
+Sizes are Python ints where they are known from the structure alone (1, 0, the
+innermost stride) and LLVM values read from the table otherwise; ``mul`` folds the
+known ones.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ...ir import Op
+from ...ir.count_op import count_n
+
+I64 = ir.IntType(64)
+TABLE = I64.as_pointer()
+
+
+def counts(op: Op) -> list[Op]:
+    """The ``count`` ops of a kernel's body, in order (their values are in its table)."""
+    return [bop for bop in op.regions[0].ops if bop.name == "count"]
+
+
+def table(op: Op, space: tuple[int, ...], chunk: tuple[int, int] | None) -> list[int]:
+    """The values of kernel ``op``'s size table: ``space``, the ``counts``, and
+    ``chunk`` ``(extent, width)`` of a kernel run in chunks."""
+    values = [*space, *(count_n(c.attrs["shape"], c.attrs["axes"]) for c in counts(op))]
+    return values + list(chunk or ())
+
+
+def mul(b: ir.IRBuilder, x, y):
+    """``x * y``, each an int or an LLVM i64, folded where both are known."""
+    if isinstance(x, int) and isinstance(y, int):
+        return x * y
+    if isinstance(x, int) and x == 1:
+        return y
+    if isinstance(y, int) and y == 1:
+        return x
+    return b.mul(value(x), value(y))
+
+
+def prod(b: ir.IRBuilder, xs) -> int | ir.Value:
+    out = 1
+    for x in xs:
+        out = mul(b, out, x)
+    return out
+
+
+def value(x) -> ir.Value:
+    return ir.Constant(I64, x) if isinstance(x, int) else x
+
+
+class Extents:
+    """A kernel's sizes, read from its table at ``ptr`` where the builder stands."""
+
+    def __init__(self, b: ir.IRBuilder, ptr: ir.Value, op: Op, space: tuple[int, ...]):
+        self.b, self.ptr, self.space = b, ptr, space
+        self.ncounts = len(counts(op))
+        self.dims = [1 if n == 1 else self.load(d) for d, n in enumerate(space)]
+
+    def load(self, k: int) -> ir.Value:
+        return self.b.load(self.b.gep(self.ptr, [ir.Constant(I64, k)]))
+
+    def count(self, j: int) -> ir.Value:
+        """The element count of the body's ``j``-th ``count`` op (an i64)."""
+        return self.load(len(self.space) + j)
+
+    def chunk(self) -> tuple[ir.Value, ir.Value]:
+        """``(extent, width)`` of the chunk axis of a kernel run in chunks."""
+        at = len(self.space) + self.ncounts
+        return self.load(at), self.load(at + 1)
+
+    def total(self) -> int | ir.Value:
+        return prod(self.b, self.dims)
+
+    def strides(self, shape) -> list:
+        """Element strides of a C-contiguous ``shape`` read over the iteration space
+        (0: a broadcast axis); ``shape``'s other extents are the space's."""
+        space = self.space
+        lead = len(space) - len(shape)
+        out: list = [0] * len(space)
+        step = 1
+        for j in range(len(shape) - 1, -1, -1):
+            if shape[j] == 1 and space[lead + j] != 1:
+                continue
+            if shape[j] != space[lead + j]:
+                raise ValueError(f"kernel input {shape} does not broadcast to {space}")
+            out[lead + j] = step
+            step = mul(self.b, step, self.dims[lead + j])
+        return out
+
+    def c_strides(self, axes) -> list:
+        """Element strides of a C-contiguous array of the space's ``axes``."""
+        out: list = [0] * len(axes)
+        step = 1
+        for j in range(len(axes) - 1, -1, -1):
+            out[j] = step
+            step = mul(self.b, step, self.dims[axes[j]])
+        return out
+
+    def size(self, axes) -> int | ir.Value:
+        """Elements of an array of the space's ``axes``."""
+        return prod(self.b, [self.dims[a] for a in axes])

@@ -1,0 +1,126 @@
+"""Kernels read their extents at run time (``codegen.lean.extents``): a function called
+at a new shape of the same structure compiles its entry only, and every kernel it
+reuses computes what the interpreter computes at that shape."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.numpy as fnp
+from fusegrad import config
+from fusegrad.codegen.lean import engine
+from fusegrad.tracer.pytree import tree_flatten
+from tests.helpers import interpreted
+
+pytestmark = pytest.mark.compiled
+
+
+def _compiled(f, *args):
+    """``f(*args)`` and the number of modules that call compiled (not reused or loaded)."""
+    before = engine.stats()["compiled"]
+    out = f(*args)
+    return out, engine.stats()["compiled"] - before
+
+
+def _close(got, want, rtol):
+    got, want = tree_flatten(got)[0], tree_flatten(want)[0]
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol)
+
+
+def _model(x, y, s):
+    # broadcasting (a row, a column), full, row and column reductions, means (counts)
+    a = fnp.sum(fnp.sin(x) * y + fnp.mean(x, axis=0) * 0.8125)
+    b = fnp.sum(fnp.exp(y).sum(axis=1) * s) + fnp.sum(fnp.max(x * y, axis=0))
+    return a + b + fnp.mean(fnp.tanh(x[:, :1] + y))
+
+
+def test_new_shape_compiles_the_entry_only():
+    vg = fg.jit(fg.value_and_grad(_model, argnums=(0, 1, 2)))
+    rng = np.random.default_rng(1)
+    counts = []
+    for shape in [(3, 4), (6, 5), (17, 9), (40, 3)]:
+        args = (rng.normal(size=shape), rng.normal(size=shape), rng.normal(size=shape[0]))
+        got, compiled = _compiled(vg, *args)
+        counts.append(compiled)
+        _close(got, interpreted(vg, *args), 1e-12)
+    assert counts[0] > 1 and counts[1:] == [1, 1, 1]
+
+
+def test_extents_of_one_keep_their_own_kernels():
+    # a size-1 axis broadcasts: its kernels differ in structure, not only in extents
+    vg = fg.jit(fg.value_and_grad(_model, argnums=(0, 1)))
+    rng = np.random.default_rng(2)
+    for shape in [(4, 5), (1, 5), (5, 1), (1, 1)]:
+        args = (rng.normal(size=shape), rng.normal(size=shape), rng.normal(size=shape[0]))
+        _close(vg(*args), interpreted(vg, *args), 1e-12)
+
+
+def test_float32_means_divide_by_their_run_time_count():
+    def f(x):
+        return fnp.mean(x * 1.5, axis=1) + fnp.mean(x)
+
+    jf = fg.jit(f)
+    rng = np.random.default_rng(3)
+    outs = []
+    for shape in [(3, 7), (5, 1001)]:
+        x = rng.normal(size=shape).astype(np.float32)
+        got, compiled = _compiled(jf, x)
+        outs.append(compiled)
+        want = interpreted(jf, x)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    assert outs[1] == 1
+
+
+@pytest.mark.parametrize("shape", [(300, 1000), (3, 100_000)])
+def test_chunked_kernels_at_two_sizes(shape):
+    # above the parallel threshold kernels run in chunks: the chunk axis's extent and
+    # the chunk width come from the table too (the second size has a ragged last chunk)
+    assert np.prod(shape) >= config.PARALLEL_THRESHOLD
+
+    def f(x, w):
+        return fnp.sum(fnp.cos(x) * w, axis=0) * 0.40625 + fnp.sum(x * x, axis=1).sum()
+
+    jf = fg.jit(f)
+    rng = np.random.default_rng(4)
+    counts = []
+    for rows in (shape[0], shape[0] + 37):
+        x = rng.normal(size=(rows, shape[1]))
+        w = rng.normal(size=shape[1])
+        got, compiled = _compiled(jf, x, w)
+        counts.append(compiled)
+        np.testing.assert_allclose(got, interpreted(jf, x, w), rtol=1e-11, atol=1e-9)
+    assert counts[1] == 1
+
+
+@pytest.mark.parametrize("shapes", [((3, 4), (9, 2)), ((300, 1000), (301, 999))])
+def test_kernels_of_one_key_have_one_text(shapes):
+    # ``kernel_key`` leaves extents out: kernels it calls equal must build equal text
+    # (the one-per-process memo hands out the first's)
+    from fusegrad.codegen import lean
+    from fusegrad.codegen.lean import kernel
+    from fusegrad.passes.fusion import fuse
+    from fusegrad.passes.simplify import simplify
+
+    def fused_kernels(shape):
+        fn = fg.make_ir(fg.value_and_grad(_model, argnums=(0, 1)))(
+            np.ones(shape), np.ones(shape), np.ones(shape[0]))
+        fused = fuse(simplify(fn))
+        chunked = lean.chunked_kernels(fused)
+        return [(op, op in chunked) for op in fused.ops if op.name == "fused"]
+
+    def text(op, chunked):
+        return lean._named(lean.mathcalls.prepare(kernel.build(op, chunked)[0]),
+                           kernel.PLACEHOLDER, "k_")[0]
+
+    first, second = fused_kernels(shapes[0]), fused_kernels(shapes[1])
+    assert len(first) == len(second)
+    for (a, ca), (b, cb) in zip(first, second):
+        if lean.kernel_key(a, ca) == lean.kernel_key(b, cb):
+            assert text(a, ca) == text(b, cb)
+    assert any(lean.kernel_key(a, ca) == lean.kernel_key(b, cb)
+               for (a, ca), (b, cb) in zip(first, second))
