@@ -59,19 +59,43 @@ class _Library:
 
 def _bundled() -> list[_Library]:
     """SciPy's bundled OpenBLAS, the library the lean generator's products call, with
-    its own thread-count functions (no ``scipy.linalg`` or ``threadpoolctl`` import)."""
-    import ctypes
-
+    its own thread-count functions (no ``scipy.linalg`` or ``threadpoolctl`` import),
+    then NumPy's (``numpy.libs``), which the ops run between compiled segments call
+    (convolutions' products); [] without SciPy's."""
     from ..codegen.lean import engine
 
-    lib = engine.bundled_blas()
-    get = getattr(lib, "scipy_openblas_get_num_threads", None) if lib is not None else None
-    set_ = getattr(lib, "scipy_openblas_set_num_threads", None) if lib is not None else None
+    lib = _counted(engine.bundled_blas(), "")
+    return [lib, *filter(None, [_counted(_numpy_blas(), "64_")])] if lib is not None else []
+
+
+def _counted(lib, suffix: str) -> _Library | None:
+    """``lib`` (a ``ctypes.CDLL`` or None) with its ``scipy_openblas_*_num_threads``
+    functions of symbol ``suffix``, or None."""
+    import ctypes
+
+    get = getattr(lib, f"scipy_openblas_get_num_threads{suffix}", None) if lib else None
+    set_ = getattr(lib, f"scipy_openblas_set_num_threads{suffix}", None) if lib else None
     if get is None or set_ is None:
-        return []
+        return None
     get.restype, get.argtypes = ctypes.c_int, []
     set_.restype, set_.argtypes = None, [ctypes.c_int]
-    return [_Library(lib._name, get, set_)]
+    return _Library(lib._name, get, set_)
+
+
+def _numpy_blas():
+    """NumPy's bundled ILP64 OpenBLAS (already loaded by NumPy: opening it again finds
+    the same library), or None."""
+    import ctypes
+    import glob
+
+    import numpy
+
+    root = os.path.dirname(os.path.dirname(numpy.__file__))
+    paths = sorted(glob.glob(os.path.join(root, "numpy.libs", "libscipy_openblas64_*.so")))
+    try:
+        return ctypes.CDLL(paths[0]) if paths else None
+    except OSError:
+        return None
 
 
 def _find() -> list[_Library]:

@@ -150,7 +150,12 @@ class LeanExecutable:
         #: whether large loops run on the threading layer's threads
         self.threaded = any(getattr(p, "threaded", False) for p in parts)
         whole = len(parts) == 1 and isinstance(parts[0], _Segment) and parts[0].fn is fused
-        self._native = parts[0].run if whole else self._segmented
+        # ops run between segments (a convolution's products, with NumPy's BLAS) are as
+        # small as the segments' when every product of the program is
+        self.serial = (blas_threads.serial() if not whole and blas_threads.wanted(
+            fused, config.BLAS_SERIAL_MAX) else None)
+        self._native = (parts[0].run if whole else self._segmented if self.serial is None
+                        else self._serial_segmented)
         self.phases = take_phases()
         self.warm = True
 
@@ -164,6 +169,10 @@ class LeanExecutable:
         """Kernels of this function, and how many of them were compiled (not reused)."""
         segs = [p for p in self.parts if isinstance(p, _Segment)]
         return sum(s.code.kernels for s in segs), sum(s.code.compiled for s in segs)
+
+    def _serial_segmented(self, args) -> list:
+        with self.serial:
+            return self._segmented(args)
 
     def _segmented(self, args) -> list:
         env = dict(zip(self.fused.params, args))

@@ -266,3 +266,36 @@ def test_a_child_forked_inside_a_serial_block_gets_the_count_back(two_threads):
     t.join(10)
     assert _wait_child(pid) == 0
     assert blas_threads.threads() == two_threads
+
+
+def _conv_step(w, x):
+    """A convolution (run with NumPy between compiled segments) and its gradient."""
+    from fusegrad.nn import functional as F
+
+    return fg.grad(lambda w: fnp.sum(fnp.tanh(F.conv2d(x, w, padding=1)) ** 2))(w)
+
+
+@needs_blas
+def test_ops_between_segments_share_the_single_blas_thread(two_threads, monkeypatch):
+    # NumPy's BLAS (a library of its own) runs the convolution's products: it is on one
+    # thread while the call runs, and gets its count back after
+    rng = np.random.default_rng(5)
+    w, x = rng.normal(size=(4, 3, 3, 3)), rng.normal(size=(2, 3, 8, 8))
+    jitted = fg.jit(_conv_step)
+    jitted(w, x)
+    exe = _exe(jitted)
+    assert exe.serial is not None and any(getattr(p, "name", "") == "conv" for p in exe.parts)
+    libs = blas_threads.libraries()
+    seen = []
+    real = lean_exec.run_op
+
+    def recording(name, op, args):
+        if op.name == "conv":
+            seen.append([lib.get() for lib in libs])
+        return real(name, op, args)
+
+    monkeypatch.setattr(lean_exec, "run_op", recording)
+    got = jitted(w, x)
+    assert seen and all(n == 1 for counts in seen for n in counts)
+    assert [lib.get() for lib in libs] == [two_threads] * len(libs)
+    assert_close(got, _interpreted(_conv_step, w, x), "exact64")
