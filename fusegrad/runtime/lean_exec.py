@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import config
 from ..codegen import lean
+from ..codegen.lean import sizes as lean_sizes
 from ..ir import Function, Op
 from ..ir.control_ops import CONTROL_OPS, RUNNER
 from ..ir.printer import print_function
@@ -99,17 +100,21 @@ class _Segment:
         self.threaded = threads
         self.out_specs = tuple((r.type.shape, r.type.dtype) for r in fn.results)
         self.arena_bytes = max(self.code.arena_bytes, 1)
-        self.spare: list = [np.empty(self.arena_bytes, np.uint8)]
+        self.spare: list = [self._arena()]
         # small matrix products: one BLAS thread (see runtime/blas_threads.py)
         self.serial = (blas_threads.serial()
                        if blas_threads.wanted(fn, config.BLAS_SERIAL_MAX) else None)
+
+    def _arena(self) -> np.ndarray:
+        """A new arena, holding the entry's size table (``codegen.lean.sizes``)."""
+        return lean_sizes.fill(np.empty(self.arena_bytes, np.uint8), self.code)
 
     def run(self, args) -> list:
         outs = [np.empty(s, d) for s, d in self.out_specs]
         try:
             arena = self.spare.pop()
         except IndexError:
-            arena = np.empty(self.arena_bytes, np.uint8)
+            arena = self._arena()
         if self.serial is None:
             self.code.call(*args, *outs, arena)
         else:
@@ -162,7 +167,7 @@ class LeanExecutable:
     @property
     def source(self) -> str:
         """The annotated LLVM IR of every segment, with the ops between them."""
-        return _text([(p.code.text or lean.source(p.fn, p.threaded))
+        return _text([lean.source(p.fn, p.threaded)
                       if isinstance(p, _Segment) else p for p in self.parts])
 
     def kernels(self) -> tuple[int, int]:

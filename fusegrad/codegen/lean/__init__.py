@@ -19,6 +19,8 @@ import re
 import time
 from collections import OrderedDict
 
+import numpy as np
+
 from ... import config
 from ...ir import Function
 from ...ir.printer import print_function
@@ -37,17 +39,18 @@ _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 
 class Compiled:
     """A fused Function's machine code: ``call(*params, *results, arena)``, or for a C
-    entry (``compile_function(host=False)``) the entry's ``address``."""
+    entry (``compile_function(host=False)``) the entry's ``address``. A host entry's
+    arena holds its size table ``sizes`` at ``table_offset`` (``sizes.fill`` writes it
+    into a new arena)."""
 
-    def __init__(self, call, arena_bytes: int, kernels: int, compiled: int, text: str | None,
-                 address: int | None = None):
+    def __init__(self, call, arena_bytes: int, kernels: int, compiled: int,
+                 address: int | None = None, sizes=None, table_offset: int = 0):
         self.call = call
         self.address = address
         self.arena_bytes = arena_bytes
+        self.sizes = None if sizes is None else np.asarray(sizes, dtype=np.int64)
+        self.table_offset = table_offset
         self.kernels, self.compiled = kernels, compiled
-        # the annotated LLVM IR, entry first (None when loaded by its manifest: see
-        # ``source``)
-        self.text = text
 
 
 def lowers(op) -> bool:
@@ -110,12 +113,13 @@ def kernel_key(op, chunked: bool) -> tuple:
             engine.salt())
 
 
-def _kernel(op, chunked: bool) -> tuple[str, str, str]:
+def _kernel(op, chunked: bool, fresh: bool = False) -> tuple[str, str, str]:
     """``(annotated text, bare text, name)`` of kernel ``op``: built, or the one built
-    for an equal kernel before (a model's repeated layers emit each kernel once; its
-    comments name the lines of the first)."""
+    for an equal kernel before (a model's repeated layers, or a function at a new shape,
+    emit each kernel once; its comments name the lines of the first). ``fresh``: built
+    anew, its comments naming ``op``'s own lines (for ``source``)."""
     key = kernel_key(op, chunked)
-    hit = _built.get(key)
+    hit = None if fresh else _built.get(key)
     if hit is None:
         text = mathcalls.prepare(build(op, chunked)[0])
         bare, name = _named(text, PLACEHOLDER, "k_")
@@ -125,13 +129,14 @@ def _kernel(op, chunked: bool) -> tuple[str, str, str]:
     return hit
 
 
-def _lowered(fused: Function, threads: bool = False, host: bool = True):
-    """The kernel modules (bare text, name), their annotated texts and the entry."""
+def _lowered(fused: Function, threads: bool = False, host: bool = True, fresh: bool = False):
+    """The kernel modules (bare text, name), their annotated texts and the entry
+    (``fresh``: see ``_kernel``)."""
     names, modules, texts = {}, [], []
     chunked = chunked_kernels(fused)
     for op in walk(fused):  # the kernels of control-flow regions too
         if op.name == "fused":
-            text, bare, name = _kernel(op, op in chunked)
+            text, bare, name = _kernel(op, op in chunked, fresh)
             names[op] = name
             modules.append((bare, name))
             texts.append(text)
@@ -150,7 +155,7 @@ def source(fused: Function, threads: bool = False) -> str:
     """The annotated LLVM IR of ``fused``: the entry, then each kernel (each group of
     instructions after a comment naming its IR op and source line)."""
     check(fused)
-    _, texts, entry = _lowered(fused, threads)
+    _, texts, entry = _lowered(fused, threads, fresh=True)
     _, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
 
@@ -203,7 +208,8 @@ def _from_manifest(fused: Function, key: str | None, host: bool = True):
             and engine.load_objects(manifest["modules"])):
         return None
     call, address = _loaded(manifest["symbol"], fused.name, host)
-    return Compiled(call, manifest["arena"], manifest["kernels"], 0, None, address)
+    return Compiled(call, manifest["arena"], manifest["kernels"], 0, address,
+                    manifest.get("sizes"), manifest.get("table", 0))
 
 
 def compile_function(fused: Function, threads: bool = False,
@@ -222,7 +228,7 @@ def compile_function(fused: Function, threads: bool = False,
         add_phase("cache load", time.perf_counter() - t0)
         count_module()
         return done
-    modules, texts, entry = _lowered(fused, threads, host)
+    modules, _, entry = _lowered(fused, threads, host)
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     add_phase("IR emission", time.perf_counter() - t0)
     if entry.uses_copies:
@@ -236,8 +242,12 @@ def compile_function(fused: Function, threads: bool = False,
         engine.write_manifest(key, {
             "symbol": symbol, "modules": ["m" + n for _, n in modules] + ["m" + symbol],
             "arena": entry.arena_bytes, "kernels": len(modules), "copies": entry.uses_copies,
+            "sizes": None if entry.size_values is None else entry.size_values.tolist(),
+            "table": entry.table_offset,
             "mathlib": mathcalls.keys("\n".join(text for text, _ in [*modules, (bare, "")])),
             "symbols": sorted({x for text, _ in [*modules, (bare, "")]
                                for x in engine.host_symbols(text)})})
-    full = "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
-    return Compiled(call, entry.arena_bytes, len(modules), compiled, full, address)
+    # its annotated text comes from ``source``, when asked for (kernels from the memo
+    # would show the lines of another function with the same kernel)
+    return Compiled(call, entry.arena_bytes, len(modules), compiled, address,
+                    entry.size_values, entry.table_offset)

@@ -96,13 +96,14 @@ class Regions:
             fn.results))), f"region{len(self.region_fns)}.{fn.name}")
         f.linkage = "internal"
         self.region_fns[fn] = f
-        saved = (self.f, self.b, self.arena, self.vals, self.home, self.names)
+        saved = (self.f, self.b, self.arena, self.table, self.vals, self.home, self.names)
         self.f, self.arena = f, f.args[0]
         self.b = ir.IRBuilder(f.append_basic_block("entry"))
         self.b.comment(f"region @{fn.name}")
+        self._open_table()
         self._body(fn, f.args[1:1 + n], f.args[1 + n:])
         self.b.ret_void()
-        self.f, self.b, self.arena, self.vals, self.home, self.names = saved
+        self.f, self.b, self.arena, self.table, self.vals, self.home, self.names = saved
         return f
 
     def _body(self, fn: Function, params, results) -> None:

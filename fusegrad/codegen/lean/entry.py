@@ -27,12 +27,12 @@ from . import control, copies, engine, indexing, products
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
+from .sizes import SizeTable
 
 #: elements of loop work from which a call releases the GIL while it computes
 GIL_FREE_ELEMENTS = 1 << 14
 #: where NumPy keeps an array's data pointer in its object (``PyArrayObject_fields.data``)
 _DATA_OFFSET = 16
-_ALIGN = 64
 _VIEW_OPS = ("reshape", "stop_gradient")
 _COPY_OPS = ("slice", "transpose", "broadcast_to", "update_slice", "concatenate", "iota")
 
@@ -71,7 +71,7 @@ def _driver_op(op: Op) -> bool:
     return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
 
 
-class Entry(control.Regions, products.Products, indexing.Indexing):
+class Entry(control.Regions, products.Products, indexing.Indexing, SizeTable):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -88,7 +88,9 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         # threading layer if ``threads``, else the chunks one after another
         self.chunked, self.threads = chunked, threads
         self.symbol = symbol
-        self.arena_bytes = 0
+        # a host entry reads its sizes from the arena's table (``sizes``)
+        self._start_sizes(host)
+        self.tables: dict = {}
         mod = ir.Module(name="entry")
         mod.triple, mod.data_layout = engine.triple_and_layout()
         self.mod = mod
@@ -109,10 +111,10 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
             slot = b.bitcast(b.gep(obj, [ir.Constant(I64, _DATA_OFFSET)]), PTR.as_pointer())
             datas.append(b.load(slot))
         self.arena = datas[-1]
+        self._open_table()
         #: loops between kernels (copies, iota), each its own module like a kernel's:
         #: ``(text, name)``; the entry itself is straight-line code
         self.helpers: list[tuple[str, str]] = []
-        self.tables: dict = {}
         self.uses_copies = False  # whether it calls ``copies``' strided copy
         self.region_fns: dict[Function, ir.Function] = {}  # control-flow regions
         self.folded = frozenset().union(*map(products.folded_transposes,
@@ -125,6 +127,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         if host:
             b.call(self._declare("Py_IncRef", ir.VoidType(), [PTR]), [f.args[0]])
         b.ret(f.args[0])
+        self._finish_sizes()
         self.text = str(mod)
 
     def _declare(self, name, ret, args):
@@ -154,7 +157,9 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         if op.name == "constant":
             return self._constant(op)
         if op.name == "count":
-            vals[out] = sc.constant(count_n(op.attrs["shape"], op.attrs["axes"]), out.type)
+            n = count_n(op.attrs["shape"], op.attrs["axes"])
+            vals[out] = (b.uitofp(self._size(n), sc.reg_type(out.type)) if self.generic
+                         else sc.constant(n, out.type))
             return None
         x = op.operands[0] if op.operands else None
         if op.name.startswith("reduce_") or (out.type.shape == () and x is not None
@@ -201,11 +206,6 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         self._memcpy(dst, src, out.type)
         self.vals[out] = dst
 
-    def _scratch(self, nbytes: int) -> ir.Value:
-        off = self.arena_bytes
-        self.arena_bytes += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
-        return self.b.gep(self.arena, [ir.Constant(I64, off)])
-
     def _chunks(self, op: Op) -> None:
         """A kernel run in chunks (``kernel.chunking``): its arguments in a struct, each
         full or split reduction into an array of per-chunk partials that are then reduced
@@ -240,7 +240,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
                                [PTR.as_pointer(), I64.as_pointer(), I64.as_pointer(), PTR])
         base, dims, steps = b.alloca(PTR), b.alloca(I64), b.alloca(I64)
         b.store(ir.Constant(PTR, None), base)
-        b.store(ir.Constant(I64, n), dims)
+        b.store(self._size(n), dims)
         b.store(ir.Constant(I64, 1), steps)
         raw = b.bitcast(data, PTR)
         if self.threads:
@@ -265,7 +265,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
             def body(b, idx, acc=acc, part=part, name=name, t=r.type):
                 x = sc.load(b, b.gep(part, [idx[0]]), t)
                 b.store(kn._reduce(b, name, b.load(acc), x, t), acc)
-            self.b = b = loop_nest(b, self.f, (n,), body)
+            self.b = b = loop_nest(b, self.f, (self._size(n),), body)
             self.vals[r] = b.load(acc)
 
     def _combine(self, r: Value, name: str, part, n: int) -> None:
@@ -318,7 +318,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
         b = self.b
         fn = self._declare("llvm.memcpy.p0i8.p0i8.i64", ir.VoidType(),
                            [PTR, PTR, I64, ir.IntType(1)])
-        b.call(fn, [dst, src, ir.Constant(I64, n), ir.Constant(ir.IntType(1), 0)])
+        b.call(fn, [dst, src, self._size(n), ir.Constant(ir.IntType(1), 0)])
 
     def _copy(self, dst, dst_off, dst_strides, src, src_off, src_strides, shape, t,
               scalar=None) -> None:
@@ -332,30 +332,14 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
             src, src_off, src_strides = b.bitcast(slot, PTR), 0, [0] * len(shape)
         dims, dst_st, src_st = copies.plan(shape, dst_strides, src_strides)
         ety = ir.IntType(8 * t.dtype.itemsize)
-        ends = [b.gep(b.bitcast(p, ety.as_pointer()), [ir.Constant(I64, off)])
+        ends = [b.gep(b.bitcast(p, ety.as_pointer()), [self._size(off) if off else
+                                                        ir.Constant(I64, 0)])
                 for p, off in ((dst, dst_off), (src, src_off))]
         tables = [self._table(v) for v in (dims, dst_st, src_st)]
         fn = self._declare(copies.symbol(t.dtype.itemsize), ir.VoidType(),
                            [ety.as_pointer()] * 2 + [I64] + [I64.as_pointer()] * 3)
         b.call(fn, [*ends, ir.Constant(I64, len(dims)), *tables])
         self.uses_copies = True
-
-    def _table(self, values: list[int]) -> ir.Value:
-        """A pointer to a constant array of ``values`` (i64) in the module."""
-        return self._global_array("table", ir.ArrayType(I64, len(values)), list(values))
-
-    def _global_array(self, kind: str, arr: ir.ArrayType, init) -> ir.Value:
-        """A pointer to the first element of a constant array ``arr`` holding ``init``,
-        one internal global per distinct ``(kind, init)`` in the module."""
-        key = (kind, bytes(init) if isinstance(init, bytearray) else tuple(init))
-        g = self.tables.get(key)
-        if g is None:
-            g = ir.GlobalVariable(self.mod, arr, f"{kind}{len(self.tables)}")
-            g.global_constant = True
-            g.linkage = "internal"
-            g.initializer = ir.Constant(arr, init)
-            self.tables[key] = g
-        return self.b.gep(g, [ir.Constant(ir.IntType(32), 0), ir.Constant(ir.IntType(32), 0)])
 
     def _loop(self, args, shape, body) -> None:
         """Call a loop over ``shape`` (``_helper``): ``body(builder, indices, function)``
@@ -368,7 +352,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing):
             b = ir.IRBuilder(f.append_basic_block("entry"))
             dims = [1 if n == 1 else next(extents) for n in shape]
             loop_nest(b, f, dims, lambda b, idx: body(b, idx, f)).ret_void()
-        self._helper([*args, *(ir.Constant(I64, n) for n in sized)], build)
+        self._helper([*args, *(self._size(n) for n in sized)], build)
 
     def _helper(self, args, build, ret=None) -> ir.Value:
         """Call a function of ``args`` returning ``ret`` (default void), built in a module

@@ -137,12 +137,13 @@ class Indexing:
             self.mod, PTR, "fusegrad_PyExc_IndexError")  # registered by ``engine``
         x = op.operands[0].type.shape
         axis = op.attrs["axis"]
-        tail = f" is out of bounds for axis {axis} with size {x[axis]}"
+        tail = f" is out of bounds for axis {axis} with size "
+        size = self._size(x[axis])
         suffix = self._string(self._where(op)) if top else b.load(self._slot(1))
         fmt = self.mod.globals.get("PyErr_Format") or ir.Function(
             self.mod, ir.FunctionType(PTR, [PTR, PTR], var_arg=True), "PyErr_Format")
-        b.call(fmt, [b.load(exc), self._string("%s: index %lld%s%s"), self._string(op.name),
-                     bad, self._string(tail), suffix])
+        b.call(fmt, [b.load(exc), self._string("%s: index %lld%s%lld%s"),
+                     self._string(op.name), bad, self._string(tail), size, suffix])
 
     def _indexing(self, op: Op) -> None:
         """``take``, ``index_add`` or ``index_set`` by its loop (see the module's
@@ -161,6 +162,8 @@ class Indexing:
             args = [where, self._in_memory(op.operands[2]), dst]
         types = [t, idx.type, t] if op.name == "take" else [idx.type, t, t]
         args = [self._typed(a, ty) for a, ty in zip(args, types)]
+        # the layout as arguments: one helper serves every size
+        args += [self._size(n) for n in _layout(op)]
         pos = self._helper(args, lambda f: _build(f, op), I64)
         b = self.b
         with b.if_then(b.icmp_signed(">=", pos, ir.Constant(I64, 0)), likely=False):
@@ -169,24 +172,24 @@ class Indexing:
 
 
 def _build(f: ir.Function, op: Op) -> None:
-    """The body of ``op``'s loop function ``f``: check the indices, then gather or
-    scatter (the module's docstring)."""
-    pre, n, post, k = _layout(op)
+    """The body of ``op``'s loop function ``f`` (its last four arguments ``op``'s
+    ``_layout``): check the indices, then gather or scatter (the module's docstring)."""
+    pre, size, post, k = f.args[3:]
     t = op.results[0].type
     idx_t = op.operands[1].type
     if op.name == "take":
-        x, idx, out = f.args
+        x, idx, out = f.args[:3]
     else:
-        idx, v, out = f.args
-    for a in f.args:
+        idx, v, out = f.args[:3]
+    for a in f.args[:3]:
         a.add_attribute("noalias")
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    size = ir.Constant(I64, n)
     signed = idx_t.dtype.kind == "i"
+    low = b.sub(ir.Constant(I64, 0), size)
 
     def check(b, i):
         j = _index(b, idx, i[0], idx_t)
-        bad = (b.or_(b.icmp_signed("<", j, ir.Constant(I64, -n)), b.icmp_signed(">=", j, size))
+        bad = (b.or_(b.icmp_signed("<", j, low), b.icmp_signed(">=", j, size))
                if signed else b.icmp_unsigned(">=", j, size))
         with b.if_then(bad, likely=False):
             b.ret(i[0])
@@ -199,14 +202,14 @@ def _build(f: ir.Function, op: Op) -> None:
         j = _index(b, idx, at, idx_t)
         if signed:
             j = b.select(b.icmp_signed("<", j, ir.Constant(I64, 0)), b.add(j, size), j)
-        row = b.mul(b.add(b.mul(p, size), j), ir.Constant(I64, post))  # x's and out's
-        col = b.mul(b.add(b.mul(p, ir.Constant(I64, k)), at), ir.Constant(I64, post))
+        row = b.mul(b.add(b.mul(p, size), j), post)  # x's and out's
+        col = b.mul(b.add(b.mul(p, k), at), post)
         if op.name == "take":
             dst, src = b.gep(out, [col]), b.gep(x, [row])
         else:
             dst, src = b.gep(out, [row]), b.gep(v, [col])
         if op.name != "index_add":
-            nbytes = ir.Constant(I64, post * t.dtype.itemsize)
+            nbytes = b.mul(post, ir.Constant(I64, t.dtype.itemsize))
             b.call(memcpy, [b.bitcast(dst, PTR), b.bitcast(src, PTR), nbytes,
                             ir.Constant(ir.IntType(1), 0)])
             return

@@ -73,7 +73,7 @@ def _batch_offsets(batch, shape) -> list[int]:
 
 class Products:
     """The entry's ``matmul`` (mixed into ``entry.Entry``: uses ``b``, ``vals``,
-    ``folded``, ``_place``, ``_typed``, ``_declare`` and ``_table``)."""
+    ``folded``, ``_place``, ``_typed``, ``_declare``, ``_size`` and ``_table``)."""
 
     def _matmul(self, op: Op) -> None:
         b = self.b
@@ -92,7 +92,7 @@ class Products:
         ty = y in self.folded  # y = U^T, U stored (..., n, k)
         flags = [ref(ir.Constant(ir.IntType(8), ord("T" if t else "N")), ir.IntType(8))
                  for t in (ty, tx)]
-        ints = [ref(ir.Constant(I32, v), I32) for v in (
+        ints = [ref(self._size32(v), I32) for v in (
             n, m, k, max(1, k if ty else n), max(1, m if tx else k), max(1, n))]
         one, zero = ref(ir.Constant(ety, 1.0), ety), ref(ir.Constant(ety, 0.0), ety)
         name = "fusegrad_dgemm" if out.type.dtype == np.float64 else "fusegrad_sgemm"
@@ -112,7 +112,8 @@ class Products:
             def each(b, idx):
                 i = idx[0]
                 call(b.gep(xp, [b.load(b.gep(xo, [i]))]), b.gep(yp, [b.load(b.gep(yo, [i]))]),
-                     b.gep(cp, [b.mul(i, ir.Constant(I64, m * n))]))
+                     b.gep(cp, [b.mul(i, mn)]))
 
-            loop_nest(b, b.function, (count,), each)  # the builder continues after it
+            mn = self._size(m * n)
+            loop_nest(b, b.function, (self._size(count),), each)  # the builder goes on
         self.vals[out] = dst

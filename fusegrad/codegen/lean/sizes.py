@@ -1,0 +1,119 @@
+"""An entry's sizes as run-time data: the arena's size table.
+
+A host entry (``Entry(host=True)``, the one compiled calls run) reads the sizes of
+its work (arena places, copy extents and strides, product dimensions, chunk
+counts, kernels' size tables) from a table its caller writes into the arena, so
+its text holds its structure only: a function called at a new shape of the same
+structure reuses the entry's machine code as it reuses its kernels' (what a new
+shape costs is then tracing and emitting IR, no LLVM).
+
+The arena of such an entry is laid out as::
+
+    [0, 8)                 the byte offset of the size table (int64)
+    [HEADER, table)        places of intermediates (``_scratch``)
+    [table, table + 8 n)   the size table: ``n`` int64 values
+
+Each size is one slot of the table, read where it is used (through the table's
+address, found once at the start of each function: ``_open_table``); a table of values (a
+kernel's, a copy's strides) is a run at the table's end whose first index is a slot
+(so runs of any length leave the slots where they are). ``size_values`` and
+``table_offset`` say what the caller writes (``arena_bytes`` covers it all). A C
+entry (``host=False``, called from Numba code with an arena of its own) keeps its
+sizes as constants, as does every size not routed here (control flow, gathers):
+their text then differs per shape, and so they compile per shape.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+I64 = ir.IntType(64)
+I32 = ir.IntType(32)
+#: bytes before the first place of a host entry's arena
+HEADER = 64
+_ALIGN = 64
+
+
+class SizeTable:
+    """Mixed into ``entry.Entry`` (uses ``b``, ``arena``, ``mod`` and ``tables``)."""
+
+    def _start_sizes(self, generic: bool) -> None:
+        self.generic = generic
+        self.arena_bytes = HEADER if generic else 0
+        self.sizes: list[int | None] = []
+        self.runs: list[tuple[int, list[int]]] = []  # (slot of its start, values)
+        self.size_values: np.ndarray | None = None
+        self.table_offset = 0
+        self.table: ir.Value | None = None
+
+    def _open_table(self) -> None:
+        """Find the size table's address in the function the builder is starting
+        (after ``self.arena`` is known), for the size reads of that function."""
+        if self.generic:
+            b = self.b
+            head = b.bitcast(self.arena, I64.as_pointer())
+            self.table = b.bitcast(b.gep(self.arena, [b.load(head)]), I64.as_pointer())
+
+    def _size(self, n: int, b: ir.IRBuilder | None = None) -> ir.Value:
+        """Size ``n`` as an i64: a constant, or for a generic entry a read of its slot."""
+        if not self.generic:
+            return ir.Constant(I64, int(n))
+        self.sizes.append(int(n))
+        b = b or self.b
+        return b.load(b.gep(self.table, [ir.Constant(I64, len(self.sizes) - 1)]))
+
+    def _size32(self, n: int) -> ir.Value:
+        return (ir.Constant(I32, int(n)) if not self.generic
+                else self.b.trunc(self._size(n), I32))
+
+    def _scratch(self, nbytes: int) -> ir.Value:
+        """A new place of ``nbytes`` in the arena."""
+        off = self.arena_bytes
+        self.arena_bytes += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
+        return self.b.gep(self.arena, [self._size(off)])
+
+    def _table(self, values: list[int]) -> ir.Value:
+        """A pointer to ``values`` (i64): a run of the size table, or a constant array."""
+        if not self.generic:
+            return self._global_array("table", ir.ArrayType(I64, len(values)), list(values))
+        b = self.b
+        self.sizes.append(None)  # the run's first index, known once every slot is
+        k = len(self.sizes) - 1
+        self.runs.append((k, [int(v) for v in values]))
+        return b.gep(self.table, [b.load(b.gep(self.table, [ir.Constant(I64, k)]))])
+
+    def _global_array(self, kind: str, arr: ir.ArrayType, init) -> ir.Value:
+        """A pointer to the first element of a constant array ``arr`` holding ``init``,
+        one internal global per distinct ``(kind, init)`` in the module."""
+        key = (kind, bytes(init) if isinstance(init, bytearray) else tuple(init))
+        g = self.tables.get(key)
+        if g is None:
+            g = ir.GlobalVariable(self.mod, arr, f"{kind}{len(self.tables)}")
+            g.global_constant = True
+            g.linkage = "internal"
+            g.initializer = ir.Constant(arr, init)
+            self.tables[key] = g
+        return self.b.gep(g, [ir.Constant(I32, 0), ir.Constant(I32, 0)])
+
+    def _finish_sizes(self) -> None:
+        """Lay the table out after the places: the slots, then the runs."""
+        if not self.generic:
+            return
+        table = list(self.sizes)
+        for k, values in self.runs:
+            table[k] = len(table)
+            table.extend(values)
+        self.table_offset = -(-self.arena_bytes // _ALIGN) * _ALIGN
+        self.size_values = np.array(table, dtype=np.int64)
+        self.arena_bytes = self.table_offset + 8 * max(len(table), 1)
+
+
+def fill(arena: np.ndarray, code) -> np.ndarray:
+    """Write ``code``'s size table (a ``Compiled``'s ``sizes`` at ``table_offset``) into
+    a new ``arena``; returns it."""
+    if code.sizes is not None:
+        arena[:8].view(np.int64)[0] = code.table_offset
+        end = code.table_offset + 8 * len(code.sizes)
+        arena[code.table_offset:end].view(np.int64)[:] = code.sizes
+    return arena
