@@ -187,3 +187,29 @@ def test_a_new_process_reads_the_size_table_from_the_manifest(tmp_path):
     v, (ga, gb) = interpreted(fg.value_and_grad(_mixed, argnums=(0, 1)), a, b)
     np.testing.assert_allclose(outs[1][1], np.concatenate([np.ravel(v), ga.ravel(), gb.ravel()]),
                                rtol=1e-12, atol=1e-12)
+
+
+def _rnn(w, xs):
+    # a scan over rows (its length and row sizes from the table), a while loop's
+    # gradient (its stack rows too)
+    def body(h, x):
+        h = fnp.tanh(x @ w + h * 0.5)
+        return h, fnp.sum(h * h)
+
+    h, ys = fg.scan(body, fnp.zeros((xs.shape[1], w.shape[1])), xs)
+    z = fg.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, fnp.sin(c[1]) * 1.25),
+                      (0, h))[1]
+    return fnp.sum(ys) + fnp.sum(z)
+
+
+def test_control_flow_at_new_shapes():
+    g = fg.jit(fg.value_and_grad(_rnn, argnums=(0, 1)))
+    rng = np.random.default_rng(8)
+    counts = []
+    for steps, batch, width in [(3, 4, 5), (6, 2, 7), (4, 9, 3)]:
+        w = rng.normal(size=(width, width)) / width
+        xs = rng.normal(size=(steps, batch, width))
+        got, compiled = _compiled(g, w, xs)
+        counts.append(compiled)
+        _close(got, interpreted(g, w, xs), 1e-12)
+    assert counts[0] > 0 and counts[1:] == [0, 0]

@@ -241,13 +241,13 @@ class Regions:
         ys = [(self._place(r), _nbytes(r) // max(length, 1)) for r in op.results[n:]]
 
         def test(cur, i):
-            return self.b.icmp_signed("<", i, ir.Constant(I64, length))
+            return self.b.icmp_signed("<", i, self._size(length))
 
         def step(cur, nxt, i):
             b = self.b
-            t = b.sub(ir.Constant(I64, length - 1), i) if op.attrs["reverse"] else i
-            rows = [b.gep(p, [b.mul(t, ir.Constant(I64, size))]) for p, size in xs]
-            outs = [b.gep(p, [b.mul(t, ir.Constant(I64, size))]) for p, size in ys]
+            t = b.sub(self._size(length - 1), i) if op.attrs["reverse"] else i
+            rows = [b.gep(p, [b.mul(t, self._size(size))]) for p, size in xs]
+            outs = [b.gep(p, [b.mul(t, self._size(size))]) for p, size in ys]
             b.call(body, [self.arena, *cur, *rows, *consts, *nxt, *outs])
         self._take(op.results[:n], self._repeat(op.operands[:n], test, step)[0])
         for r, (p, _) in zip(op.results[n:], ys):
@@ -276,11 +276,11 @@ class Regions:
             with b.if_then(grow):
                 rows = b.select(b.icmp_unsigned("==", i, ir.Constant(I64, 0)),
                                 ir.Constant(I64, 1), b.shl(i, ir.Constant(I64, 1)))
-                b.store(b.call(realloc, [b.load(stack), b.mul(rows, ir.Constant(I64, row))]),
+                b.store(b.call(realloc, [b.load(stack), b.mul(rows, self._size(row))]),
                         stack)
-            at = b.gep(b.load(stack), [b.mul(i, ir.Constant(I64, row))])
+            at = b.gep(b.load(stack), [b.mul(i, self._size(row))])
             for v, c, off in zip(carry, cur, offsets):
-                self._memcpy(b.gep(at, [ir.Constant(I64, off)]), c, v.type)
+                self._memcpy(b.gep(at, [self._size(off)]), c, v.type)
             b.call(body, [self.arena, *cur, *consts, *nxt])
         count = self._repeat(carry, test, push)[1]
         floats = op.results[len(cts):]
@@ -292,8 +292,8 @@ class Regions:
         def pop(cur, nxt, i):
             b = self.b
             at = b.gep(b.load(stack), [b.mul(b.sub(b.sub(count, ir.Constant(I64, 1)), i),
-                                             ir.Constant(I64, row))])
-            saved = [b.gep(at, [ir.Constant(I64, off)]) for off in offsets]
+                                             self._size(row))])
+            saved = [b.gep(at, [self._size(off)]) for off in offsets]
             b.call(adjoint, [self.arena, *saved, *consts, *cur, *nxt, *parts])
             for r, total, part in zip(floats, sums, parts):
                 self._accumulate(total, part, r)
@@ -306,7 +306,7 @@ class Regions:
         """Zero bits (0.0) in the place of value ``r`` at ``ptr``."""
         fill = self._declare("llvm.memset.p0i8.i64", ir.VoidType(),
                              [PTR, ir.IntType(8), I64, ir.IntType(1)])
-        self.b.call(fill, [ptr, ir.Constant(ir.IntType(8), 0), ir.Constant(I64, _nbytes(r)),
+        self.b.call(fill, [ptr, ir.Constant(ir.IntType(8), 0), self._size(_nbytes(r)),
                            ir.Constant(ir.IntType(1), 0)])
 
     def _accumulate(self, total, part, r: Value) -> None:

@@ -19,8 +19,9 @@ kernel's, a copy's strides) is a run at the table's end whose first index is a s
 (so runs of any length leave the slots where they are). ``size_values`` and
 ``table_offset`` say what the caller writes (``arena_bytes`` covers it all). A C
 entry (``host=False``, called from Numba code with an arena of its own) keeps its
-sizes as constants, as does every size not routed here (control flow, gathers):
-their text then differs per shape, and so they compile per shape.
+sizes as constants. Sizes that decide structure (whether the call releases the GIL,
+which kernels run in chunks, extents of 1) stay in the text, so the text of a new
+shape differs where, and only where, its code must.
 """
 
 from __future__ import annotations
