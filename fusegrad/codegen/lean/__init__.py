@@ -25,11 +25,11 @@ from ... import config
 from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
-from . import copies, engine, mathcalls, mathlib_ir, parallel
+from . import copies, engine, extents, mathcalls, mathlib_ir, parallel
 from .control import walk
 from .entry import Entry, check, check_op
 from .indexing import LOWERED
-from .kernel import PLACEHOLDER, Unsupported, build, chunkable, chunking, space_of
+from .kernel import PLACEHOLDER, Unsupported, build, chunkable, chunking, is_flat, space_of
 
 __all__ = ["Compiled", "Unsupported", "check", "chunked_kernels", "compile_function", "digest",
            "lowers", "source"]
@@ -92,7 +92,8 @@ def _structure(t) -> tuple:
 def kernel_key(op, chunked: bool) -> tuple:
     """What a kernel's IR is made of: its body's ops, attributes, types (their dtypes and
     size-1 axes: ``_structure``) and how they connect (not the values' names, the source
-    locations nor the extents, which its text reads from its size table), whether and
+    locations nor the extents, which its text reads from its size table, but for a loop
+    nest's innermost: ``extents.inner``), whether and
     how it runs in chunks, how it calls the math library and the optimisation level its
     name carries. Two kernels with the same key have the same IR but for comments."""
     body = op.regions[0]
@@ -106,11 +107,13 @@ def kernel_key(op, chunked: bool) -> tuple:
                     tuple(_structure(r.type) for r in bop.results)))
         for r in bop.results:
             index[r] = len(index)
+    space = space_of(op)
+    last = extents.inner(space, is_flat(op))  # its extent is a constant of the text
     return (tuple(_structure(p.type) for p in body.params), tuple(ops),
             tuple(index[r] for r in body.results),
             tuple(_structure(v.type) for v in (*op.operands, *op.results)),
-            chunking(op) if chunked else None, mathcalls.INLINE_CALLS, config.OPT,
-            engine.salt())
+            None if last is None else space[last], chunking(op) if chunked else None,
+            mathcalls.INLINE_CALLS, config.OPT, engine.salt())
 
 
 def _kernel(op, chunked: bool, fresh: bool = False) -> tuple[str, str, str]:

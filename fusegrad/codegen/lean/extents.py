@@ -1,14 +1,17 @@
 """The sizes a loop kernel reads at run time, so kernels that differ only in extents
 are one module.
 
-A kernel's text holds no extent of its iteration space: its first argument points
-to an int64 table, filled by its caller (the entry, which knows the shapes), laid
-out as ``table``: the extents of the iteration space, the element count of each
-``count`` op in its body (a mean's divisor), and for a kernel run in chunks the
-chunk axis's extent and the chunk width. What stays in the text is the kernel's
-structure: which axes are 1 (broadcasting), which results reduce which axes, and
-whether it is one flat loop. So ``x * y`` at (3, 4) and at (100, 7) compile once,
-and a model's layers of different widths share their kernels.
+A kernel's first argument points to an int64 table, filled by its caller (the
+entry, which knows the shapes), laid out as ``table``: the extents of the iteration
+space, the element count of each ``count`` op in its body (a mean's divisor), and
+for a kernel run in chunks the chunk axis's extent and the chunk width. The text
+reads them from there, but for the innermost extent of a loop nest (``inner``),
+which stays a constant: its loop is the one LLVM vectorises, and with a known trip
+count it needs no remainder loop (the runtime form took LLVM 20-25% longer on an
+MLP's kernels). So the text holds the kernel's structure (which axes are 1, which
+results reduce which axes, whether it is one flat loop) and a nest's row length:
+``x * y`` flat at any size compiles once, ``x + b[None, :]`` once per row length,
+and a batch of another size reuses every kernel.
 
 Sizes are Python ints where they are known from the structure alone (1, 0, the
 innermost stride) and LLVM values read from the table otherwise; ``mul`` folds the
@@ -38,6 +41,12 @@ def table(op: Op, space: tuple[int, ...], chunk: tuple[int, int] | None) -> list
     return values + list(chunk or ())
 
 
+def inner(space: tuple[int, ...], flat: bool) -> int | None:
+    """The axis of ``space`` whose extent a kernel's text holds as a constant: the
+    innermost of a loop nest (None for one flat loop)."""
+    return len(space) - 1 if not flat and len(space) > 1 else None
+
+
 def mul(b: ir.IRBuilder, x, y):
     """``x * y``, each an int or an LLVM i64, folded where both are known."""
     if isinstance(x, int) and isinstance(y, int):
@@ -63,10 +72,12 @@ def value(x) -> ir.Value:
 class Extents:
     """A kernel's sizes, read from its table at ``ptr`` where the builder stands."""
 
-    def __init__(self, b: ir.IRBuilder, ptr: ir.Value, op: Op, space: tuple[int, ...]):
+    def __init__(self, b: ir.IRBuilder, ptr: ir.Value, op: Op, space: tuple[int, ...],
+                 flat: bool):
         self.b, self.ptr, self.space = b, ptr, space
         self.ncounts = len(counts(op))
-        self.dims = [1 if n == 1 else self.load(d) for d, n in enumerate(space)]
+        last = inner(space, flat)
+        self.dims = [n if n == 1 or d == last else self.load(d) for d, n in enumerate(space)]
 
     def load(self, k: int) -> ir.Value:
         return self.b.load(self.b.gep(self.ptr, [ir.Constant(I64, k)]))

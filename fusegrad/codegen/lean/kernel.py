@@ -153,7 +153,7 @@ _SPLIT_SHARE = 8
 
 def chunking(op: Op) -> tuple[int, tuple[bool, ...]] | None:
     """How the kernel runs in chunks: the axis of its iteration space (of the flat loop,
-    if ``_flat``) whose range is split into chunks, its other loops running whole in each,
+    if ``is_flat``) whose range is split into chunks, its other loops running whole in each,
     and per result whether it is *split*. Elementwise results are stored per element;
     each full reduction reduces into the chunk's own slot; a partial reduction keeping
     the chunk axis (row sums, middle-axis sums) computes each of its elements inside one
@@ -165,7 +165,7 @@ def chunking(op: Op) -> tuple[int, tuple[bool, ...]] | None:
     partial reduction keeps (columns), else None: the kernel runs on one thread
     (``x.sum(0)`` and ``x.sum(1)`` of (2, N) in one kernel)."""
     kind = kinds(op)
-    if _flat(op):
+    if is_flat(op):
         return 0, (False,) * len(kind)
     space = space_of(op)
     body = op.regions[0]
@@ -204,7 +204,7 @@ def chunks(op: Op) -> tuple[int, int, int]:
     """(iterations of the chunk axis, iterations per chunk, chunks) of a kernel run in
     chunks: fixed by the shapes alone, never by the number of threads."""
     space = space_of(op)
-    if _flat(op):
+    if is_flat(op):
         return _geometry((math.prod(space),), 0, CHUNK)
     axis, split = chunking(op)
     return _geometry(space, axis, SPLIT_CHUNK if any(split) else CHUNK)
@@ -222,7 +222,7 @@ def _geometry(space, axis: int, target: int) -> tuple[int, int, int]:
     return extent, width, -(-extent // width)
 
 
-def _flat(op: Op) -> bool:
+def is_flat(op: Op) -> bool:
     body, space = op.regions[0], space_of(op)
     return (all(p.type.shape in ((), space) for p in body.params)
             and "partial" not in kinds(op))
@@ -255,7 +255,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
     args = fn.args[2:] if chunked else fn.args
     bounds = (fn.args[0], fn.args[1]) if chunked else None
     axis, split = chunking(op) if chunked else (0, (False,) * len(kind))
-    sizes = ex.Extents(b, args[0], op, space)
+    sizes = ex.Extents(b, args[0], op, space, is_flat(op))
     args = args[1:]
     for p, a in zip(body.params, args[:nparams]):
         local[p] = a
@@ -273,7 +273,7 @@ def build(op: Op, chunked: bool = False) -> tuple[str, list[str]]:
         if k == "full":
             accs[r] = b.alloca(sc.reg_type(r.type))
     _reset(b, body, kind, outs, accs, sizes, bounds, axis, split)
-    flat = _flat(op)
+    flat = is_flat(op)
     loop_space = (sizes.total(),) if flat else sizes.dims
     # strides: of each array input over the space, of the space, of each partial result
     in_st = [([1] if flat else sizes.strides(p.type.shape)) if p.type.shape else None
@@ -370,7 +370,7 @@ def _chunk_runner(mod, kernel, op: Op, types) -> None:
     body = op.regions[0]
     split = chunking(op)[1]
     space = space_of(op)
-    sizes = ex.Extents(b, fields[0], op, space)
+    sizes = ex.Extents(b, fields[0], op, space, is_flat(op))
     extent, width = sizes.chunk()
     # a slot's bytes (1: an element pointer's step; 0: no slots)
     step = [1 if k == "full" else ex.value(ex.mul(b, sizes.size(
