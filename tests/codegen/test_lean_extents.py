@@ -215,3 +215,22 @@ def test_control_flow_at_new_shapes():
         counts.append(compiled)
         _close(got, interpreted(g, w, xs), 1e-12)
     assert counts[0] > 0 and counts[1:] == [0, 0]
+
+
+@pytest.mark.parametrize("f", [lambda x, b: fnp.tanh(x + b) * x,  # a nest: rows of 64
+                               lambda x, b: fnp.exp(x) * x + 1.0],  # one flat loop
+                         ids=["nest", "flat"])
+def test_kernels_with_run_time_extents_vectorise(f):
+    from fusegrad.codegen.lean import mathcalls, mathlib_ir
+    from fusegrad.codegen.lean.kernel import PLACEHOLDER, build
+    from fusegrad.passes.fusion import fuse
+    from fusegrad.passes.simplify import simplify
+
+    fn = fg.make_ir(f)(np.ones((300, 64)), np.ones(64))
+    op = next(o for o in fuse(simplify(fn)).ops if o.name == "fused")
+    text = mathcalls.prepare(build(op)[0])
+    assert "i64 300" not in text and "19200" not in text  # the outer extent is read
+    asm = engine.assembly(text.replace(PLACEHOLDER, "k_test"), mathlib_ir.link_into)
+    body = asm.split("k_test:")[1].split(".Lfunc_end")[0]
+    assert "ymm" in body or "zmm" in body
+    assert any(f"{v}pd" in body for v in ("vmul", "vfmadd", "vadd"))
