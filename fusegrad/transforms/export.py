@@ -56,12 +56,17 @@ SLOTS = 32
 
 class _Native:
     """The callable compiled at one set of argument shapes: a C entry's ``address``
-    (0 if the program is not lowered whole), its arena's bytes, the result shapes, and
-    for a program that is not lowered whole its ``executable``."""
+    (0 if the program is not lowered whole), its arena's bytes, the result shapes, the
+    entry's size table ``sizes`` (int64, written into each arena at byte ``table``:
+    ``codegen.lean.sizes``; shapes of one structure share the entry), and for a program
+    that is not lowered whole its ``executable``."""
 
-    def __init__(self, address: int, arena: int, shapes: tuple, executable=None):
+    def __init__(self, address: int, arena: int, shapes: tuple, executable=None,
+                 sizes=None, table: int = 0):
         self.address, self.arena, self.shapes = address, arena, shapes
         self.executable = executable
+        self.sizes = np.ascontiguousarray(sizes if sizes is not None else [], np.int64)
+        self.table = table
 
 
 class _Export:
@@ -78,9 +83,10 @@ class _Export:
         self._lock = threading.Lock()
         self.example = self.native(tuple(t.shape for t in self.avals))
         # the shapes seen after the example's, for the dispatcher to find without Python:
-        # ``SLOTS`` rows of (address, arena bytes, argument extents, result extents),
-        # filled once each, the address last (a row with address 0 is empty)
-        self.width = 2 + sum(len(t.shape) for t in self.avals) + sum(
+        # ``SLOTS`` rows of (address, arena bytes, size table address, its offset in the
+        # arena, its length, argument extents, result extents), filled once each, the
+        # address last (a row with address 0 is empty)
+        self.width = 5 + sum(len(t.shape) for t in self.avals) + sum(
             max(len(t.shape), 1) for t in self.out_types)
         self.table = np.zeros(SLOTS * self.width, np.int64)
         self._rows = 0
@@ -122,25 +128,29 @@ class _Export:
             code = lean.compile_function(fused, host=False)
         except lean.Unsupported:
             return _Native(0, 0, out_shapes, executable(fn, "export"))
-        return _Native(code.address, max(code.arena_bytes, 1), out_shapes)
+        return _Native(code.address, max(code.arena_bytes, 1), out_shapes, None, code.sizes,
+                       code.table_offset)
 
     def lookup(self, shapes: tuple):
-        """``(address, arena bytes, *result shapes)`` for array arguments of ``shapes``
-        (for the dispatcher's object-mode block)."""
+        """``(address, arena bytes, size table address, its offset, its length, *result
+        shapes)`` for array arguments of ``shapes`` (for the dispatcher's object-mode
+        block)."""
         full = iter(shapes)
         n = self.native(tuple(next(full) if t.shape != () else () for t in self.avals))
         outs = tuple(s if s != () else (1,) for s in n.shapes)
+        sizes = (n.sizes.ctypes.data, n.table, n.sizes.size)
         if n.address:
-            self._remember([d for s in shapes for d in s], n.arena, outs, n.address)
-        return (n.address, n.arena, *outs)
+            self._remember([d for s in shapes for d in s], n.arena, sizes, outs, n.address)
+        return (n.address, n.arena, *sizes, *outs)
 
-    def _remember(self, dims: list, arena: int, outs: tuple, address: int) -> None:
+    def _remember(self, dims: list, arena: int, sizes: tuple, outs: tuple,
+                  address: int) -> None:
         """Write a row of ``table`` for argument extents ``dims`` (unless full)."""
         with self._lock:
             if self._rows == SLOTS:
                 return
             row = self.table[self._rows * self.width:(self._rows + 1) * self.width]
-            row[1:] = [arena, *dims, *(d for s in outs for d in s)]
+            row[1:] = [arena, *sizes, *dims, *(d for s in outs for d in s)]
             row[0] = address  # last: a reader sees a row whole or empty
             self._rows += 1
 
@@ -185,11 +195,14 @@ def _wrapper(ex: _Export) -> list[str]:
     first = ex.example
     test = " and ".join(f"x{i}.shape == {avals[i].shape!r}" for i in arrays) or "True"
     body.append(f"    if {test}:")
-    body += [f"        addr = {first.address}", f"        nbytes = {first.arena}"]
+    body += [f"        addr = {first.address}", f"        nbytes = {first.arena}",
+             f"        taddr = {first.sizes.ctypes.data}", f"        toff = {first.table}",
+             f"        tlen = {first.sizes.size}"]
     body += [f"        s{k} = {s or (1,)!r}" for k, s in enumerate(first.shapes)]
     body.append("    else:")
     body += _table_search(ex, arrays)
-    names = ", ".join(["addr", "nbytes", *(f"s{k}" for k in range(len(outs)))])
+    names = ", ".join(["addr", "nbytes", "taddr", "toff", "tlen",
+                       *(f"s{k}" for k in range(len(outs)))])
     body += ["        if addr == 0:",
              f"            {names} = _lookup(({''.join(f'x{i}.shape, ' for i in arrays)}))"]
     results = [f"o{k}" for k in range(len(outs))]
@@ -202,6 +215,10 @@ def _wrapper(ex: _Export) -> list[str]:
     held = [f"a{i}" for i in range(len(avals))] + [f"_free{j}" for j in range(nfree)]
     held += [*results, "arena"]
     body += ["        arena = np.empty(nbytes, np.uint8)",
+             "        if tlen:  # the entry's size table (codegen.lean.sizes)",
+             "            numba.carray(as_pointer(arena.ctypes.data), (1,))[0] = toff",
+             "            numba.carray(as_pointer(arena.ctypes.data + toff), (tlen,))[:] = "
+             "numba.carray(as_pointer(taddr), (tlen,))",
              f"        objs = np.zeros({3 * len(held)}, np.int64)",
              f"        ptrs = np.empty({len(held)}, np.int64)"]
     body += [f"        objs[{3 * j + 2}] = {h}.ctypes.data" for j, h in enumerate(held)]
@@ -213,7 +230,7 @@ def _wrapper(ex: _Export) -> list[str]:
              "outside Numba for the full message)\")"]
     ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(outs)]
     body.append(f"    return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
-    kinds = ["addr=\"int64\"", "nbytes=\"int64\""] + [
+    kinds = [f"{v}=\"int64\"" for v in ("addr", "nbytes", "taddr", "toff", "tlen")] + [
         f"s{k}=\"UniTuple(int64, {max(len(t.shape), 1)})\"" for k, t in enumerate(outs)]
     typed = ", ".join(f"o{k}=\"{_array_type(t)}\"" for k, t in enumerate(outs))
     # object-mode blocks in functions of their own (Numba lowers them badly in branches)
@@ -230,7 +247,8 @@ def _wrapper(ex: _Export) -> list[str]:
 def _table_search(ex: _Export, arrays: list[int]) -> list[str]:
     """Lines finding the argument shapes in ``ex.table`` (``addr`` 0 if not there)."""
     dims = [f"x{i}.shape[{a}]" for i in arrays for a in range(len(ex.avals[i].shape))]
-    lines = ["        addr = 0", "        nbytes = 0"]
+    lines = ["        addr = 0", "        nbytes = 0", "        taddr = 0", "        toff = 0",
+             "        tlen = 0"]
     lines += [f"        s{k} = ({'0, ' * max(len(t.shape), 1)})"
               for k, t in enumerate(ex.out_types)]
     lines += [f"        tab = numba.carray(as_pointer({ex.table.ctypes.data}), "
@@ -239,9 +257,11 @@ def _table_search(ex: _Export, arrays: list[int]) -> list[str]:
               f"            at = row * {ex.width}",
               "            if tab[at] == 0:",
               "                break"]
-    test = " and ".join(f"tab[at + {2 + j}] == {d}" for j, d in enumerate(dims)) or "True"
-    lines += [f"            if {test}:", "                nbytes = tab[at + 1]"]
-    pos = 2 + len(dims)
+    test = " and ".join(f"tab[at + {5 + j}] == {d}" for j, d in enumerate(dims)) or "True"
+    lines += [f"            if {test}:", "                nbytes = tab[at + 1]",
+              "                taddr = tab[at + 2]", "                toff = tab[at + 3]",
+              "                tlen = tab[at + 4]"]
+    pos = 5 + len(dims)
     for k, t in enumerate(ex.out_types):
         rank = max(len(t.shape), 1)
         items = "".join(f"tab[at + {pos + j}], " for j in range(rank))

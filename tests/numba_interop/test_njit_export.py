@@ -200,3 +200,18 @@ def test_an_index_out_of_range_raises_index_error():
     np.testing.assert_array_equal(g(np.ones(4), np.array([0, 3])), [2.0, 0.0, 0.0, 2.0])
     with pytest.raises(IndexError, match="out of range in @f"):
         g(np.ones(4), np.array([0, 7]))
+
+
+def test_new_extents_reuse_the_entry():
+    # the C entry reads its sizes from the arena's table: a new extent traces again but
+    # compiles no module, and the dispatcher finds it in its native table after that
+    from fusegrad.codegen.lean import engine
+
+    g = fg.grad(lambda x: fnp.sum(fnp.sin(x) * x * 1.375))
+    exported = g.njit(np.ones(5))
+    before = engine.stats()["compiled"]
+    for n in (7, 300, 7):
+        x = np.linspace(-1.0, 1.0, n)
+        np.testing.assert_allclose(exported(x), np.sin(x) * 1.375 + x * np.cos(x) * 1.375,
+                                   rtol=1e-13, atol=1e-14)
+    assert engine.stats()["compiled"] == before

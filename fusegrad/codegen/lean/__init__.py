@@ -245,7 +245,7 @@ def compile_function(fused: Function, threads: bool = False,
         engine.write_manifest(key, {
             "symbol": symbol, "modules": ["m" + n for _, n in modules] + ["m" + symbol],
             "arena": entry.arena_bytes, "kernels": len(modules), "copies": entry.uses_copies,
-            "sizes": None if entry.size_values is None else entry.size_values.tolist(),
+            "sizes": entry.size_values.tolist(),
             "table": entry.table_offset,
             "mathlib": mathcalls.keys("\n".join(text for text, _ in [*modules, (bare, "")])),
             "symbols": sorted({x for text, _ in [*modules, (bare, "")]

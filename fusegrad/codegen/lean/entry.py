@@ -88,8 +88,8 @@ class Entry(control.Regions, products.Products, indexing.Indexing, SizeTable):
         # threading layer if ``threads``, else the chunks one after another
         self.chunked, self.threads = chunked, threads
         self.symbol = symbol
-        # a host entry reads its sizes from the arena's table (``sizes``)
-        self._start_sizes(host)
+        # sizes are read from the arena's table (``sizes``)
+        self._start_sizes()
         self.tables: dict = {}
         mod = ir.Module(name="entry")
         mod.triple, mod.data_layout = engine.triple_and_layout()
@@ -158,8 +158,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing, SizeTable):
             return self._constant(op)
         if op.name == "count":
             n = count_n(op.attrs["shape"], op.attrs["axes"])
-            vals[out] = (b.uitofp(self._size(n), sc.reg_type(out.type)) if self.generic
-                         else sc.constant(n, out.type))
+            vals[out] = b.uitofp(self._size(n), sc.reg_type(out.type))
             return None
         x = op.operands[0] if op.operands else None
         if op.name.startswith("reduce_") or (out.type.shape == () and x is not None

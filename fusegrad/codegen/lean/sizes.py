@@ -1,13 +1,13 @@
 """An entry's sizes as run-time data: the arena's size table.
 
-A host entry (``Entry(host=True)``, the one compiled calls run) reads the sizes of
-its work (arena places, copy extents and strides, product dimensions, chunk
-counts, kernels' size tables) from a table its caller writes into the arena, so
-its text holds its structure only: a function called at a new shape of the same
-structure reuses the entry's machine code as it reuses its kernels' (what a new
-shape costs is then tracing and emitting IR, no LLVM).
+An entry reads the sizes of its work (arena places, copy extents and strides,
+product dimensions, chunk counts, kernels' size tables, scan lengths, gathers'
+layouts) from a table its caller writes into the arena, so its text holds its
+structure only: a function called at a new shape of the same structure reuses the
+entry's machine code as it reuses its kernels' (what a new shape costs is then
+tracing and emitting IR, no LLVM).
 
-The arena of such an entry is laid out as::
+The arena is laid out as::
 
     [0, 8)                 the byte offset of the size table (int64)
     [HEADER, table)        places of intermediates (``_scratch``)
@@ -17,11 +17,12 @@ Each size is one slot of the table, read where it is used (through the table's
 address, found once at the start of each function: ``_open_table``); a table of values (a
 kernel's, a copy's strides) is a run at the table's end whose first index is a slot
 (so runs of any length leave the slots where they are). ``size_values`` and
-``table_offset`` say what the caller writes (``arena_bytes`` covers it all). A C
-entry (``host=False``, called from Numba code with an arena of its own) keeps its
-sizes as constants. Sizes that decide structure (whether the call releases the GIL,
-which kernels run in chunks, extents of 1) stay in the text, so the text of a new
-shape differs where, and only where, its code must.
+``table_offset`` say what the caller writes (``arena_bytes`` covers it all): into
+the compiled call's arenas (``runtime.lean_exec``), or into the arena a ``.njit``
+dispatcher allocates per call (``transforms.export``). Sizes that decide structure
+(whether the call releases the GIL, which kernels run in chunks, extents of 1) stay
+in the text, so the text of a new shape differs where, and only where, its code
+must.
 """
 
 from __future__ import annotations
@@ -39,34 +40,29 @@ _ALIGN = 64
 class SizeTable:
     """Mixed into ``entry.Entry`` (uses ``b``, ``arena``, ``mod`` and ``tables``)."""
 
-    def _start_sizes(self, generic: bool) -> None:
-        self.generic = generic
-        self.arena_bytes = HEADER if generic else 0
+    def _start_sizes(self) -> None:
+        self.arena_bytes = HEADER
         self.sizes: list[int | None] = []
         self.runs: list[tuple[int, list[int]]] = []  # (slot of its start, values)
-        self.size_values: np.ndarray | None = None
+        self.size_values = np.zeros(0, np.int64)
         self.table_offset = 0
         self.table: ir.Value | None = None
 
     def _open_table(self) -> None:
         """Find the size table's address in the function the builder is starting
         (after ``self.arena`` is known), for the size reads of that function."""
-        if self.generic:
-            b = self.b
-            head = b.bitcast(self.arena, I64.as_pointer())
-            self.table = b.bitcast(b.gep(self.arena, [b.load(head)]), I64.as_pointer())
+        b = self.b
+        head = b.bitcast(self.arena, I64.as_pointer())
+        self.table = b.bitcast(b.gep(self.arena, [b.load(head)]), I64.as_pointer())
 
     def _size(self, n: int, b: ir.IRBuilder | None = None) -> ir.Value:
-        """Size ``n`` as an i64: a constant, or for a generic entry a read of its slot."""
-        if not self.generic:
-            return ir.Constant(I64, int(n))
+        """Size ``n`` as an i64, read from a slot of its own."""
         self.sizes.append(int(n))
         b = b or self.b
         return b.load(b.gep(self.table, [ir.Constant(I64, len(self.sizes) - 1)]))
 
     def _size32(self, n: int) -> ir.Value:
-        return (ir.Constant(I32, int(n)) if not self.generic
-                else self.b.trunc(self._size(n), I32))
+        return self.b.trunc(self._size(n), I32)
 
     def _scratch(self, nbytes: int) -> ir.Value:
         """A new place of ``nbytes`` in the arena."""
@@ -75,9 +71,7 @@ class SizeTable:
         return self.b.gep(self.arena, [self._size(off)])
 
     def _table(self, values: list[int]) -> ir.Value:
-        """A pointer to ``values`` (i64): a run of the size table, or a constant array."""
-        if not self.generic:
-            return self._global_array("table", ir.ArrayType(I64, len(values)), list(values))
+        """A pointer to ``values`` (i64): a run of the size table."""
         b = self.b
         self.sizes.append(None)  # the run's first index, known once every slot is
         k = len(self.sizes) - 1
@@ -99,8 +93,6 @@ class SizeTable:
 
     def _finish_sizes(self) -> None:
         """Lay the table out after the places: the slots, then the runs."""
-        if not self.generic:
-            return
         table = list(self.sizes)
         for k, values in self.runs:
             table[k] = len(table)
