@@ -17,7 +17,7 @@ import numpy as np
 from ..ir import array as A
 from ..ir import ops
 from ..ir.indexing import getitem as _ir_getitem
-from . import fast, replay
+from . import fast, fast_view, replay
 from . import tensor_base as TB
 from .names import NAMES
 from .tensor_inplace import setitem
@@ -28,6 +28,8 @@ def view_op(key: str, structure, fn, *args):
     """``fn(*args)`` as the view operation ``key`` (``op(key, ..., view=True)``), replayed
     like ``composite``: ``structure`` is everything besides the arguments' types that
     decides which ops ``fn`` binds."""
+    if len(args) == 1:
+        return fast_view.run(NAMES[key], structure, fn, args[0])
     return replay.run(NAMES[key], structure, fn, *args, view=True)
 
 
