@@ -409,7 +409,8 @@ class TensorMath:
         return unary("erf", "erf", self)
 
     def reciprocal(self):
-        return op("reciprocal", lambda: ops.div(1.0, to_float(self)))
+        out = fast.run2("reciprocal", "div", 1.0, self)
+        return out if out is not None else op("reciprocal", lambda: ops.div(1.0, to_float(self)))
 
     def square(self):
         return op("square", lambda: ops.pow(self, 2))
