@@ -22,7 +22,9 @@ from .anomaly import MODE as _anomaly
 from .custom_function import BackwardCFunction, Function, _attach, _save, _type_of
 from .engine import grad as autograd_grad
 from .grad_mode import _mode, enable_grad, is_grad_enabled
-from .node import _sequence, edge_of, node_class
+from .node import _sequence, accumulator, node_class
+from .saved import _hooks as _saved_hooks
+from .saved import saved_input
 from .tensor_base import TensorBase, make
 
 _new = object.__new__
@@ -106,10 +108,19 @@ class FusedNode(Function):
         if not any(needs):
             ctx._saved_list = None
             return out
-        pos = [i for i, a in enumerate(args) if isinstance(a, TensorBase)]
+        pos, types, edges = [], [], []
+        for i, a in enumerate(args):
+            if isinstance(a, TensorBase):
+                pos.append(i)
+                types.append(_type_of(a._cell.value))
+                if a._rg:  # edge_of(a)
+                    fn = a._grad_fn
+                    edges.append((fn, a._out_nr) if fn is not None else (accumulator(a), 0))
+                else:
+                    edges.append((None, 0))
         ctx._arg_pos = pos
-        ctx._in_types = [_type_of(args[i]._cell.value) for i in pos]
-        ctx._next = tuple(edge_of(args[i]) for i in pos)
+        ctx._in_types = types
+        ctx._next = tuple(edges)
         state = ctx.__dict__
         if "_non_diff" in state or "_dirty" in state or any(out is a for a in args):
             out, = _attach(ctx, (out,), args)
@@ -120,7 +131,12 @@ class FusedNode(Function):
                 out._grad_fn, out._out_nr, out._rg = ctx, 0, True
             if _anomaly.enabled:
                 anomaly.record(ctx, [out])
-        ctx._saved_list = [_save(t, (out,), (out,)) for t in state.get("_to_save", ())]
+        to_save = state.get("_to_save", ())
+        if _saved_hooks.stack:
+            ctx._saved_list = [_save(t, (out,), (out,)) for t in to_save]
+        else:
+            ctx._saved_list = [None if t is None else _save(t, (out,), (out,)) if t is out
+                               else saved_input(t) for t in to_save]
         return out
 
     @staticmethod
