@@ -123,8 +123,15 @@ class Gelu(FusedNode):
             t = ctx.t
             du = _TANH_C * (1 + 3 * 0.044715 * x * x)
             d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
-        else:
-            d = ctx.phi + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        else:  # phi + x * exp(-x**2 / 2) / sqrt(2 pi), in one fresh array
+            d = -0.5 * x
+            d *= x
+            np.exp(d, out=d)
+            d *= x
+            d *= _INV_SQRT_2PI
+            d += ctx.phi
+            d *= g
+            return (d.astype(x.dtype, copy=False),)
         return ((g * d).astype(x.dtype, copy=False),)
 
 
