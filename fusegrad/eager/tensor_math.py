@@ -453,7 +453,8 @@ class TensorMath:
         key = "clamp" if min is not None and max is not None else (
             "clamp_min" if max is None else "clamp_max")
         lo, hi = _bounds(self, min, max)
-        return op(key, lambda: ops.clamp(*_promoted(self, lo, hi)))
+        out = fast.untracked("clamp", self, lo, hi)
+        return out if out is not None else op(key, lambda: ops.clamp(*_promoted(self, lo, hi)))
 
     clip = clamp
 
