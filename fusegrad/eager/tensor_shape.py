@@ -214,9 +214,10 @@ class TensorShape:
         if step <= 0:
             raise ValueError("step must be greater than zero")
         stop = max(stop, start)
-        starts = tuple(start if k == dim else 0 for k in range(len(s)))
-        stops = tuple(stop if k == dim else n for k, n in enumerate(s))
-        steps = tuple(step if k == dim else 1 for k in range(len(s)))
+        after = len(s) - dim - 1
+        starts = (0,) * dim + (start,) + (0,) * after
+        stops = s[:dim] + (stop,) + s[dim + 1:]
+        steps = (1,) * dim + (step,) + (1,) * after
         return view_op("slice", ("slice", starts, stops, steps),
                        lambda x: ops.slice(x, starts=starts, stops=stops, steps=steps), self)
 
