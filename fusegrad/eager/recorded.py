@@ -177,7 +177,7 @@ class OpNode(Node):
             if ct.shape != shape:
                 ct = numpy_unbroadcast(ct, shape)
             if ct.dtype != dtype:
-                ct = ct.astype(dtype)
+                ct = A.astype(ct, dtype)
             k = -1 - s
             out[k] = ct if out[k] is None else out[k] + ct
         return out
