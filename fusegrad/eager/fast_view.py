@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from numpy import may_share_memory, ndarray
 
-from ..ir.optable import OPS
+from ..ir.optable import _slices
 from . import fast, record, replay
 from .anomaly import MODE as _anomaly
 from .dual import ACTIVE as _DUAL
@@ -31,20 +31,29 @@ from .recorded import OpNode
 
 _new = object.__new__
 
-def _reshape(x, *, shape):
-    return x.reshape(shape)  # the op's reference, np.reshape, without its wrapper
+def _reshape(s: tuple):
+    shape = s[1]
+    return lambda x: x.reshape(shape)  # the op's reference, np.reshape, without its wrapper
 
 
-#: The IR op and its attributes for each view structure ``tensor_shape`` passes.
-_ATTRS = {
-    "reshape": ("reshape", lambda s: {"shape": s[1]}),
-    "transpose": ("transpose", lambda s: {"perm": s[1]}),
-    "slice": ("slice", lambda s: {"starts": s[1], "stops": s[2], "steps": s[3]}),
-}
+def _transpose(s: tuple):
+    perm = s[1]
+    return lambda x: x.transpose(perm)  # np.transpose's
+
+
+def _slice(s: tuple):
+    index = _slices(*s[1:])  # the op's reference indexes x with these, made once
+    return lambda x: x[index]
+
+
+#: The IR op of each view structure ``tensor_shape`` passes, and the op's NumPy reference
+#: on one array with that structure's attributes.
+_ATTRS = {"reshape": ("reshape", _reshape), "transpose": ("transpose", _transpose),
+          "slice": ("slice", _slice)}
 
 
 class _Plan:
-    __slots__ = ("avals", "cls", "entries", "impl", "kwargs", "out_slots", "record")
+    __slots__ = ("avals", "cls", "entries", "impl", "out_slots", "record")
 
 
 _PLANS: dict = {}
@@ -71,7 +80,7 @@ def run(name: str, structure: tuple, fn, x):
         return out
     if plan is None:
         return replay.run(name, structure, fn, x, view=True)
-    res = plan.impl(d, **plan.kwargs)
+    res = plan.impl(d)
     t = _result(res)
     if res.base is not None and may_share_memory(res, d):
         t._vc = x._vc
@@ -100,8 +109,8 @@ def _make_plan(structure: tuple, x, out, recording: bool):
     if how is None or type(out._cell.value) is not ndarray:
         return None
     p = _Plan()
-    irop, attrs = how
-    p.impl, p.kwargs = _reshape if irop == "reshape" else OPS[irop].impl, attrs(structure)
+    irop, reference = how
+    p.impl = reference(structure)
     node = out._grad_fn
     p.record = recording
     if not recording:
