@@ -57,8 +57,7 @@ def erf_f32(x: np.ndarray) -> np.ndarray:
     clamped to 1, so nothing overflows; NaN stays NaN), the other only where
     ``|x| >= 1``. Written in place where it can: fresh arrays of this size cost more
     than the arithmetic."""
-    a = x.astype(np.float64)
-    np.abs(a, out=a)
+    a = np.abs(x, dtype=np.float64)
     z = np.multiply(a, a)
     idx = np.flatnonzero(a >= 1.0)
     if idx.size:
@@ -75,8 +74,9 @@ def erf_f32(x: np.ndarray) -> np.ndarray:
     res *= a
     if idx.size:
         res.reshape(-1)[idx] = large
-    np.copysign(res, x, out=res)
-    return res.astype(np.float32)
+    out = res.astype(np.float32)  # rounding is symmetric: the sign can follow
+    np.copysign(out, x, out=out)
+    return out
 
 
 _NUMPY = {"sin": np.sin, "cos": np.cos, "erf": _scipy_erf}

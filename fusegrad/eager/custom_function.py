@@ -179,9 +179,19 @@ class _Type:
         self.shape, self.dtype = shape, dtype
 
 
+#: ``_Type`` by ``(shape, dtype)`` (nothing changes one once made)
+_TYPES: dict = {}
+
+
 def _type_of(data):
     if type(data) is np.ndarray:
-        return _Type(data.shape, data.dtype)
+        key = (data.shape, data.dtype)
+        ty = _TYPES.get(key)
+        if ty is None:
+            ty = _Type(data.shape, data.dtype)
+            if len(_TYPES) < 4096:
+                _TYPES[key] = ty
+        return ty
     from ..ir.bind import aval
 
     return aval(data)

@@ -24,9 +24,10 @@ from ..ir.bind import aval, handler_for
 from . import anomaly, callbacks, fast
 from . import tensor_base as TB
 from .anomaly import MODE as _anomaly
-from .fast import FastNode, _fp, _fp_ignore
+from .fast import _fp, _fp_ignore
 from .grad_mode import _mode
 from .node import AccumulateGrad, accumulate_grad, edge_of, retain, run_tensor_hooks
+from .recorded import OpNode
 
 _CREATE_GRAPH_WARNING = (
     "Using backward() with create_graph=True will create a reference cycle between the "
@@ -380,10 +381,11 @@ def _pre(node, buf: dict, create_graph: bool, unwrap) -> None:
 
 
 class _SingleOutput(dict):
-    """Node classes known to have one output (their grads list is ``[buf[0]]``)."""
+    """Node classes whose backward, when only output 0 has a gradient, is
+    ``apply([buf[0]])`` (one output, or an ``OpNode``, which skips missing gradients)."""
 
     def __missing__(self, cls) -> bool:
-        ok = issubclass(cls, FastNode)
+        ok = issubclass(cls, OpNode) or getattr(cls, "_one_output", False)
         self[cls] = ok
         return ok
 

@@ -385,6 +385,27 @@ def run2(key: str, irop: str, a, b):
     return t
 
 
+def untracked(irop: str, x, *numbers):
+    """``irop`` on a float Tensor ``x`` and Python numbers when nothing records (no grad to
+    record, no trace, capture, enclosing operation or forward-mode level): the op's NumPy
+    reference on the array, as the generic path computes it; None otherwise."""
+    d = x._cell.value
+    if (type(d) is not ndarray or d.dtype.kind not in _FLOATS or (x._rg and _mode.grad)
+            or _DUAL[0] or _state.scope is not None or not plain()):
+        return None
+    for n in numbers:
+        if type(n) not in _PY_SCALARS:
+            return None
+    token = _fp.set(_fp_ignore)
+    try:
+        out = OPS[irop].impl(d, *numbers)
+    finally:
+        _fp.reset(token)
+    if type(out) is not ndarray or out.dtype != d.dtype:
+        out = np.asarray(out, dtype=d.dtype)
+    return _result(out)
+
+
 def _new_plan(sig, key, irop, kwargs, operands, record):
     plan = _make_plan(key, irop, kwargs, operands, record)
     if len(_PLANS) >= 4096:

@@ -17,12 +17,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..passes.autodiff.vjp_rules import unbroadcast
-from . import dual, record
+from . import anomaly, dual, record
+from .anomaly import MODE as _anomaly
 from .custom_function import BackwardCFunction, Function, _attach, _save, _type_of
 from .engine import grad as autograd_grad
 from .grad_mode import _mode, enable_grad, is_grad_enabled
-from .node import edge_of, node_class
+from .node import _sequence, accumulator, node_class
+from .saved import _hooks as _saved_hooks
+from .saved import saved_input
 from .tensor_base import TensorBase, make
+
+_new = object.__new__
 
 
 def concrete(*xs) -> bool:
@@ -40,6 +45,8 @@ class FusedBackward(BackwardCFunction):
     Tensors made in between); otherwise ``BackwardCFunction.apply``."""
 
     __slots__ = ()
+    #: one output (the engine calls ``apply([g])`` without the general bookkeeping)
+    _one_output = True
 
     def apply(self, grads: list, create_graph: bool) -> list:
         g = grads[0] if len(grads) == 1 else None
@@ -92,7 +99,7 @@ class FusedNode(Function):
             return super().apply(*args)
         grad = _mode.grad
         needs = tuple([grad and isinstance(a, TensorBase) and a._rg for a in args])
-        ctx = node_class(cls._node_name, FusedBackward)(cls, needs)
+        ctx = _context(cls, needs)
         _mode.grad = False
         try:
             out = cls.forward(ctx, *args)
@@ -101,12 +108,35 @@ class FusedNode(Function):
         if not any(needs):
             ctx._saved_list = None
             return out
-        pos = [i for i, a in enumerate(args) if isinstance(a, TensorBase)]
+        pos, types, edges = [], [], []
+        for i, a in enumerate(args):
+            if isinstance(a, TensorBase):
+                pos.append(i)
+                types.append(_type_of(a._cell.value))
+                if a._rg:  # edge_of(a)
+                    fn = a._grad_fn
+                    edges.append((fn, a._out_nr) if fn is not None else (accumulator(a), 0))
+                else:
+                    edges.append((None, 0))
         ctx._arg_pos = pos
-        ctx._in_types = [_type_of(args[i]._data) for i in pos]
-        ctx._next = tuple(edge_of(args[i]) for i in pos)
-        out, = _attach(ctx, (out,), args)
-        ctx._saved_list = [_save(t, (out,), (out,)) for t in getattr(ctx, "_to_save", ())]
+        ctx._in_types = types
+        ctx._next = tuple(edges)
+        state = ctx.__dict__
+        if "_non_diff" in state or "_dirty" in state or any(out is a for a in args):
+            out, = _attach(ctx, (out,), args)
+        else:  # what _attach makes of one fresh output
+            data = out._cell.value
+            ctx._out_types.append(_type_of(data))
+            if data.dtype.kind == "f":
+                out._grad_fn, out._out_nr, out._rg = ctx, 0, True
+            if _anomaly.enabled:
+                anomaly.record(ctx, [out])
+        to_save = state.get("_to_save", ())
+        if _saved_hooks.stack:
+            ctx._saved_list = [_save(t, (out,), (out,)) for t in to_save]
+        else:
+            ctx._saved_list = [None if t is None else _save(t, (out,), (out,)) if t is out
+                               else saved_input(t) for t in to_save]
         return out
 
     @staticmethod
@@ -128,6 +158,27 @@ class FusedNode(Function):
         raise NotImplementedError
 
 
+#: The node class of each ``FusedNode`` subclass.
+_NODE_CLASSES: dict = {}
+
+
+def _context(cls, needs: tuple):
+    """``node_class(cls._node_name, FusedBackward)(cls, needs)`` without the constructor
+    calls."""
+    ncls = _NODE_CLASSES.get(cls)
+    if ncls is None:
+        ncls = _NODE_CLASSES[cls] = node_class(cls._node_name, FusedBackward)
+    ctx = _new(ncls)
+    ctx._next = ()
+    ctx._seq = next(_sequence)
+    ctx._pre_hooks = ctx._post_hooks = ctx._tensor_hooks = ctx._retain = None
+    ctx._cls = cls
+    ctx.needs_input_grad = needs
+    ctx._materialize = True
+    ctx._out_types = []
+    return ctx
+
+
 def recorded_grads(composite, inputs, needs, g) -> list:
     """The gradients of ``composite(*inputs)`` against ``g`` for the inputs in ``needs``,
     through recorded ops with their graph kept (``create_graph``)."""
@@ -142,8 +193,19 @@ def sum_kept(x: np.ndarray, axis: int) -> np.ndarray:
     """``x.sum(axis, keepdims=True)``; over the last axis as a product with ones, which
     BLAS does several times faster than NumPy's reduction of short rows."""
     if axis == x.ndim - 1 and x.dtype.kind == "f":
-        return x @ np.ones((x.shape[-1], 1), x.dtype)
+        key = (x.shape[-1], x.dtype)
+        ones = _ONES.get(key)
+        if ones is None:
+            ones = np.ones((x.shape[-1], 1), x.dtype)
+            ones.flags.writeable = False
+            if len(_ONES) < 256:
+                _ONES[key] = ones
+        return x @ ones
     return x.sum(axis, keepdims=True)
+
+
+#: Read-only ``(n, 1)`` columns of ones by ``(n, dtype)`` (``sum_kept``'s right operand).
+_ONES: dict = {}
 
 
 def max_kept(x: np.ndarray, axis: int) -> np.ndarray:
@@ -224,6 +286,12 @@ def _norm2_kept(xa: np.ndarray, dims: tuple) -> np.ndarray:
 def norm2(xa: np.ndarray, dims: tuple, keepdim: bool) -> np.ndarray:
     """``VectorNorm2``'s value without its node (for a Tensor that records nothing)."""
     return _norm2_kept(xa, dims).reshape(_reduced(xa.shape, dims, keepdim))
+
+
+def norm2_all(xa: np.ndarray, keepdim: bool) -> np.ndarray:
+    """``norm2`` over every axis."""
+    n = np.asarray(np.sqrt(np.vdot(xa, xa).real), xa.dtype)
+    return n.reshape((1,) * xa.ndim) if keepdim else n
 
 
 def _reduced(shape: tuple, dims: tuple, keepdim: bool) -> tuple:

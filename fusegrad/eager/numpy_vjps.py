@@ -99,11 +99,11 @@ def _select(g, out, args, mask, types, kwargs):
 
 def _transpose(g, out, args, mask, types, kwargs):
     perm = kwargs["perm"]
-    return (np.transpose(g, tuple(sorted(range(len(perm)), key=perm.__getitem__))),)
+    return (g.transpose(tuple(sorted(range(len(perm)), key=perm.__getitem__))),)
 
 
 def _reshape(g, out, args, mask, types, kwargs):
-    return (np.reshape(g, types[0][0]),)
+    return (g.reshape(types[0][0]),)
 
 
 def _convert(g, out, args, mask, types, kwargs):
@@ -128,6 +128,9 @@ def _take(g, out, args, mask, types, kwargs):
     shape, dtype = types[0]
     axis = kwargs["axis"]
     ct = np.zeros(shape, dtype)
+    if axis == 0:  # the moves below are identities
+        np.add.at(ct, idx, g)
+        return ct, None
     vals = np.moveaxis(g, tuple(range(axis, axis + idx.ndim)), tuple(range(idx.ndim)))
     np.add.at(np.moveaxis(ct, axis, 0), idx, vals)
     return ct, None

@@ -133,7 +133,12 @@ def _tensor_dtype(t):
     return np.dtype(t._cell.value.dtype)
 
 
-register_array_type(TB.TensorBase, level=lambda t: 0, bind=tensor_bind, dtype=_tensor_dtype)
+def _tensor_value(t):
+    return t._cell.value
+
+
+register_array_type(TB.TensorBase, level=lambda t: 0, bind=tensor_bind, dtype=_tensor_dtype,
+                    value=_tensor_value)
 
 
 def operation(name: str, fn, *args, view: bool = False, distinct: bool = False, **kwargs):

@@ -131,6 +131,10 @@ class OpNode(Node):
     # --- backward -------------------------------------------------------------------
 
     def apply(self, grads: list, create_graph: bool) -> list:
+        if not create_graph and len(self._entries) == 1:
+            res = self._apply_one(self._entries[0], grads)
+            if res is not None:
+                return res
         env: dict = {}
         cts: dict = {}
         for slot, g in zip(self._out_slots, grads):
@@ -146,6 +150,37 @@ class OpNode(Node):
                 if m and ct is not None:
                     self._add(cts, s, ct)
         return [cts.get(-1 - k) for k in range(self._nin)]
+
+    def _apply_one(self, e: Entry, grads: list):
+        """``apply`` of a node of one entry over its inputs, by the rule's NumPy
+        transcription, without the general walk's dicts; None where it does not apply."""
+        g = grads[0]
+        if type(g) is not np.ndarray or self._out_slots != e.outs or len(e.outs) != 1:
+            return None
+        f = NUMPY_VJPS.get(e.opdef.name)
+        if f is None or handler_for(()) is not None:
+            return None
+        for s, m in zip(e.slots, e.mask):
+            if m and s >= 0:
+                return None
+        res = self._numpy_rule(f, e, g, {})
+        if res is None:
+            return None
+        out = [None] * self._nin
+        avals = self._avals
+        for s, m, ct in zip(e.slots, e.mask, res):
+            if not m or ct is None:
+                continue
+            if isinstance(ct, BaseException):  # no derivative for this operand
+                raise ct
+            shape, dtype = avals[s]
+            if ct.shape != shape:
+                ct = numpy_unbroadcast(ct, shape)
+            if ct.dtype != dtype:
+                ct = A.astype(ct, dtype)
+            k = -1 - s
+            out[k] = ct if out[k] is None else out[k] + ct
+        return out
 
     def _run_rule(self, e: Entry, cts: dict, env: dict, create_graph: bool):
         if not create_graph and len(e.outs) == 1:

@@ -23,8 +23,9 @@ from . import bigpool, record
 from .dual import ACTIVE as DUAL
 from .fast import _fp, _fp_ignore
 from .grad_mode import _mode
-from .node import accumulator
-from .saved import SavedTensor
+from .node import _sequence, accumulator
+from .saved import SavedTensor, saved_input
+from .saved import _hooks as _saved_hooks
 from .tensor_base import _CLASS, TensorBase, _Cell, _Version
 
 _new = object.__new__
@@ -73,8 +74,9 @@ def run(name: str, key, fn, *args, view: bool = False):
         return record.operation(name, fn, *args, view=view)
     recording = rg and _mode.grad
     sig.append(recording)
-    if len(args) > 1:
-        sig.append(tuple(next(i for i, y in enumerate(args) if y is x) for x in args))
+    if len(args) > 1:  # which arguments are the same object (first position of each)
+        ids = [id(x) for x in args]
+        sig.append(tuple([ids.index(i) for i in ids]))
     sig = tuple(sig)
     plan = _PLANS.get(sig, _PLANS)
     if plan is _PLANS:
@@ -173,12 +175,14 @@ def _replay(plan: _Plan, args, view: bool = False):
 
 
 def _node(plan: _Plan, inputs: list, vals: list, t) -> None:
-    edges = tuple((None, 0) if not x._rg else (x._grad_fn, x._out_nr) if x._grad_fn is not None
-                  else (accumulator(x), 0) for x in inputs)
+    edges = tuple([(None, 0) if not x._rg else (x._grad_fn, x._out_nr) if x._grad_fn is not None
+                   else (accumulator(x), 0) for x in inputs])
     saved = {}
+    hooks = _saved_hooks.stack
     for s in plan.needed:
         if s < 0:
-            saved[s] = SavedTensor.of_input(inputs[-1 - s])
+            x = inputs[-1 - s]
+            saved[s] = SavedTensor.of_input(x) if hooks else saved_input(x)
         elif s == plan.out_slot:
             saved[s] = SavedTensor("output", t._cell.value, vc=t._vc, output_nr=0)
         else:
@@ -187,5 +191,15 @@ def _node(plan: _Plan, inputs: list, vals: list, t) -> None:
             if v.base is not None:
                 vc = next((x._vc for x in inputs if np.may_share_memory(v, x._cell.value)), None)
             saved[s] = SavedTensor("internal", v, vc=vc)
-    t._grad_fn = plan.cls(edges, plan.live, plan.out_slots, plan.avals, saved, plan.replay)
+    node = _new(plan.cls)  # plan.cls(edges, ...) without the constructor calls
+    node._next = edges
+    node._seq = next(_sequence)
+    node._pre_hooks = node._post_hooks = node._tensor_hooks = node._retain = None
+    node._nin = len(edges)
+    node._entries = plan.live
+    node._out_slots = plan.out_slots
+    node._avals = plan.avals
+    node._saved = saved
+    node._replay = plan.replay
+    t._grad_fn = node
     t._rg = True

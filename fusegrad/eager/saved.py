@@ -30,6 +30,7 @@ class _Hooks(threading.local):
 
 
 _hooks = _Hooks()
+_new = object.__new__
 
 
 class saved_tensors_hooks:
@@ -150,3 +151,22 @@ class SavedTensor:
     def free(self) -> None:
         self._freed = True
         self._data = self._tensor = self._packed = None
+
+
+def saved_input(t: TensorBase) -> SavedTensor:
+    """``SavedTensor.of_input(t)`` when no saved-tensor hooks are open, field by field."""
+    if t._inference:
+        return SavedTensor.of_input(t)  # raises PyTorch's error
+    vc = t._vc
+    st = _new(SavedTensor)
+    st.kind = "input"
+    st._data = t._cell.value
+    st._tensor = t
+    st._vc = vc
+    st._version = vc.n
+    st._grad_fn = t._grad_fn
+    st._out_nr = t._out_nr
+    st._rg = t._rg
+    st._packed = st._unpack = None
+    st._freed = False
+    return st

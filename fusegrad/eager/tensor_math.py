@@ -409,7 +409,8 @@ class TensorMath:
         return unary("erf", "erf", self)
 
     def reciprocal(self):
-        return op("reciprocal", lambda: ops.div(1.0, to_float(self)))
+        out = fast.run2("reciprocal", "div", 1.0, self)
+        return out if out is not None else op("reciprocal", lambda: ops.div(1.0, to_float(self)))
 
     def square(self):
         return op("square", lambda: ops.pow(self, 2))
@@ -452,7 +453,8 @@ class TensorMath:
         key = "clamp" if min is not None and max is not None else (
             "clamp_min" if max is None else "clamp_max")
         lo, hi = _bounds(self, min, max)
-        return op(key, lambda: ops.clamp(*_promoted(self, lo, hi)))
+        out = fast.untracked("clamp", self, lo, hi)
+        return out if out is not None else op(key, lambda: ops.clamp(*_promoted(self, lo, hi)))
 
     clip = clamp
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..ir import array as A
 from ..ir import ops
 from ..ir.indexing import getitem as _ir_getitem
-from . import fast, replay
+from . import fast, fast_view, replay
 from . import tensor_base as TB
 from .names import NAMES
 from .tensor_inplace import setitem
@@ -28,6 +28,8 @@ def view_op(key: str, structure, fn, *args):
     """``fn(*args)`` as the view operation ``key`` (``op(key, ..., view=True)``), replayed
     like ``composite``: ``structure`` is everything besides the arguments' types that
     decides which ops ``fn`` binds."""
+    if len(args) == 1:
+        return fast_view.run(NAMES[key], structure, fn, args[0])
     return replay.run(NAMES[key], structure, fn, *args, view=True)
 
 
@@ -212,9 +214,10 @@ class TensorShape:
         if step <= 0:
             raise ValueError("step must be greater than zero")
         stop = max(stop, start)
-        starts = tuple(start if k == dim else 0 for k in range(len(s)))
-        stops = tuple(stop if k == dim else n for k, n in enumerate(s))
-        steps = tuple(step if k == dim else 1 for k in range(len(s)))
+        after = len(s) - dim - 1
+        starts = (0,) * dim + (start,) + (0,) * after
+        stops = s[:dim] + (stop,) + s[dim + 1:]
+        steps = (1,) * dim + (step,) + (1,) * after
         return view_op("slice", ("slice", starts, stops, steps),
                        lambda x: ops.slice(x, starts=starts, stops=stops, steps=steps), self)
 

@@ -25,16 +25,21 @@ _WEAK = (bool, int, float, complex)
 
 _DTYPE_GETTERS: list[tuple[type, Callable]] = []
 _DTYPE_OF: dict[type, Callable | None] = {}
+#: ``(cls, value)`` from ``register_array_type``, and the getter found per type
+_VALUE_GETTERS: list[tuple[type, Callable]] = []
+_VALUE_OF: dict[type, Callable | None] = {}
 
 
 def register_array_type(cls: type, *, level: Callable, bind: Callable,
-                        dtype: Callable | None = None) -> None:
+                        dtype: Callable | None = None, value: Callable | None = None) -> None:
     """Make ``bind`` hand ops on ``cls`` operands to ``bind(opdef, operands, attrs, regions)``.
 
     ``level(obj)`` orders handlers when operands of several classes meet: the
     operand with the highest level handles the op (an inner trace beats an
     outer one, any trace beats an eager Tensor). ``dtype(obj)``, if given, is a
     fast way to the NumPy dtype of an operand (promotion reads it on every op).
+    ``value(obj)``, if given, is the array or tracer an operand wraps: ``aval`` of the
+    operand is that value's (shape and dtype read without the wrapper's properties).
     """
     _HANDLERS.append((cls, level, bind))
     _HANDLER_OF.clear()
@@ -43,6 +48,9 @@ def register_array_type(cls: type, *, level: Callable, bind: Callable,
     if dtype is not None:
         _DTYPE_GETTERS.append((cls, dtype))
         _DTYPE_OF.clear()
+    if value is not None:
+        _VALUE_GETTERS.append((cls, value))
+        _VALUE_OF.clear()
 
 
 def register_ambient(current: Callable, first: bool = False) -> None:
@@ -116,6 +124,12 @@ def aval(x) -> TensorType:
             if len(_AVALS) < 4096:
                 _AVALS[key] = ty
         return ty
+    t = type(x)
+    get = _VALUE_OF.get(t, _VALUE_OF)
+    if get is _VALUE_OF:
+        get = _VALUE_OF[t] = next((g for c, g in _VALUE_GETTERS if issubclass(t, c)), None)
+    if get is not None:
+        return aval(get(x))
     if hasattr(x, "shape") and hasattr(x, "dtype"):
         return TensorType(x.shape, x.dtype)
     return TensorType.of(x)

@@ -51,8 +51,8 @@ class LayerNorm(FusedNode):
         gx = rows if weight is None else rows * weight.reshape(-1)
         inv_n = xhat.dtype.type(1.0 / xhat.shape[1])
         dx = rstd * (gx - sum_kept(gx, 1) * inv_n - xhat * (sum_kept(gx * xhat, 1) * inv_n))
-        dw = None if weight is None else (rows * xhat).sum(0).reshape(weight.shape)
-        db = None if bias is None else rows.sum(0).reshape(bias.shape)
+        dw = None if weight is None else np.add.reduce(rows * xhat, 0).reshape(weight.shape)
+        db = None if bias is None else np.add.reduce(rows, 0).reshape(bias.shape)
         return dx.reshape(x.shape), dw, db
 
 
@@ -77,7 +77,7 @@ class Linear(FusedNode):
         needs = ctx.needs_input_grad
         dx = (rows @ weight).reshape(x.shape) if needs[0] else None
         dw = rows.T @ x.reshape(-1, x.shape[-1]) if needs[1] else None
-        db = rows.sum(0) if bias is not None and needs[2] else None
+        db = np.add.reduce(rows, 0) if bias is not None and needs[2] else None
         return dx, dw, db
 
 
@@ -123,8 +123,15 @@ class Gelu(FusedNode):
             t = ctx.t
             du = _TANH_C * (1 + 3 * 0.044715 * x * x)
             d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du
-        else:
-            d = ctx.phi + x * np.exp(-0.5 * x * x) * _INV_SQRT_2PI
+        else:  # phi + x * exp(-x**2 / 2) / sqrt(2 pi), in one fresh array
+            d = -0.5 * x
+            d *= x
+            np.exp(d, out=d)
+            d *= x
+            d *= _INV_SQRT_2PI
+            d += ctx.phi
+            d *= g
+            return (d.astype(x.dtype, copy=False),)
         return ((g * d).astype(x.dtype, copy=False),)
 
 
@@ -136,7 +143,9 @@ class NllLoss(FusedNode):
 
     @staticmethod
     def forward(ctx, logp, target, weight, cdim, ignore_index, reduction, composite):
-        lp = np.moveaxis(logp._data, cdim, -1)
+        lp = logp._data
+        if cdim != lp.ndim - 1:
+            lp = np.moveaxis(lp, cdim, -1)
         rows = lp.reshape(-1, lp.shape[-1])
         t = target._data.reshape(-1)
         valid = t != ignore_index
@@ -167,4 +176,5 @@ class NllLoss(FusedNode):
             scale = -wi * g.reshape(-1)
         d = np.zeros((len(wi), ctx.lshape[-1]), logp.dtype)
         d[ctx.at, ctx.tc] = scale
-        return (np.moveaxis(d.reshape(ctx.lshape), -1, ctx.cdim),)
+        d = d.reshape(ctx.lshape)
+        return (d if ctx.cdim == d.ndim - 1 else np.moveaxis(d, -1, ctx.cdim),)

@@ -248,8 +248,25 @@ class Module:
         yield from self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
-        for _, p in self.named_parameters(recurse=recurse):
-            yield p
+        """The parameters ``named_parameters`` yields, in its order (without the names)."""
+        seen = set()
+        for m in self._unique_modules() if recurse else (self,):
+            for v in m._parameters.values():
+                if v is not None and id(v) not in seen:
+                    seen.add(id(v))
+                    yield v
+
+    def _unique_modules(self) -> Iterator[Module]:
+        """``named_modules()``'s modules, in its order, without building their names."""
+        memo = set()
+        stack = [self]
+        while stack:
+            m = stack.pop()
+            if id(m) in memo:
+                continue
+            memo.add(id(m))
+            yield m
+            stack.extend(reversed([c for c in m._modules.values() if c is not None]))
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True):
