@@ -29,11 +29,14 @@ def segments(fused: Function) -> list[Function | Op]:
     """``fused``'s ops as a schedule: Functions (runs of ops the lean generator lowers,
     taking the values they read and returning the values read after them) and the
     other ops, one by one. Lowered ops are gathered as early as their operands allow,
-    so a Function with a few ops the generator does not lower has few segments."""
+    so a Function with a few ops the generator does not lower has few segments. A
+    Function whose ops are all lowered but which takes or returns a value of a dtype the
+    generator has no place for (a complex carry a loop's condition passes over) is one
+    segment of its ops, around those values."""
     ready = {*fused.params}
     pending = list(fused.ops)
     native = {op: lean.lowers(op) for op in pending}
-    if all(native.values()):
+    if all(native.values()) and lean.holds(fused):
         return [fused]
     used = {v for op in fused.ops for v in op.operands} | set(fused.results)
     order: list[list[Op] | Op] = []

@@ -26,13 +26,14 @@ from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
 from . import copies, engine, extents, mathcalls, mathlib_ir, parallel
+from . import scalar as sc
 from .control import walk
 from .entry import Entry, check, check_op
 from .indexing import LOWERED
 from .kernel import PLACEHOLDER, Unsupported, build, chunkable, chunking, is_flat, space_of
 
 __all__ = ["Compiled", "Unsupported", "check", "chunked_kernels", "compile_function", "digest",
-           "lowers", "source"]
+           "holds", "lowers", "source"]
 
 _COMMENT = re.compile(r"\s*;.*$", re.MULTILINE)
 
@@ -51,6 +52,12 @@ class Compiled:
         self.sizes = None if sizes is None else np.asarray(sizes, dtype=np.int64)
         self.table_offset = table_offset
         self.kernels, self.compiled = kernels, compiled
+
+
+def holds(fn: Function) -> bool:
+    """Whether an entry can take ``fn``'s parameters and return its results (their
+    dtypes have a place in machine code)."""
+    return all(sc.supported_dtype(v.type.dtype) for v in (*fn.params, *fn.results))
 
 
 def lowers(op) -> bool:
