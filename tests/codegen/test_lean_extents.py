@@ -1,8 +1,8 @@
 """Kernels and host entries read their sizes at run time (``codegen.lean.extents``,
 ``codegen.lean.sizes``): a function called at a new shape of the same structure
-compiles nothing (a loop nest's row length excepted: it is a constant of its kernel's
-text), and the machine code it reuses computes what the interpreter computes at that
-shape."""
+compiles nothing (a loop nest's row length, and the extents of kernels of at most
+``extents.SMALL`` elements, excepted: they are constants of their kernels' text), and
+the machine code it reuses computes what the interpreter computes at that shape."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_new_shape_compiles_nothing():
     rng = np.random.default_rng(1)
     counts = []
     # rows of another length: the nests' kernels (row and column sums) compile anew
-    for shape in [(3, 4), (6, 4), (17, 4), (40, 4), (17, 9)]:
+    for shape in [(30, 4), (60, 4), (170, 4), (400, 4), (170, 9)]:
         args = (rng.normal(size=shape), rng.normal(size=shape), rng.normal(size=shape[0]))
         got, compiled = _compiled(vg, *args)
         counts.append(compiled)
@@ -57,7 +57,7 @@ def test_extents_of_one_keep_their_own_kernels():
     # a size-1 axis broadcasts: its kernels differ in structure, not only in extents
     vg = fg.jit(fg.value_and_grad(_model, argnums=(0, 1)))
     rng = np.random.default_rng(2)
-    for shape in [(4, 5), (1, 5), (5, 1), (1, 1)]:
+    for shape in [(40, 5), (1, 5), (5, 1), (1, 1), (1, 300), (300, 1)]:
         args = (rng.normal(size=shape), rng.normal(size=shape), rng.normal(size=shape[0]))
         _close(vg(*args), interpreted(vg, *args), 1e-12)
 
@@ -79,7 +79,7 @@ def test_float32_means_divide_by_their_run_time_count():
     assert outs[1] == 0
 
 
-@pytest.mark.parametrize("shape", [(300, 1000), (3, 100_000)])
+@pytest.mark.parametrize("shape", [(300, 1000), (20, 20_000)])
 def test_chunked_kernels_at_two_sizes(shape):
     # above the parallel threshold kernels run in chunks: the chunk axis's extent and
     # the chunk width come from the table too (the second size has a ragged last chunk)
@@ -100,7 +100,7 @@ def test_chunked_kernels_at_two_sizes(shape):
     assert counts[1] == 0
 
 
-@pytest.mark.parametrize("shapes", [((3, 4), (9, 2)), ((300, 1000), (301, 999))])
+@pytest.mark.parametrize("shapes", [((30, 4), (90, 4)), ((300, 1000), (301, 999))])
 def test_kernels_of_one_key_have_one_text(shapes):
     # ``kernel_key`` leaves extents out: kernels it calls equal must build equal text
     # (the one-per-process memo hands out the first's)
@@ -137,7 +137,7 @@ def _mixed(a, b):
     return fnp.sum(fnp.mean(fnp.tanh(q), axis=(0, 2)) * fnp.sum(fnp.swapaxes(q, 1, 2)[:, :, 0]))
 
 
-_MIXED_SHAPES = [((2, 3, 4), (2, 4, 5)), ((4, 6, 3), (4, 3, 5)), ((3, 5, 2), (1, 2, 9))]
+_MIXED_SHAPES = [((4, 30, 4), (4, 4, 5)), ((6, 20, 3), (6, 3, 5)), ((3, 5, 2), (1, 2, 9))]
 
 
 def test_products_and_copies_at_new_shapes():
@@ -208,7 +208,7 @@ def test_control_flow_at_new_shapes():
     g = fg.jit(fg.value_and_grad(_rnn, argnums=(0, 1)))
     rng = np.random.default_rng(8)
     counts = []
-    for steps, batch, width in [(3, 4, 5), (6, 2, 7), (4, 9, 3)]:
+    for steps, batch, width in [(20, 40, 5), (30, 20, 7), (25, 30, 6)]:
         w = rng.normal(size=(width, width)) / width
         xs = rng.normal(size=(steps, batch, width))
         got, compiled = _compiled(g, w, xs)

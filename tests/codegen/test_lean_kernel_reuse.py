@@ -55,12 +55,13 @@ def test_key_tells_apart_constants_structure_and_chunking():
 
         return [op for op in fuse(simplify(fused)).ops if op.name == "fused"]
 
-    (a,) = kernels(lambda x: fnp.sin(x) * 2.0, np.ones(5))
-    (b,) = kernels(lambda y: fnp.sin(y) * 2.0, np.ones(5))
-    (c,) = kernels(lambda x: fnp.sin(x) * 3.0, np.ones(5))
-    (d,) = kernels(lambda x: fnp.sin(x) * 2.0, np.ones((5, 1)))
-    (e,) = kernels(lambda x: fnp.sin(x) * 2.0, np.ones(6))  # extents are read at run time
+    (a,) = kernels(lambda x: fnp.sin(x) * 2.0, np.ones(50))
+    (b,) = kernels(lambda y: fnp.sin(y) * 2.0, np.ones(50))
+    (c,) = kernels(lambda x: fnp.sin(x) * 3.0, np.ones(50))
+    (d,) = kernels(lambda x: fnp.sin(x) * 2.0, np.ones((50, 1)))
+    (e,) = kernels(lambda x: fnp.sin(x) * 2.0, np.ones(60))  # extents are read at run time
+    (f,) = kernels(lambda x: fnp.sin(x) * 2.0, np.ones(6))  # a tiny kernel's are constants
     assert lean.kernel_key(a, False) == lean.kernel_key(b, False) == lean.kernel_key(e, False)
     assert lean._kernel(a, False)[2] == lean._kernel(e, False)[2]
-    assert len({lean.kernel_key(a, False), lean.kernel_key(c, False),
-                lean.kernel_key(d, False), lean.kernel_key(a, True)}) == 4
+    assert len({lean.kernel_key(a, False), lean.kernel_key(c, False), lean.kernel_key(d, False),
+                lean.kernel_key(a, True), lean.kernel_key(f, False)}) == 5

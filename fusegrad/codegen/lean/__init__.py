@@ -99,9 +99,9 @@ def _structure(t) -> tuple:
 def kernel_key(op, chunked: bool) -> tuple:
     """What a kernel's IR is made of: its body's ops, attributes, types (their dtypes and
     size-1 axes: ``_structure``) and how they connect (not the values' names, the source
-    locations nor the extents, which its text reads from its size table, but for a loop
-    nest's innermost: ``extents.inner``), whether and
-    how it runs in chunks, how it calls the math library and the optimisation level its
+    locations nor the extents, which its text reads from its size table, but for the
+    few it holds as constants: ``extents.fixed``), whether and how it runs in chunks,
+    how it calls the math library and the optimisation level its
     name carries. Two kernels with the same key have the same IR but for comments."""
     body = op.regions[0]
     index = {v: i for i, v in enumerate(body.params)}
@@ -115,11 +115,11 @@ def kernel_key(op, chunked: bool) -> tuple:
         for r in bop.results:
             index[r] = len(index)
     space = space_of(op)
-    last = extents.inner(space, is_flat(op))  # its extent is a constant of the text
+    keep = extents.fixed(space, is_flat(op))  # these extents are constants of the text
     return (tuple(_structure(p.type) for p in body.params), tuple(ops),
             tuple(index[r] for r in body.results),
             tuple(_structure(v.type) for v in (*op.operands, *op.results)),
-            None if last is None else space[last], chunking(op) if chunked else None,
+            tuple(space[a] for a in keep), chunking(op) if chunked else None,
             mathcalls.INLINE_CALLS, config.OPT, engine.salt())
 
 

@@ -5,13 +5,16 @@ A kernel's first argument points to an int64 table, filled by its caller (the
 entry, which knows the shapes), laid out as ``table``: the extents of the iteration
 space, the element count of each ``count`` op in its body (a mean's divisor), and
 for a kernel run in chunks the chunk axis's extent and the chunk width. The text
-reads them from there, but for the innermost extent of a loop nest (``inner``),
-which stays a constant: its loop is the one LLVM vectorises, and with a known trip
-count it needs no remainder loop (the runtime form took LLVM 20-25% longer on an
-MLP's kernels). So the text holds the kernel's structure (which axes are 1, which
-results reduce which axes, whether it is one flat loop) and a nest's row length:
-``x * y`` flat at any size compiles once, ``x + b[None, :]`` once per row length,
-and a batch of another size reuses every kernel.
+reads them from there, but for the extents ``fixed`` keeps as constants: the
+innermost of a loop nest, whose loop is the one LLVM vectorises (with a known trip
+count it needs no remainder loop: the runtime form took LLVM 20-25% longer on an
+MLP's kernels), and every extent of a kernel of at most ``SMALL`` elements (LLVM
+unrolls its loops whole instead of vectorising them with runtime checks: a nested
+Jacobian's two dozen tiny kernels took about 25% longer otherwise). So the text
+holds the kernel's structure (which axes are 1, which results reduce which axes,
+whether it is one flat loop) and those extents: ``x * y`` flat at any size above
+``SMALL`` compiles once, ``x + b[None, :]`` once per row length, and a batch of
+another size reuses every kernel but the tiny ones.
 
 Sizes are Python ints where they are known from the structure alone (1, 0, the
 innermost stride) and LLVM values read from the table otherwise; ``mul`` folds the
@@ -19,6 +22,8 @@ known ones.
 """
 
 from __future__ import annotations
+
+import math
 
 from llvmlite import ir
 
@@ -41,10 +46,16 @@ def table(op: Op, space: tuple[int, ...], chunk: tuple[int, int] | None) -> list
     return values + list(chunk or ())
 
 
-def inner(space: tuple[int, ...], flat: bool) -> int | None:
-    """The axis of ``space`` whose extent a kernel's text holds as a constant: the
-    innermost of a loop nest (None for one flat loop)."""
-    return len(space) - 1 if not flat and len(space) > 1 else None
+#: kernels of at most this many elements hold all their extents as constants
+SMALL = 16
+
+
+def fixed(space: tuple[int, ...], flat: bool) -> tuple[int, ...]:
+    """The axes of ``space`` whose extents a kernel's text holds as constants: every
+    axis of a kernel of at most ``SMALL`` elements, else the innermost of a loop nest."""
+    if math.prod(space) <= SMALL:
+        return tuple(range(len(space)))
+    return (len(space) - 1,) if not flat and len(space) > 1 else ()
 
 
 def mul(b: ir.IRBuilder, x, y):
@@ -76,8 +87,8 @@ class Extents:
                  flat: bool):
         self.b, self.ptr, self.space = b, ptr, space
         self.ncounts = len(counts(op))
-        last = inner(space, flat)
-        self.dims = [n if n == 1 or d == last else self.load(d) for d, n in enumerate(space)]
+        keep = fixed(space, flat)
+        self.dims = [n if n == 1 or d in keep else self.load(d) for d, n in enumerate(space)]
 
     def load(self, k: int) -> ir.Value:
         return self.b.load(self.b.gep(self.ptr, [ir.Constant(I64, k)]))
