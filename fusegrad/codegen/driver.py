@@ -186,5 +186,6 @@ def _conv(op: Op, args) -> str:
         return f"np.array(({', '.join(str(int(i)) for i in v)},), np.int64)"
 
     a = op.attrs
-    return (f"rt_conv.conv{nd}({args[0]}, {args[1]}, {arr(a['stride'])}, {arr(a['padding'])}, "
+    name = "conv5" if nd == 3 else f"conv{nd}"  # conv5 takes the 3-d operands as they are
+    return (f"rt_conv.{name}({args[0]}, {args[1]}, {arr(a['stride'])}, {arr(a['padding'])}, "
             f"{arr(a['lhs_dilation'])}, {arr(a['rhs_dilation'])}, {int(a['groups'])})")

@@ -1,12 +1,13 @@
 """The compiled ``conv``: im2col then one BLAS product per (image, group).
 
-Generated modules call ``conv1`` / ``conv2`` / ``conv3`` (1, 2 or 3 spatial axes),
-which view their operands as 3-d convolutions with unit extents and run
-``conv5``. For each output position and kernel tap, per spatial axis, a table
-gives the input index read (``-1``: a padding or dilation zero), so the column
-matrix is filled without tests on the hot path; the product of each group's
-weight rows with it is a BLAS ``gemm`` (``np.dot`` on contiguous float arrays).
-The attributes arrive as int64 arrays: ``st`` (stride), ``pad`` (lo, hi per
+Generated modules call ``conv1`` / ``conv2`` (1 or 2 spatial axes), which view
+their operands as 3-d convolutions with unit extents and run ``conv5``, or ``conv5``
+itself (3 spatial axes: a wrapper would cost a Numba compile of its own, which
+optimises all of ``conv5`` again). For each output position and kernel tap, per
+spatial axis, a table gives the input index read (``-1``: a padding or dilation
+zero), so the column matrix is filled without tests on the hot path; the product of
+each group's weight rows with it is a BLAS ``gemm`` (``np.dot`` on contiguous float
+arrays). The attributes arrive as int64 arrays: ``st`` (stride), ``pad`` (lo, hi per
 axis), ``ld`` / ``rd`` (input / kernel dilation), as in ``ir.conv_ops``.
 """
 
@@ -347,7 +348,3 @@ def conv2(x, w, st, pad, ld, rd, groups):
                 np.concatenate((one, ld)), np.concatenate((one, rd)), groups)
     return out.reshape((out.shape[0], out.shape[1], out.shape[3], out.shape[4]))
 
-
-@_jit
-def conv3(x, w, st, pad, ld, rd, groups):
-    return conv5(x, w, st, pad, ld, rd, groups)

@@ -31,6 +31,10 @@ def _geometries(nd: int, count: int, seed: int):
     return found
 
 
+#: What generated modules call for ``nd`` spatial axes.
+ENTRIES = {1: rt_conv.conv1, 2: rt_conv.conv2, 3: rt_conv.conv5}
+
+
 def _arrays(attrs):
     return [np.array(attrs[k], np.int64) for k in ("stride", "padding", "lhs_dilation",
                                                      "rhs_dilation")]
@@ -38,7 +42,7 @@ def _arrays(attrs):
 
 @pytest.mark.parametrize("nd", [1, 2, 3])
 def test_rt_conv_matches_numpy_conv(nd):
-    fn = {1: rt_conv.conv1, 2: rt_conv.conv2, 3: rt_conv.conv3}[nd]
+    fn = ENTRIES[nd]
     for x, w, attrs, want in _geometries(nd, 60, nd):
         got = fn(x, w, *_arrays(attrs), attrs["groups"])
         assert got.shape == want.shape, attrs
@@ -95,25 +99,29 @@ def test_transposed_columns_match_numpy_conv():
         assert_close(_by_rows(x, w, attrs), want, "exact64", str(attrs))
 
 
-@pytest.mark.parametrize("nd", [1, 2, 3])
-def test_weight_gradient_geometry(nd):
+@pytest.mark.parametrize("nd, dtype", [
+    (1, np.float64), (2, np.float32), (3, np.float32),
+    # conv1's float32 compile (about 10 s of Numba, re-optimising conv5) adds nothing the
+    # float32 conv2 and conv5 and the float64 conv1 do not check
+    pytest.param(1, np.float32, marks=pytest.mark.slow)])
+def test_weight_gradient_geometry(nd, dtype):
     """A small output read through a kernel as large as the input (the convolution a
     weight gradient is), where ``conv5`` picks the transposed column layout; more
     images than one product holds, groups, padding and kernel dilation."""
     rng = np.random.default_rng(nd)
-    fn = {1: rt_conv.conv1, 2: rt_conv.conv2, 3: rt_conv.conv3}[nd]
+    fn = ENTRIES[nd]
     sp = {1: (40,), 2: (9, 10), 3: (6, 6, 9)}[nd]
     ks = tuple(s - 2 for s in sp)
-    x = rng.standard_normal((70, 4, *sp)).astype(np.float32)
-    w = rng.standard_normal((6, 2, *ks)).astype(np.float32)
+    x = rng.standard_normal((70, 4, *sp)).astype(dtype)
+    w = rng.standard_normal((6, 2, *ks)).astype(dtype)
     attrs = {"stride": (1,) * nd, "padding": (0, 1) * nd, "lhs_dilation": (1,) * nd,
              "rhs_dilation": (1,) * nd, "groups": 2}
     q = rt_conv._table(sp[-1], ks[-1], 1, 0, 1, 1, 1)[1]
     assert q == 4 and q < ks[-1] and q ** nd < np.prod(ks)  # the transposed layout's case
     got = fn(x, w, *_arrays(attrs), 2)
     want = conv_impl(x.astype(np.float64), w.astype(np.float64), **attrs)
-    assert got.dtype == np.float32 and got.shape == want.shape
-    assert_close(got, want, "f32")
+    assert got.dtype == dtype and got.shape == want.shape
+    assert_close(got, want, "f32" if dtype == np.float32 else "exact64")
 
 
 @pytest.mark.parametrize("layout", ["rows", "columns"])
