@@ -32,7 +32,7 @@ from llvmlite import ir
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
-#: bytes before the first place of a host entry's arena
+#: bytes before the first place of an entry's arena (its first word: the table's offset)
 HEADER = 64
 _ALIGN = 64
 
@@ -55,10 +55,10 @@ class SizeTable:
         head = b.bitcast(self.arena, I64.as_pointer())
         self.table = b.bitcast(b.gep(self.arena, [b.load(head)]), I64.as_pointer())
 
-    def _size(self, n: int, b: ir.IRBuilder | None = None) -> ir.Value:
-        """Size ``n`` as an i64, read from a slot of its own."""
+    def _size(self, n: int) -> ir.Value:
+        """Size ``n`` as an i64, read from a slot of its own where the builder stands."""
         self.sizes.append(int(n))
-        b = b or self.b
+        b = self.b
         return b.load(b.gep(self.table, [ir.Constant(I64, len(self.sizes) - 1)]))
 
     def _size32(self, n: int) -> ir.Value:
