@@ -13,7 +13,7 @@ from . import anomaly
 from .anomaly import MODE as _anomaly
 from .grad_mode import _mode
 from .node import _sequence, accumulator
-from .saved import SavedTensor
+from .saved import SavedTensor, saved_input
 from .saved import _hooks as _saved_hooks
 from .tensor_base import _CLASS, _Cell, _Version
 
@@ -117,22 +117,7 @@ def _attach(node, plan, slots, nin: int, inputs, t) -> None:
     else:  # what SavedTensor's constructor makes, without its checks for hooks
         saved = {}
         for s in plan.needed:
-            x = inputs[-1 - s]
-            if x._inference:
-                saved[s] = SavedTensor.of_input(x)  # raises PyTorch's error
-            vc = x._vc
-            st = _new(SavedTensor)
-            st.kind = "input"
-            st._data = x._cell.value
-            st._tensor = x
-            st._vc = vc
-            st._version = vc.n
-            st._grad_fn = x._grad_fn
-            st._out_nr = x._out_nr
-            st._rg = x._rg
-            st._packed = st._unpack = None
-            st._freed = False
-            saved[s] = st
+            saved[s] = saved_input(inputs[-1 - s])
         if plan.needs_out:
             vc = t._vc
             st = _new(SavedTensor)
