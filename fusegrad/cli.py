@@ -77,26 +77,25 @@ def _cmd_eject(args) -> int:
     import numpy as np
 
     from .transforms.eject import eject
-    from .transforms.jit_api import jit
-    from .transforms.numba_source import numba_dispatcher
     from .transforms.reverse import grad
 
     fn, types = _function_and_types(args)
-    examples = [np.zeros(t.shape, t.dtype) for t in types]
-    functions = {"forward": numba_dispatcher(jit(fn), *examples)}
+    examples = tuple(np.zeros(t.shape, t.dtype) for t in types)
+    functions = {"forward": (fn, examples)}
     if args.grad:
         nums = [i for i, t in enumerate(types) if t.is_float]
         if not nums:
             raise UsageError("--grad: no floating-point argument to differentiate")
         g = grad(fn, argnums=nums[0] if len(nums) == 1 else tuple(nums))
-        functions["gradient"] = numba_dispatcher(g, *examples)
+        functions["gradient"] = (g, examples)
     sig = " ".join(f"--arg {a}" for a in args.arg)
     doc = (f"{args.target} ({sig}{' --grad' if args.grad else ''}), written by "
            "`fusegrad eject`.\n\nPlain Numba functions: `forward(...)`"
            + (" and `gradient(...)` (one array per differentiated argument)" if args.grad
               else "") + ", one positional argument per\n--arg, for any extents of those "
            "ranks (unless the function's structure depends on its\nsizes: then for those "
-           "shapes only). Imports NumPy and Numba only.\n")
+           "shapes only). Compiles its LLVM IR with llvmlite when imported;\nimports NumPy, Numba "
+           "and llvmlite (SciPy for its BLAS or special functions), never fusegrad.\n")
     text = eject(functions, doc)
     with open(args.out, "w") as f:
         f.write(text)

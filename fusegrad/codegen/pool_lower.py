@@ -1,4 +1,4 @@
-"""Lowering of the pooling ops (``ir.pool_ops``) to calls of ``codegen.rt_pool``.
+"""The pooling ops (``ir.pool_ops``) by the ``codegen.rt_pool`` kernels.
 
 The pooled operand is viewed as ``(planes, S0, S1, S2)``: the leading axes folded
 into planes, unit axes in front when fewer than 3 axes are pooled; the geometry is
@@ -11,13 +11,7 @@ import math
 
 import numpy as np
 
-from ..ir import Op
 from ..ir.pool_ops import lowest, pool_out_shape
-from .emit import LoweringError
-
-
-def _arr(v) -> str:
-    return f"np.array(({', '.join(str(int(i)) for i in v)},), np.int64)"
 
 
 def pool_geometry(attrs) -> tuple:
@@ -66,35 +60,3 @@ def pool_apply(name: str, arrays, attrs):
         return rt_pool.max_pool(xv, low, *geo).reshape(oshape)
     return getattr(rt_pool, name)(xv, *geo).reshape(oshape)
 
-
-def pool_expr(w, op: Op, args) -> str:
-    a = op.attrs
-    nd = len(a["kernel"])
-    if nd > 3:
-        raise LoweringError(f"{op.name}: no lowering for {nd} pooled axes (at most 3)")
-    fill = 3 - nd
-
-    def view(x, shape, sp):
-        return f"rt.contiguous({x}).reshape({w.shape(pool_view(shape, nd, sp))})"
-
-    xshape = op.operands[0].type.shape
-    lead = len(xshape) - nd
-    tail = ", ".join(_arr(v) for v in pool_geometry(a))
-    oshape = w.shape(op.results[0].type.shape)
-    if op.name == "sum_pool_transpose":
-        size = (1,) * fill + tuple(a["size"])
-        sizes = f"np.array(({', '.join(w.size(s) for s in size)},), np.int64)"
-        call = f"rt_pool.sum_pool_transpose({view(args[0], xshape, xshape[lead:])}, {sizes}, "
-        return call + f"{tail}).reshape({oshape})"
-    x = view(args[0], xshape, xshape[lead:])
-    if op.name in ("max_pool_grad",):
-        gshape = op.operands[1].type.shape
-        extra = view(args[1], gshape, gshape[lead:]) + ", "
-    elif op.name == "max_pool_take":
-        extra = view(args[1], xshape, xshape[lead:]) + ", "
-    elif op.name == "max_pool":
-        low = lowest(op.operands[0].type.dtype)
-        extra = f"np.int64({low}), " if isinstance(low, int) else "-np.inf, "
-    else:
-        extra = ""
-    return f"rt_pool.{op.name}({x}, {extra}{tail}).reshape({oshape})"

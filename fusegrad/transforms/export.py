@@ -219,15 +219,7 @@ def _wrapper(ex: _Export) -> list[str]:
              "            numba.carray(as_pointer(arena.ctypes.data), (1,))[0] = toff",
              "            numba.carray(as_pointer(arena.ctypes.data + toff), (tlen,))[:] = "
              "numba.carray(as_pointer(taddr), (tlen,))",
-             f"        objs = np.zeros({3 * len(held)}, np.int64)",
-             f"        ptrs = np.empty({len(held)}, np.int64)"]
-    body += [f"        objs[{3 * j + 2}] = {h}.ctypes.data" for j, h in enumerate(held)]
-    body += ["        base = objs.ctypes.data",
-             f"        for j in range({len(held)}):",
-             "            ptrs[j] = base + 24 * j",
-             f"        if call_entry(addr, objs, ptrs, ({', '.join(held)},)) == 0:",
-             f"            raise IndexError(\"an index is out of range in @{ex.name} (call it "
-             "outside Numba for the full message)\")"]
+             *call_lines(held, "addr", ex.name, "        ")]
     ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(outs)]
     body.append(f"    return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
     kinds = [f"{v}=\"int64\"" for v in ("addr", "nbytes", "taddr", "toff", "tlen")] + [
@@ -242,6 +234,20 @@ def _wrapper(ex: _Export) -> list[str]:
             f"    return {', '.join(results)},", "", "",
             "@numba.njit(error_model=\"numpy\")",
             f"def exported({', '.join(params)}):", *body]
+
+
+def call_lines(held: list[str], address: str, name: str, indent: str) -> list[str]:
+    """Lines calling the C entry at ``address`` on arrays ``held`` (its parameters,
+    results and arena: ``native_call.call_entry``), raising ``IndexError`` if it fails."""
+    lines = [f"objs = np.zeros({3 * len(held)}, np.int64)",
+             f"ptrs = np.empty({len(held)}, np.int64)"]
+    lines += [f"objs[{3 * j + 2}] = {h}.ctypes.data" for j, h in enumerate(held)]
+    lines += ["base = objs.ctypes.data", f"for j in range({len(held)}):",
+              "    ptrs[j] = base + 24 * j",
+              f"if call_entry({address}, objs, ptrs, ({', '.join(held)},)) == 0:",
+              f"    raise IndexError(\"an index is out of range in @{name} (call it "
+              "outside Numba for the full message)\")"]
+    return [indent + line for line in lines]
 
 
 def _table_search(ex: _Export, arrays: list[int]) -> list[str]:

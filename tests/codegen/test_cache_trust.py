@@ -1,17 +1,13 @@
 """The compile cache trusts only a private directory of this user (``codegen/compile.py``).
 
 A directory others can write to, or owned by someone else, is refused (one
-warning, a private fallback); a generated module runs from fusegrad's own text,
-never from a planted ``.pyc``; symlinked lock and reproducer files are not
-followed; a module path that cannot be written is a clear error naming it.
+warning, a private fallback); a symlinked reproducer file is replaced, not followed.
 """
 
 from __future__ import annotations
 
 import os
-import py_compile
 import stat
-import warnings
 
 import numpy as np
 import pytest
@@ -70,29 +66,6 @@ def test_a_directory_of_another_user_is_refused(cache, monkeypatch):
         assert cg._directory() != str(cache)
 
 
-def test_a_planted_pyc_is_never_run(cache, tmp_path):
-    source = f"# {tmp_path}\nVALUE = 1\n"
-    key = cg.module_key(source)
-    cache.mkdir(mode=0o700)
-    (cache / f"fg_{key}.py").write_text(source)
-    evil = tmp_path / "evil.py"
-    evil.write_text("VALUE = 2\n")
-    pyc = cache / "__pycache__" / f"fg_{key}.{__import__('sys').implementation.cache_tag}.pyc"
-    pyc.parent.mkdir(mode=0o700, exist_ok=True)
-    py_compile.compile(str(evil), cfile=str(pyc),
-                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
-    assert cg.load(source).VALUE == 1
-
-
-def test_a_symlinked_lock_file_is_not_followed(cache, tmp_path):
-    cache.mkdir(mode=0o700)
-    target = tmp_path / "victim"
-    os.symlink(target, cache / "fg_somekey.lock")
-    with cg.key_lock("somekey"):
-        pass
-    assert not target.exists()
-
-
 def test_a_symlinked_reproducer_is_replaced_not_followed(cache, tmp_path):
     fn: Function = trace(lambda x: x * 2.0, np.ones(2))
     msg = str(compiled._internal(fn, ValueError("boom")))
@@ -106,14 +79,3 @@ def test_a_symlinked_reproducer_is_replaced_not_followed(cache, tmp_path):
     assert not os.path.islink(path)
     with open(path) as f:
         assert "mul" in f.read()
-
-
-def test_a_squatted_module_path_is_a_clear_error(cache, tmp_path):
-    source = f"# squatted {tmp_path}\nVALUE = 1\n"
-    cache.mkdir(mode=0o700)
-    squat = cache / f"fg_{cg.module_key(source)}.py"
-    (squat / "inside").mkdir(parents=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        with pytest.raises(cg.CacheError, match=str(squat)):
-            cg.load(source)

@@ -8,7 +8,6 @@ size, so the cases of the op-table tests are compiled in combined Functions of
 import numpy as np
 import pytest
 
-from fusegrad.codegen.templates import ARRAY_OPS, NOT_LOWERED, SCALAR
 from fusegrad.ir import OPS, evaluate
 from fusegrad.ir.optable import OpDef
 from fusegrad.passes.autodiff import vjp
@@ -109,11 +108,11 @@ def test_compiled_vjp_equals_interpreter(case, vjp_results):
         assert_close(got, want, "exact64")
 
 
-@pytest.mark.parametrize("name", sorted(OPS))
-def test_every_op_is_lowered_or_marked(name):
-    lowered = name in SCALAR or name in ARRAY_OPS
-    marked = name in NOT_LOWERED
-    assert lowered != marked, f"{name}: lowered={lowered}, marked not lowered={marked}"
+#: ops that never reach the code generator, and why
+NOT_LOWERED = {
+    "custom_vjp_call": "inlined by passes.fusion.prepare (its forward region)",
+    "checkpoint": "inlined by passes.fusion.prepare (only its VJP differs from its body)",
+}
 
 
 def test_every_case_op_covered():

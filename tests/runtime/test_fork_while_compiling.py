@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import uuid
 
 import numpy as np
@@ -20,7 +19,6 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
-from fusegrad.codegen import compile as cg_compile
 from fusegrad.codegen.lean import engine
 from fusegrad.runtime import lean_exec, threading_layer
 from tests.runtime.test_threading_layer import _wait_child
@@ -106,46 +104,6 @@ def test_a_child_forked_mid_compile_compiles_the_same_and_new_functions(monkeypa
     t.join(120)
     assert not t.is_alive()
     assert np.allclose(busy(X), _expected(c_busy))
-
-
-def _acquire_within(key: str, seconds: float) -> bool:
-    """Whether ``key_lock(key)`` can be taken (and is released) within ``seconds``."""
-    done = threading.Event()
-
-    def take():
-        with cg_compile.key_lock(key):
-            done.set()
-
-    threading.Thread(target=take, daemon=True).start()
-    return done.wait(seconds)
-
-
-def test_a_child_does_not_keep_the_module_locks_of_the_parents_threads():
-    """The child's copy of a lock file a parent thread held is closed: neither the child
-    nor the parent waits for it."""
-    key = f"test-fork-{uuid.uuid4().hex}"
-    inside, leave = threading.Event(), threading.Event()
-
-    def hold():
-        with cg_compile.key_lock(key):
-            inside.set()
-            leave.wait(60)
-
-    t = threading.Thread(target=hold, daemon=True)
-    t.start()
-    assert inside.wait(10)
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            code = 0 if _acquire_within(key, 30) else 2  # once the parent's thread lets go
-            time.sleep(3)  # alive while the parent takes the lock
-        finally:
-            os._exit(code)
-    leave.set()
-    t.join(10)
-    assert _acquire_within(key, 2)  # the child, still alive, does not hold it
-    assert _wait_child(pid) == 0
 
 
 def test_a_child_forked_while_a_threaded_function_compiles_runs_it_on_threads(

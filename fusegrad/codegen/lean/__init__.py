@@ -139,11 +139,13 @@ def _kernel(op, chunked: bool, fresh: bool = False) -> tuple[str, str, str]:
     return hit
 
 
-def _lowered(fused: Function, threads: bool = False, host: bool = True, fresh: bool = False):
+def _lowered(fused: Function, threads: bool = False, host: bool = True, fresh: bool = False,
+             chunked: frozenset | None = None):
     """The kernel modules (bare text, name), their annotated texts and the entry
-    (``fresh``: see ``_kernel``)."""
+    (``fresh``: see ``_kernel``; ``chunked``: the kernels run in chunks, by default
+    ``chunked_kernels``)."""
     names, modules, texts = {}, [], []
-    chunked = chunked_kernels(fused)
+    chunked = chunked_kernels(fused) if chunked is None else chunked
     for op in walk(fused):  # the kernels of control-flow regions too
         if op.name == "fused":
             text, bare, name = _kernel(op, op in chunked, fresh)

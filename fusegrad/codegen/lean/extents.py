@@ -23,7 +23,9 @@ known ones.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import threading
 
 from llvmlite import ir
 
@@ -50,9 +52,28 @@ def table(op: Op, space: tuple[int, ...], chunk: tuple[int, int] | None) -> list
 SMALL = 16
 
 
+_mode = threading.local()
+
+
+@contextlib.contextmanager
+def all_read() -> None:
+    """Kernels built in this block (on this thread) hold no extent as a constant (but
+    1): their text is the same at every size, as a standalone module's must be
+    (``standalone``)."""
+    old = getattr(_mode, "all_read", False)
+    _mode.all_read = True
+    try:
+        yield
+    finally:
+        _mode.all_read = old
+
+
 def fixed(space: tuple[int, ...], flat: bool) -> tuple[int, ...]:
     """The axes of ``space`` whose extents a kernel's text holds as constants: every
-    axis of a kernel of at most ``SMALL`` elements, else the innermost of a loop nest."""
+    axis of a kernel of at most ``SMALL`` elements, else the innermost of a loop nest
+    (none inside ``all_read``)."""
+    if getattr(_mode, "all_read", False):
+        return ()
     if math.prod(space) <= SMALL:
         return tuple(range(len(space)))
     return (len(space) - 1,) if not flat and len(space) > 1 else ()

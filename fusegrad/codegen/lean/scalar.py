@@ -125,6 +125,43 @@ def neg(b, op, a):
     return b.fneg(a[0]) if _is_float(a[0]) else b.neg(a[0])
 
 
+def _divmod(b, a):
+    """NumPy's float ``divmod`` (``npy_divmod``) of ``a``: the quotient rounded down and
+    the remainder with the divisor's sign, before the cases of a zero divisor or result:
+    ``(fmod, quotient, remainder)``."""
+    x, y = a
+    zero = ir.Constant(x.type, 0.0)
+    mod = b.frem(x, y)
+    # the remainder takes the divisor's sign: one less in the quotient (a NaN remainder
+    # counts as nonzero, as in C)
+    shift = b.and_(b.fcmp_unordered("!=", mod, zero),
+                   b.icmp_unsigned("!=", b.fcmp_ordered("<", y, zero),
+                                   b.fcmp_ordered("<", mod, zero)))
+    exact = b.fdiv(b.fsub(x, mod), y)
+    div = b.select(shift, b.fsub(exact, ir.Constant(x.type, 1.0)), exact)
+    fl = _intrinsic(b, "floor", [div])
+    fl = b.select(b.fcmp_ordered(">", b.fsub(div, fl), ir.Constant(x.type, 0.5)),
+                  b.fadd(fl, ir.Constant(x.type, 1.0)), fl)
+    quotient = b.select(b.fcmp_unordered("!=", div, zero), fl,
+                        _intrinsic(b, "copysign", [zero, b.fdiv(x, y)]))
+    rem = b.select(b.fcmp_unordered("!=", mod, zero), b.select(shift, b.fadd(mod, y), mod),
+                   _intrinsic(b, "copysign", [zero, y]))
+    return mod, quotient, rem
+
+
+def floor_divide(b, op, a):
+    """``a // b`` of floats as NumPy: ``x // 0`` is ``x / 0``, ``inf // 3`` NaN."""
+    _, quotient, _ = _divmod(b, a)
+    return b.select(b.fcmp_ordered("==", a[1], ir.Constant(a[1].type, 0.0)),
+                    b.fdiv(*a), quotient)
+
+
+def remainder(b, op, a):
+    """``a % b`` of floats as NumPy: the divisor's sign, ``x % 0`` NaN."""
+    mod, _, rem = _divmod(b, a)
+    return b.select(b.fcmp_ordered("==", a[1], ir.Constant(a[1].type, 0.0)), mod, rem)
+
+
 def _fcmp(pred):
     def cmp(b, op, a):
         if _is_float(a[0]):
@@ -307,6 +344,7 @@ SCALAR_OPS = {
     "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor,
     "logical_not": logical_not, "abs": abs_, "sign": sign, "isnan": isnan,
     "isfinite": isfinite, "logistic": logistic, "convert": convert, "atan2": atan2,
+    "floor_divide": floor_divide, "remainder": remainder,
     "stop_gradient": identity, "broadcast_to": identity,
     "round": _unary_intrinsic("rint"), "sqrt": _unary_intrinsic("sqrt"),
     "floor": _unary_intrinsic("floor"), "ceil": _unary_intrinsic("ceil"),

@@ -34,7 +34,7 @@ I64 = ir.IntType(64)
 I32 = ir.IntType(32)
 #: bytes before the first place of an entry's arena (its first word: the table's offset)
 HEADER = 64
-_ALIGN = 64
+ALIGN = 64
 
 
 class SizeTable:
@@ -47,6 +47,9 @@ class SizeTable:
         self.size_values = np.zeros(0, np.int64)
         self.table_offset = 0
         self.table: ir.Value | None = None
+        #: ``(slot, bytes)`` of each place, in arena order (a standalone module computes
+        #: the places from the bytes: ``standalone``)
+        self.places: list[tuple[int, int]] = []
 
     def _open_table(self) -> None:
         """Find the size table's address in the function the builder is starting
@@ -67,8 +70,10 @@ class SizeTable:
     def _scratch(self, nbytes: int) -> ir.Value:
         """A new place of ``nbytes`` in the arena."""
         off = self.arena_bytes
-        self.arena_bytes += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
-        return self.b.gep(self.arena, [self._size(off)])
+        self.arena_bytes += -(-max(nbytes, 1) // ALIGN) * ALIGN
+        at = self._size(off)
+        self.places.append((len(self.sizes) - 1, max(nbytes, 1)))
+        return self.b.gep(self.arena, [at])
 
     def _table(self, values: list[int]) -> ir.Value:
         """A pointer to ``values`` (i64): a run of the size table."""
@@ -97,7 +102,7 @@ class SizeTable:
         for k, values in self.runs:
             table[k] = len(table)
             table.extend(values)
-        self.table_offset = -(-self.arena_bytes // _ALIGN) * _ALIGN
+        self.table_offset = -(-self.arena_bytes // ALIGN) * ALIGN
         self.size_values = np.array(table, dtype=np.int64)
         self.arena_bytes = self.table_offset + 8 * max(len(table), 1)
 

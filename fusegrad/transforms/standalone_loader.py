@@ -1,0 +1,71 @@
+"""What a module written by ``fusegrad eject`` runs at import: it compiles the module's
+LLVM IR with llvmlite for the CPU it runs on (``load``).
+
+``transforms.eject`` copies this file's source into every module it writes, so it
+imports only the standard library and llvmlite (and, for a program that calls them,
+SciPy's BLAS and special functions, when it loads): never fusegrad.
+"""
+
+import ctypes
+import importlib
+
+import llvmlite.binding as llvm
+
+
+def capsule_address(module: str, name: str) -> int:
+    """The address of C function ``name`` that Cython module ``module`` exports."""
+    capsule = importlib.import_module(module).__pyx_capi__[name]
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
+                                                                 ctypes.c_char_p]
+    return get_pointer(capsule, get_name(capsule))
+
+
+def provide(symbols) -> None:
+    """Register the functions the modules call by name: ``blas:<routine>`` (SciPy's
+    BLAS), ``special:<cname>`` (``scipy.special``'s C functions) and C library functions
+    (libm's, ``_setjmp``) by their own name."""
+    libc = ctypes.CDLL(None)
+    for symbol in symbols:
+        kind, _, name = symbol.rpartition(":")
+        if kind == "blas":
+            address = capsule_address("scipy.linalg.cython_blas", name)
+            name = "fusegrad_" + name
+        elif kind == "special":
+            address = capsule_address("scipy.special.cython_special", name)
+            name = "fusegrad_cs_" + name
+        else:
+            address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
+        llvm.add_symbol(name, address)
+
+
+def load(modules, symbols):
+    """An llvmlite execution engine holding ``modules`` (``(name, kind, IR text)``, in
+    order) compiled for this CPU: loops (``kernel``, ``runtime``) optimised and
+    vectorised, an ``entry`` (straight-line code run once per call) not. Get an
+    entry's address with ``get_function_address``; keep the engine alive."""
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    provide(symbols)
+    target = llvm.Target.from_default_triple()
+    cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    machines = {level: target.create_target_machine(cpu=cpu, features=features, opt=level,
+                                                    reloc="default", codemodel="jitdefault")
+                for level in (0, 3)}
+    objects = {}
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machines[3])
+    engine.set_object_cache(None, lambda mod: objects.pop(mod.name, None))
+    for name, kind, text in modules:
+        mod = llvm.parse_assembly(text)
+        mod.name = name
+        level = 0 if kind == "entry" else 2
+        options = llvm.create_pipeline_tuning_options(speed_level=level)
+        options.loop_vectorization = options.slp_vectorization = level >= 2
+        passes = llvm.create_pass_builder(machines[3], options)
+        passes.getModulePassManager().run(mod, passes)
+        objects[name] = machines[0 if kind == "entry" else 3].emit_object(mod)
+        engine.add_module(mod)
+    engine.finalize_object()
+    return engine
