@@ -1,0 +1,71 @@
+"""Programs ``transforms.eject`` writes, run in this process: loops, gathers and the size
+rule at shapes other than the example's, against fusegrad's own compiled calls.
+
+(``test_eject.py`` runs a written module in a process where fusegrad cannot be
+imported.)"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fusegrad as fg
+import fusegrad.numpy as fnp
+from fusegrad.transforms.eject import EjectError, eject
+
+pytestmark = pytest.mark.compiled
+
+
+def _module(functions: dict) -> dict:
+    namespace: dict = {}
+    exec(compile(eject(functions, "test module"), "<ejected>", "exec"), namespace)
+    return namespace
+
+
+def rnn(h, xs, w):
+    def step(h, x):
+        h = fnp.tanh(h * w + x)
+        return h, h * h
+
+    h, ys = fg.scan(step, h, xs)
+    return fnp.sum(ys) + fnp.sum(h)
+
+
+def gather(x, idx, m):
+    return fnp.sum(fnp.exp(x[idx]) * m[:, None]) + fnp.sum(fnp.sqrt(x * x + 1.0) % 0.7)
+
+
+def test_scan_gradient_at_new_lengths_and_widths():
+    ex = (np.zeros(3), np.zeros((4, 3)), np.zeros(3))
+    ns = _module({"value": (rnn, ex), "grads": (fg.grad(rnn, argnums=(0, 1, 2)), ex)})
+    rng = np.random.default_rng(0)
+    for t, n in ((4, 3), (9, 5), (2, 17)):
+        args = (rng.standard_normal(n), rng.standard_normal((t, n)), rng.standard_normal(n))
+        np.testing.assert_allclose(ns["value"](*args), fg.jit(rnn)(*args), rtol=1e-13)
+        want = fg.grad(rnn, argnums=(0, 1, 2))(*args)
+        for got, w in zip(ns["grads"](*args), want):
+            np.testing.assert_allclose(got, w, rtol=1e-13, atol=1e-15)
+
+
+def test_gather_with_remainders_and_tied_extents():
+    ex = (np.zeros((6, 4)), np.zeros(5, np.int64), np.zeros(5))
+    g = fg.grad(gather)
+    ns = _module({"grad": (g, ex)})
+    rng = np.random.default_rng(1)
+    for n, d, k in ((6, 4, 5), (30, 7, 12)):
+        x = rng.standard_normal((n, d))
+        idx = rng.integers(-n, n, k)
+        m = rng.standard_normal(k)
+        np.testing.assert_allclose(ns["grad"](x, idx, m), g(x, idx, m), rtol=1e-13)
+    with pytest.raises(ValueError, match="argument 2's axis 0 must equal"):
+        ns["grad"](np.ones((6, 4)), np.zeros(5, np.int64), np.ones(4))
+    with pytest.raises(IndexError, match="out of range"):
+        ns["grad"](np.ones((6, 4)), np.full(5, 6, np.int64), np.ones(5))
+
+
+def test_an_op_not_lowered_natively_is_a_clear_error():
+    def f(x):
+        return fnp.sum(fnp.sort(x) * x)
+
+    with pytest.raises(EjectError, match=r"uses op 'argsort'.*\.njit\(\*example\)"):
+        eject({"f": (f, (np.zeros(4),))}, "")
