@@ -14,8 +14,8 @@ last one is the real axis of rfft/irfft). ``norm`` is ``"backward"``, ``"ortho"`
 ``fusegrad.numpy.fft`` with slices and concatenations, so the op's input lengths are
 the transform lengths. f32/c64 stay single precision, as in NumPy 2.
 
-Compiled code has no FFT of its own: the op calls out to ``scipy.fft`` (pocketfft)
-from a ``numba.objmode`` block (``codegen.rt_fft``), holding the GIL for the call.
+Compiled code has no FFT of its own: compiled programs run the op on this reference
+(``scipy.fft``, pocketfft) between their native segments (``runtime.lean_exec``).
 """
 
 from __future__ import annotations

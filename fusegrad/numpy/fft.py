@@ -7,8 +7,8 @@ and batch under ``vmap``. Real inputs of ``fft``/``ifft`` become complex, comple
 of ``rfft`` lose their imaginary part (NumPy warns; fusegrad does not), f32/c64 stay
 single precision as in NumPy 2. ``fftfreq``/``rfftfreq`` are concrete arrays.
 
-Compiled code calls out to ``scipy.fft`` (pocketfft) for the op, holding the GIL for
-the call (``codegen.rt_fft``).
+Compiled programs run the op with ``scipy.fft`` (pocketfft) between their native
+segments.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ def stages(f: Callable, *args, grad: bool = True) -> list[tuple[str, float, obje
 
     ``traced`` (the user's function), ``grad`` (reverse mode w.r.t. every float
     argument, if ``grad``), ``simplified``, ``fused`` (loop kernels as ``fused``
-    ops) and ``source`` (the generated Numba module, as text).
+    ops) and ``source`` (the generated LLVM IR, annotated, as text).
     """
     args = tree_map(_leaf, args)
     out: list[tuple[str, float, object]] = []
