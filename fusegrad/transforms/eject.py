@@ -10,9 +10,11 @@ in) and defines one Numba function per callable that computes the entry's size t
 from its arguments' shapes (``export_sizes.fit``: the table is fitted over traces at
 several sizes, each arena place by its byte count, the places then laid out as the
 code generator lays them out), allocates the results and the arena, and calls the
-entry by address (``native_call.call_entry``, also copied in). The module imports
-NumPy, Numba, llvmlite and the standard library; SciPy's BLAS or special functions
-when the program calls them.
+entry by name (``native_call.call_symbol``, also copied in: the function holds no
+address, so Numba caches it). Machine code is kept beside the module's file
+(``__pycache__``, per module, CPU and llvmlite version), so a second import compiles
+nothing. The module imports NumPy, Numba, llvmlite and the standard library; SciPy's
+BLAS or special functions when the program calls them.
 
 A callable whose structure depends on its sizes is ejected for the example's shapes
 only; one with an op the lean generator does not lower (sorts, linear algebra, FFT,
@@ -87,7 +89,8 @@ class _Program:
         params = [f"x{i}" for i in range(len(self.avals))]
         out = [f"{name}_free{j} = {_array_literal(v)}" for j, v in enumerate(self.free)]
         out.append(f"{name}_places = np.array({list(code.places)!r}, np.int64)")
-        out += ["", "", "@numba.njit(error_model=\"numpy\")", f"def {name}({', '.join(params)}):"]
+        out += ["", "", "@numba.njit(error_model=\"numpy\", cache=_CACHE is not None)",
+                f"def {name}({', '.join(params)}):"]
         body = [f"c{j} = x{a}.shape[{ax}]" for j, (a, ax) in enumerate(rule.classes)]
         for a, ax, j in rule.tied:
             body += [f"if x{a}.shape[{ax}] != c{j}:",
@@ -122,7 +125,7 @@ class _Program:
         held = [f"a{i}" for i in range(len(self.avals))]
         held += [f"{name}_free{j}" for j in range(len(self.free))]
         held += [f"o{k}" for k in range(len(self.out_types))] + ["arena"]
-        body += call_lines(held, f"{name}_entry", name, "")
+        body += call_lines(held, f"call_symbol({code.entry!r}", name, "")
         ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(self.out_types)]
         body.append(f"return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
         return out + ["    " + line for line in body]
@@ -163,9 +166,10 @@ def eject(functions: dict[str, tuple[Callable, tuple]], doc: str) -> str:
              "_MODULES = ("]
     parts += [f"    ({name!r}, {kind!r}, {_ir_literal(text)}),"
               for name, (kind, text) in modules.items()]
-    parts += [")", f"_ENGINE = load(_MODULES, {sorted(symbols)!r})"]
-    parts += [f"{p.name}_entry = _ENGINE.get_function_address({p.code.entry!r})"
-              for p in programs]
+    parts += [")", "# machine code is kept beside this file (none for a module without one)",
+              "_CACHE = (os.path.join(os.path.dirname(os.path.abspath(__file__)), "
+              "\"__pycache__\")", "          if \"__file__\" in globals() else None)",
+              f"_ENGINE = load(_MODULES, {sorted(symbols)!r}, _CACHE)"]
     for p in programs:
         parts += ["", "", *p.lines()]
     return "\n".join(parts) + "\n"

@@ -219,7 +219,7 @@ def _wrapper(ex: _Export) -> list[str]:
              "            numba.carray(as_pointer(arena.ctypes.data), (1,))[0] = toff",
              "            numba.carray(as_pointer(arena.ctypes.data + toff), (tlen,))[:] = "
              "numba.carray(as_pointer(taddr), (tlen,))",
-             *call_lines(held, "addr", ex.name, "        ")]
+             *call_lines(held, "call_entry(addr", ex.name, "        ")]
     ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(outs)]
     body.append(f"    return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
     kinds = [f"{v}=\"int64\"" for v in ("addr", "nbytes", "taddr", "toff", "tlen")] + [
@@ -236,15 +236,16 @@ def _wrapper(ex: _Export) -> list[str]:
             f"def exported({', '.join(params)}):", *body]
 
 
-def call_lines(held: list[str], address: str, name: str, indent: str) -> list[str]:
-    """Lines calling the C entry at ``address`` on arrays ``held`` (its parameters,
-    results and arena: ``native_call.call_entry``), raising ``IndexError`` if it fails."""
+def call_lines(held: list[str], callee: str, name: str, indent: str) -> list[str]:
+    """Lines calling a C entry on arrays ``held`` (its parameters, results and arena),
+    raising ``IndexError`` if it fails; ``callee``: ``call_entry(<address>`` or
+    ``call_symbol(<name literal>`` (``native_call``)."""
     lines = [f"objs = np.zeros({3 * len(held)}, np.int64)",
              f"ptrs = np.empty({len(held)}, np.int64)"]
     lines += [f"objs[{3 * j + 2}] = {h}.ctypes.data" for j, h in enumerate(held)]
     lines += ["base = objs.ctypes.data", f"for j in range({len(held)}):",
               "    ptrs[j] = base + 24 * j",
-              f"if call_entry({address}, objs, ptrs, ({', '.join(held)},)) == 0:",
+              f"if {callee}, objs, ptrs, ({', '.join(held)},)) == 0:",
               f"    raise IndexError(\"an index is out of range in @{name} (call it "
               "outside Numba for the full message)\")"]
     return [indent + line for line in lines]

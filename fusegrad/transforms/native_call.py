@@ -15,11 +15,24 @@ from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 _I8P = ir.IntType(8).as_pointer()
 _I64 = ir.IntType(64)
 _ENTRY = ir.FunctionType(_I8P, [_I8P, _I8P.as_pointer(), _I64])
+
+
+def _call(context, builder, signature, fn, objects, pointers):
+    """Call C entry ``fn`` (an LLVM function pointer) on the stand-in arrays; 1, or 0 if
+    it returned NULL."""
+    data = [context.make_array(t)(context, builder, v).data
+            for t, v in zip(signature.args[1:3], (objects, pointers))]
+    n = context.make_array(signature.args[2])(context, builder, pointers).nitems
+    got = builder.call(fn, [builder.bitcast(data[0], _I8P),
+                            builder.bitcast(data[1], _I8P.as_pointer()), n])
+    ok = builder.icmp_unsigned("!=", got, ir.Constant(_I8P, None))
+    return builder.zext(ok, _I64)
 
 
 @intrinsic
@@ -32,15 +45,24 @@ def call_entry(typingctx, address, objects, pointers, keep):
     sig = types.int64(address, objects, pointers, keep)
 
     def codegen(context, builder, signature, args):
-        addr, objs, ptrs, _ = args
-        data = [context.make_array(t)(context, builder, v).data
-                for t, v in zip(signature.args[1:3], (objs, ptrs))]
-        fn = builder.inttoptr(addr, _ENTRY.as_pointer())
-        n = context.make_array(signature.args[2])(context, builder, ptrs).nitems
-        got = builder.call(fn, [builder.bitcast(data[0], _I8P),
-                                builder.bitcast(data[1], _I8P.as_pointer()), n])
-        ok = builder.icmp_unsigned("!=", got, ir.Constant(_I8P, None))
-        return builder.zext(ok, _I64)
+        fn = builder.inttoptr(args[0], _ENTRY.as_pointer())
+        return _call(context, builder, signature, fn, args[1], args[2])
+
+    return sig, codegen
+
+
+@intrinsic(prefer_literal=True)
+def call_symbol(typingctx, symbol, objects, pointers, keep):
+    """``call_entry`` of the C entry named ``symbol`` (a string literal), linked by name
+    (``llvmlite.binding.add_symbol``): the calling code holds no address, so Numba can
+    cache it."""
+    if not isinstance(symbol, types.StringLiteral):
+        return None
+    sig = types.int64(symbol, objects, pointers, keep)
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(builder.module, _ENTRY, symbol.literal_value)
+        return _call(context, builder, signature, fn, args[1], args[2])
 
     return sig, codegen
 

@@ -7,8 +7,12 @@ SciPy's BLAS and special functions, when it loads): never fusegrad.
 """
 
 import ctypes
+import hashlib
 import importlib
+import os
+import tempfile
 
+import llvmlite
 import llvmlite.binding as llvm
 
 
@@ -41,16 +45,43 @@ def provide(symbols) -> None:
         llvm.add_symbol(name, address)
 
 
-def load(modules, symbols):
+def _cached(cache, name: str, tag: str):
+    """The object file kept for module ``name`` under ``tag`` (None: none, or damaged)."""
+    try:
+        with open(os.path.join(cache, f"{name}.{tag}.o"), "rb") as f:
+            data = f.read()
+    except (OSError, TypeError):
+        return None
+    return data[32:] if hashlib.sha256(data[32:]).digest() == data[:32] else None
+
+
+def _keep(cache, name: str, tag: str, data: bytes) -> None:
+    """Keep ``data`` as module ``name``'s object file (nothing if it cannot be written)."""
+    if cache is None:
+        return
+    try:
+        os.makedirs(cache, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(hashlib.sha256(data).digest() + data)
+        os.replace(tmp, os.path.join(cache, f"{name}.{tag}.o"))
+    except OSError:
+        pass
+
+
+def load(modules, symbols, cache=None):
     """An llvmlite execution engine holding ``modules`` (``(name, kind, IR text)``, in
     order) compiled for this CPU: loops (``kernel``, ``runtime``) optimised and
-    vectorised, an ``entry`` (straight-line code run once per call) not. Get an
-    entry's address with ``get_function_address``; keep the engine alive."""
+    vectorised, an ``entry`` (straight-line code run once per call) not, each entry's
+    symbol registered by name (for ``call_symbol``). Machine code is kept in directory
+    ``cache`` (if given) per module, CPU and llvmlite version, and loaded from there
+    by later imports. Keep the engine alive."""
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     provide(symbols)
     target = llvm.Target.from_default_triple()
     cpu, features = llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    tag = hashlib.sha256(f"{cpu} {features} {llvmlite.__version__}".encode()).hexdigest()[:16]
     machines = {level: target.create_target_machine(cpu=cpu, features=features, opt=level,
                                                     reloc="default", codemodel="jitdefault")
                 for level in (0, 3)}
@@ -58,14 +89,23 @@ def load(modules, symbols):
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), machines[3])
     engine.set_object_cache(None, lambda mod: objects.pop(mod.name, None))
     for name, kind, text in modules:
-        mod = llvm.parse_assembly(text)
+        data = _cached(cache, name, tag)
+        if data is None:
+            mod = llvm.parse_assembly(text)
+            mod.name = name
+            level = 0 if kind == "entry" else 2
+            options = llvm.create_pipeline_tuning_options(speed_level=level)
+            options.loop_vectorization = options.slp_vectorization = level >= 2
+            passes = llvm.create_pass_builder(machines[3], options)
+            passes.getModulePassManager().run(mod, passes)
+            data = machines[0 if kind == "entry" else 3].emit_object(mod)
+            _keep(cache, name, tag, data)
+        mod = llvm.parse_assembly("")  # MCJIT takes the object made for this name
         mod.name = name
-        level = 0 if kind == "entry" else 2
-        options = llvm.create_pipeline_tuning_options(speed_level=level)
-        options.loop_vectorization = options.slp_vectorization = level >= 2
-        passes = llvm.create_pass_builder(machines[3], options)
-        passes.getModulePassManager().run(mod, passes)
-        objects[name] = machines[0 if kind == "entry" else 3].emit_object(mod)
+        objects[name] = data
         engine.add_module(mod)
     engine.finalize_object()
+    for name, kind, _ in modules:
+        if kind == "entry":
+            llvm.add_symbol(name, engine.get_function_address(name))
     return engine

@@ -6,6 +6,11 @@ imported.)"""
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -16,10 +21,13 @@ from fusegrad.transforms.eject import EjectError, eject
 pytestmark = pytest.mark.compiled
 
 
-def _module(functions: dict) -> dict:
-    namespace: dict = {}
-    exec(compile(eject(functions, "test module"), "<ejected>", "exec"), namespace)
-    return namespace
+def _module(tmp_path, functions: dict) -> dict:
+    path = tmp_path / "ejected_program.py"
+    path.write_text(eject(functions, "test module"))
+    spec = importlib.util.spec_from_file_location(f"ejected_{tmp_path.name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return vars(module)
 
 
 def rnn(h, xs, w):
@@ -35,9 +43,9 @@ def gather(x, idx, m):
     return fnp.sum(fnp.exp(x[idx]) * m[:, None]) + fnp.sum(fnp.sqrt(x * x + 1.0) % 0.7)
 
 
-def test_scan_gradient_at_new_lengths_and_widths():
+def test_scan_gradient_at_new_lengths_and_widths(tmp_path):
     ex = (np.zeros(3), np.zeros((4, 3)), np.zeros(3))
-    ns = _module({"value": (rnn, ex), "grads": (fg.grad(rnn, argnums=(0, 1, 2)), ex)})
+    ns = _module(tmp_path, {"value": (rnn, ex), "grads": (fg.grad(rnn, argnums=(0, 1, 2)), ex)})
     rng = np.random.default_rng(0)
     for t, n in ((4, 3), (9, 5), (2, 17)):
         args = (rng.standard_normal(n), rng.standard_normal((t, n)), rng.standard_normal(n))
@@ -47,10 +55,10 @@ def test_scan_gradient_at_new_lengths_and_widths():
             np.testing.assert_allclose(got, w, rtol=1e-13, atol=1e-15)
 
 
-def test_gather_with_remainders_and_tied_extents():
+def test_gather_with_remainders_and_tied_extents(tmp_path):
     ex = (np.zeros((6, 4)), np.zeros(5, np.int64), np.zeros(5))
     g = fg.grad(gather)
-    ns = _module({"grad": (g, ex)})
+    ns = _module(tmp_path, {"grad": (g, ex)})
     rng = np.random.default_rng(1)
     for n, d, k in ((6, 4, 5), (30, 7, 12)):
         x = rng.standard_normal((n, d))
@@ -61,6 +69,28 @@ def test_gather_with_remainders_and_tied_extents():
         ns["grad"](np.ones((6, 4)), np.zeros(5, np.int64), np.ones(4))
     with pytest.raises(IndexError, match="out of range"):
         ns["grad"](np.ones((6, 4)), np.full(5, 6, np.int64), np.ones(5))
+
+
+def test_a_second_import_loads_the_kept_machine_code(tmp_path):
+    """The module keeps its machine code (and Numba its functions) beside its file: a
+    new process imports it without compiling, and computes the same."""
+    ex = (np.zeros(3), np.zeros((4, 3)), np.zeros(3))
+    path = tmp_path / "kept.py"
+    path.write_text(eject({"value": (rnn, ex)}, "kept"))
+    code = ("import sys, time, numpy as np\n"
+            f"sys.path.insert(0, {str(tmp_path)!r})\n"
+            "import llvmlite.binding as llvm\n"
+            "import kept\n"
+            "x = np.linspace(-1, 1, 21)\n"
+            "print(repr(kept.value(x[:5], np.outer(x[:7], x[:5]), x[5:10])))\n"
+            "print(len(kept.value.stats.cache_hits))\n")
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(2)]
+    assert runs[0][0] == runs[1][0]
+    assert runs[1][1] == "1"  # Numba's cached function
+    names = re.findall(r"^    \('(\w+)', '(?:kernel|runtime|entry)'", path.read_text(), re.M)
+    kept = sorted(p.name.split(".")[0] for p in (tmp_path / "__pycache__").glob("*.o"))
+    assert names and kept == sorted(names)
 
 
 def test_an_op_not_lowered_natively_is_a_clear_error():
