@@ -87,8 +87,6 @@ def main(argv=None) -> None:
     p.add_argument("--d", type=int, default=100)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--core", type=int, default=sorted(os.sched_getaffinity(0))[-1])
-    p.add_argument("--blocks", action="store_true",
-                   help="cache-sized blocks per compiled call even if one call reads once")
     p.add_argument("--quiet", action="store_true", help="the worker's event loop wakes "
                    "rarely (admin tick, memory and system monitors every 10 s)")
     a = p.parse_args(argv)
@@ -111,9 +109,7 @@ def main(argv=None) -> None:
         X, y = client.persist([X, y])
         distributed.wait([X, y])
         w = np.zeros(d, np.float32)
-        types = [TensorType((n, d), np.float32), TensorType((n,), np.float32)]
-        one_pass = dg.one_pass(dg.gradient_of(loss, w, types, "bench")[0])
-        block = min(n, dg.rows_per_call([X, y], one_pass=one_pass and not a.blocks))
+        block = min(n, dg.rows_per_call([X, y]))
         made = [dg.gradient_of(loss, w, [TensorType((r, d), np.float32),
                                          TensorType((r,), np.float32)], "bench")
                 for r in (block, n % block) if r]

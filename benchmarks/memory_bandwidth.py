@@ -6,11 +6,6 @@ alone, then both together (started on a barrier). A memory-bound gradient on two
 workers cannot beat one worker by more than the ratio printed last::
 
     python benchmarks/memory_bandwidth.py --gb 1 --rounds 9
-
-``--kernel gradient`` runs, instead of the sum, the logistic-regression gradient a
-``fusegrad.distributed`` worker computes (rows of 100 float32, compiled on one thread,
-32 MiB of data per call), with the row-tile kernels' prefetching on and off
-(``codegen.rowtile_emit.PREFETCH``), interleaved.
 """
 
 from __future__ import annotations
@@ -37,60 +32,18 @@ def _kernel():
     return total
 
 
-def _gradient_kernel(rows: int, prefetch: bool):
-    """The distributed worker's chunk gradient over ``X`` [rows, 100] float32, compiled
-    with row-tile prefetching on or off: a function of ``(X, y)``."""
-    import fusegrad.numpy as fnp
-    from fusegrad.codegen import rowtile_emit
-    from fusegrad.distributed.grad import gradient_of, rows_per_call
-    from fusegrad.ir import TensorType
-    from fusegrad.ir.parser import parse_function
-    from fusegrad.runtime.compiled import executable
-
-    def loss(w, X, y):
-        return fnp.mean(fnp.logaddexp(0, -y * (X @ w)))
-
-    d = 100
-    w, seed = np.zeros(d, np.float32), np.ones((), np.float32)
-    block = rows_per_call([np.empty((0, d), np.float32), np.empty(0, np.float32)], True)
-    rowtile_emit.PREFETCH = prefetch
-    try:
-        exes = {r: executable(parse_function(gradient_of(
-            loss, w, [TensorType((r, d), np.float32), TensorType((r,), np.float32)],
-            "bench")[0].text)) for r in {min(block, rows), rows % block} - {0}}
-    finally:
-        rowtile_emit.PREFETCH = True
-
-    def run(X, y):
-        for s in range(0, rows, block):
-            exes[X[s:s + block].shape[0]](w, X[s:s + block], y[s:s + block], seed)
-
-    return run
-
-
-def _kernels(kind: str, nbytes: int, rank: int) -> dict:
+def _kernels(nbytes: int) -> dict:
     """``{name: function of no arguments}`` reading about ``nbytes`` of this process's
     own data (written here, so its pages are this process's)."""
-    if kind == "sum":
-        total = _kernel()
-        a = np.ones(nbytes // 4, np.float32)
-        total(a[:1024])
-        return {"sum": lambda: total(a)}
-    rows = nbytes // 400
-    rng = np.random.default_rng(rank)
-    X = rng.standard_normal((rows, 100), dtype=np.float32)
-    y = np.sign(rng.standard_normal(rows)).astype(np.float32)
-    out = {}
-    for name, on in (("gradient, prefetching", True), ("gradient, no prefetching", False)):
-        run = _gradient_kernel(rows, on)
-        run(X, y)
-        out[name] = lambda run=run: run(X, y)
-    return out
+    total = _kernel()
+    a = np.ones(nbytes // 4, np.float32)
+    total(a[:1024])
+    return {"sum": lambda: total(a)}
 
 
-def _run(rank, core, kind, nbytes, rounds, reps, barrier, out):
+def _run(rank, core, nbytes, rounds, reps, barrier, out):
     os.sched_setaffinity(0, {core})
-    kernels = _kernels(kind, nbytes, rank)
+    kernels = _kernels(nbytes)
     times = {(k, m): [] for k in kernels for m in ("solo", "pair")}
     for _ in range(rounds):
         for name, f in kernels.items():
@@ -112,15 +65,14 @@ def main(argv=None) -> None:
     p.add_argument("--gb", type=float, default=1.0)
     p.add_argument("--rounds", type=int, default=9)
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--kernel", choices=("sum", "gradient"), default="sum")
     a = p.parse_args(argv)
     os.environ.update(NUMBA_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")  # before any compile
     nbytes = int(a.gb * 1e9)
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(2), ctx.Queue()
     cores = sorted(os.sched_getaffinity(0))[:2]
-    procs = [ctx.Process(target=_run, args=(r, cores[r], a.kernel, nbytes, a.rounds, a.reps,
-                                            barrier, out))
+    procs = [ctx.Process(target=_run, args=(r, cores[r], nbytes, a.rounds, a.reps, barrier,
+                                            out))
              for r in range(2)]
     for q in procs:
         q.start()

@@ -16,10 +16,6 @@ import numpy as np
 
 from ..ir import TensorType
 from ..ir.errors import FusegradError
-from ..ir.parser import parse_function
-from ..passes import rowtile
-from ..passes.fusion import fuse
-from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_unflatten
 from ..transforms.plan import _leaf, vjp_pass, warn_effects
@@ -155,28 +151,15 @@ def reduction_of(loss, params, data, reduction: str, who: str) -> str:
 
 #: bytes of data one compiled call reads: a block this size stays in a core's L2 cache
 #: between the passes a gradient makes over it (the forward product, then its transpose),
-#: so memory is read once, not twice
+#: so memory is read once, not twice. Every gradient takes blocks of this size
 BLOCK_BYTES = 3 << 19
 
-#: bytes of data one compiled call reads when the gradient reads its data once anyway (a
-#: row-tile kernel, see ``passes/rowtile.py``): large enough that the calls cost nothing,
-#: small enough (a few ms) that a chunk's shorter last call is short too. Compiled calls
-#: release the GIL, so the worker's event loop answers the scheduler meanwhile
-ONE_PASS_BYTES = 32 << 20
 
-
-def rows_per_call(data, one_pass: bool = False) -> int:
+def rows_per_call(data) -> int:
     """How many examples one compiled call on a worker takes (:data:`BLOCK_BYTES` of data,
-    :data:`ONE_PASS_BYTES` for a gradient that reads its data once)."""
+    at least 256)."""
     row = sum(int(np.prod(a.shape[1:], dtype=np.int64)) * a.dtype.itemsize for a in data)
-    return max(256, (ONE_PASS_BYTES if one_pass else BLOCK_BYTES) // max(row, 1))
-
-
-def one_pass(shipped: Shipped) -> bool:
-    """Whether the compiled form of a shipped gradient computes its matrix products in
-    row tiles (``passes.rowtile``): it then reads the data once whatever the call size."""
-    fn = parse_function(shipped.text)
-    return bool(rowtile.find(fuse(simplify(fn))))
+    return max(256, BLOCK_BYTES // max(row, 1))
 
 
 def chunk_value_and_grad(shipped, mean: bool, leaves, frees, seed_dtype: str, block: int,
@@ -200,17 +183,6 @@ def chunk_value_and_grad(shipped, mean: bool, leaves, frees, seed_dtype: str, bl
             for t, o in zip(total, outs):
                 t += o
     return total
-
-
-def _in_one_pass(loss, treedef, leaves, data, rows: int, cache, who: str) -> bool:
-    """:func:`one_pass` for the gradient over ``rows`` examples (remembered)."""
-    types = tuple(TensorType((rows, *a.shape[1:]), a.dtype) for a in data)
-    key = ("chunk", treedef, tuple((x.shape, x.dtype) for x in leaves), types)
-    if key not in cache:
-        cache[key] = gradient_of(loss, tree_unflatten(treedef, leaves), types, who)
-    if ("one pass", key) not in cache:
-        cache["one pass", key] = one_pass(Shipped(*cache[key][0]))
-    return cache["one pass", key]
 
 
 #: shared task arguments (parameters, the shipped text, closed-over arrays) up to this
@@ -279,8 +251,6 @@ def graph(loss, params, data, mode: str, chunks=None, split_every: int | None = 
     leaves_d = shared(leaves)
     split_every = fan_in(split_every, leaves)
     block = rows_per_call(data)
-    if _in_one_pass(loss, treedef, leaves, data, min(block, max(rows)), cache, who):
-        block = rows_per_call(data, one_pass=True)
     parts = []
     for i in chunks:
         size = min(block, rows[i])

@@ -10,8 +10,8 @@ that are the same product seen through a transposition:
   ``matmul(a[1,k], b[k,n]) -> sum(a.T * b, axis 0)``; both fuse into the loops of
   their producers and consumers (the summation order is a loop's, not BLAS's: equal
   up to rounding); not where the matrix is a Function input multiplied both as it is
-  and transposed (a generalised linear model's data: ``passes.rowtile`` computes both
-  products in one pass over it);
+  and transposed (a generalised linear model's data: both products stay BLAS calls,
+  the transposed one reading the stored matrix through gemm's transpose flag);
 - a row-wise dot with a product by a transposed matrix moves the matrix to the other
   side: ``sum((a @ w.T) * f, axis=-1) == sum(a * (f @ w), axis=-1)`` (both are
   ``sum_jk a_ik w_jk f_ij``). The cofactor ``f`` is collected through a chain of
@@ -45,8 +45,7 @@ def _outer(b, op, emit):
 def _streamed(b, m: Value) -> bool:
     """Whether matrix ``m`` (or the matrix it transposes) is a Function input that is
     multiplied both as it is and transposed: ``X @ w`` and ``X.T @ r`` of a generalised
-    linear model, which the code generator computes in one pass over ``X``
-    (``passes.rowtile``). Those products stay products."""
+    linear model. Those products stay products (BLAS calls)."""
     producer, uses = b.get("_producer"), b.get("_uses")
     if producer is None or uses is None:
         return False

@@ -223,33 +223,12 @@ def test_chunks_larger_than_a_cache_block_are_summed_block_by_block(client, loss
     from fusegrad.distributed import grad as dgrad
 
     monkeypatch.setattr(dgrad, "BLOCK_BYTES", 1)  # 256 examples per compiled call
-    monkeypatch.setattr(dgrad, "ONE_PASS_BYTES", 1)  # also where one pass reads it once
     X, y, params = _data(n=1500, seed=6)
     Xd, yd = da.from_array(X, chunks=((700, 300, 500), -1)), da.from_array(y, chunks=700)
     value, grads = fd.value_and_grad(loss, params, Xd, yd)
     v0, g0 = fg.value_and_grad(loss)(params, X, y)
     np.testing.assert_allclose(value, v0, rtol=1e-12)
     _assert_tree_close(grads, g0)
-
-
-def test_generalised_linear_gradients_take_larger_blocks():
-    """The logistic loss's gradient is computed in row tiles (one read of the data), so a
-    worker takes larger blocks per compiled call; a loss that is not is not."""
-    from fusegrad.distributed import grad as dgrad
-    from fusegrad.ir import TensorType
-
-    params = _data(n=100)[2]
-    types = [TensorType((100, 6), np.float64), TensorType((100,), np.float64)]
-    shipped = dgrad.gradient_of(mean_loss, params, types, "test")[0]
-    assert dgrad.one_pass(shipped)
-
-    def squared_features(w, X, y):
-        return fnp.mean((X * X) @ w["w"] - y + w["b"])
-
-    shipped = dgrad.gradient_of(squared_features, params, types, "test")[0]
-    assert not dgrad.one_pass(shipped)
-    data = [da.zeros((10**6, 6), chunks=(10**5, 6)), da.zeros(10**6, chunks=10**5)]
-    assert dgrad.rows_per_call(data, one_pass=True) > 10 * dgrad.rows_per_call(data)
 
 
 @pytest.mark.parametrize("split_every, inline", [(None, True), (2, True), (3, False)])
