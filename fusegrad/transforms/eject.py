@@ -111,9 +111,9 @@ class _Program:
                  "toff = (off + 63) // 64 * 64",
                  f"arena = np.empty(toff + {8 * max(ntab, 1)}, np.uint8)",
                  "numba.carray(as_pointer(arena.ctypes.data), (1,))[0] = toff"]
-        if ntab:
-            body.append(f"numba.carray(as_pointer(arena.ctypes.data + toff), ({ntab},))[:] = "
-                        f"v[:{ntab}]")
+        if ntab:  # a loop: a slice assignment costs Numba seconds to compile
+            body += [f"tab = numba.carray(as_pointer(arena.ctypes.data + toff), ({ntab},))",
+                     f"for j in range({ntab}):", "    tab[j] = v[j]"]
         for i, t in enumerate(self.avals):
             body += ([f"a{i} = np.empty(1, {_np_dtype(t)})", f"a{i}[0] = x{i}"]
                      if t.shape == () else [f"a{i} = np.ascontiguousarray(x{i})"])

@@ -217,8 +217,10 @@ def _wrapper(ex: _Export) -> list[str]:
     body += ["        arena = np.empty(nbytes, np.uint8)",
              "        if tlen:  # the entry's size table (codegen.lean.sizes)",
              "            numba.carray(as_pointer(arena.ctypes.data), (1,))[0] = toff",
-             "            numba.carray(as_pointer(arena.ctypes.data + toff), (tlen,))[:] = "
-             "numba.carray(as_pointer(taddr), (tlen,))",
+             "            dst = numba.carray(as_pointer(arena.ctypes.data + toff), (tlen,))",
+             "            src = numba.carray(as_pointer(taddr), (tlen,))",
+             "            for j in range(tlen):  # a loop: slice assignment costs Numba seconds",
+             "                dst[j] = src[j]",
              *call_lines(held, "call_entry(addr", ex.name, "        ")]
     ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(outs)]
     body.append(f"    return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
@@ -311,7 +313,7 @@ def _cfunc(avals, out_types) -> list[str]:
             body.append(f"    out{k}[0] = {r}")
         else:
             body += [f"    o{k} = {r}.ravel()", f"    w{k} = numba.carray(out{k}, (o{k}.size,))",
-                     f"    w{k}[:] = o{k}"]
+                     f"    for j in range(o{k}.size):", f"        w{k}[j] = o{k}[j]"]
     sig = f"int32({', '.join(sig_args)})"
     return [f"@numba.cfunc({sig!r}, error_model=\"numpy\")",
             f"def c_entry({', '.join(params)}):", *body, "    return 0"]
