@@ -131,17 +131,20 @@ class _Export:
         return _Native(code.address, max(code.arena_bytes, 1), out_shapes, None, code.sizes,
                        code.table_offset)
 
-    def lookup(self, shapes: tuple):
-        """``(address, arena bytes, size table address, its offset, its length, *result
-        shapes)`` for array arguments of ``shapes`` (for the dispatcher's object-mode
-        block)."""
-        full = iter(shapes)
-        n = self.native(tuple(next(full) if t.shape != () else () for t in self.avals))
+    def lookup(self, dims) -> np.ndarray:
+        """``[address, arena bytes, size table address, its offset, its length, *result
+        extents]`` for array arguments of extents ``dims`` (in order, for the dispatcher's
+        object-mode block: ``_lookup_function``)."""
+        dims = [int(d) for d in dims]
+        it = iter(dims)
+        n = self.native(tuple(tuple(next(it) for _ in t.shape) for t in self.avals))
         outs = tuple(s if s != () else (1,) for s in n.shapes)
         sizes = (n.sizes.ctypes.data, n.table, n.sizes.size)
         if n.address:
-            self._remember([d for s in shapes for d in s], n.arena, sizes, outs, n.address)
-        return (n.address, n.arena, *sizes, *outs)
+            self._remember(dims, n.arena, sizes, outs, n.address)
+        elif self.example.address:  # (lowering is decided by ranks and dtypes alone)
+            raise ExportError(f"export: {self.name} is not lowered whole at these shapes")
+        return np.array([n.address, n.arena, *sizes, *(d for s in outs for d in s)], np.int64)
 
     def _remember(self, dims: list, arena: int, sizes: tuple, outs: tuple,
                   address: int) -> None:
@@ -201,14 +204,23 @@ def _wrapper(ex: _Export) -> list[str]:
     body += [f"        s{k} = {s or (1,)!r}" for k, s in enumerate(first.shapes)]
     body.append("    else:")
     body += _table_search(ex, arrays)
-    names = ", ".join(["addr", "nbytes", "taddr", "toff", "tlen",
-                       *(f"s{k}" for k in range(len(outs)))])
-    body += ["        if addr == 0:",
-             f"            {names} = _lookup(({''.join(f'x{i}.shape, ' for i in arrays)}))"]
+    dims = [f"x{i}.shape[{a}]" for i in arrays for a in range(len(avals[i].shape))]
+    body += ["        if addr == 0:  # a shape seen first: found (or compiled) in Python",
+             f"            dims = np.empty({len(dims)}, np.int64)",
+             *(f"            dims[{j}] = {d}" for j, d in enumerate(dims)),
+             f"            row = _lookup({_registered(ex)}, dims)"]
+    body += [f"            {v} = row[{j}]" for j, v in enumerate(
+        ("addr", "nbytes", "taddr", "toff", "tlen"))]
+    at = 5
+    for k, t in enumerate(outs):
+        rank = max(len(t.shape), 1)
+        body.append(f"            s{k} = ({''.join(f'row[{at + j}], ' for j in range(rank))})")
+        at += rank
     results = [f"o{k}" for k in range(len(outs))]
-    body += ["    if addr == 0:  # not lowered whole: its segments run from Python",
-             f"        {', '.join(results)}, = _python({', '.join(params)})",
-             "    else:"]
+    lowered = ex.example.address != 0
+    body += (["    if True:  # lowered whole, at every shape"] if lowered else [
+        "    if addr == 0:  # not lowered whole: its segments run from Python",
+        f"        {', '.join(results)}, = _python({', '.join(params)})", "    else:"])
     for k, t in enumerate(outs):
         dt = _np_dtype(t)
         body.append(f"        o{k} = np.empty(s{k}, {dt})")
@@ -224,17 +236,14 @@ def _wrapper(ex: _Export) -> list[str]:
              *call_lines(held, "call_entry(addr", ex.name, "        ")]
     ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(outs)]
     body.append(f"    return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
-    kinds = [f"{v}=\"int64\"" for v in ("addr", "nbytes", "taddr", "toff", "tlen")] + [
-        f"s{k}=\"UniTuple(int64, {max(len(t.shape), 1)})\"" for k, t in enumerate(outs)]
     typed = ", ".join(f"o{k}=\"{_array_type(t)}\"" for k, t in enumerate(outs))
-    # object-mode blocks in functions of their own (Numba lowers them badly in branches)
-    return ["@numba.njit", "def _lookup(shapes):", f"    with numba.objmode({', '.join(kinds)}):",
-            f"        {names} = _export.lookup(shapes)", f"    return {names}", "", "",
-            "@numba.njit", f"def _python({', '.join(params)}):",
-            f"    with numba.objmode({typed}):",
-            f"        {', '.join(results)}, = _export.run_python({', '.join(params)})",
-            f"    return {', '.join(results)},", "", "",
-            "@numba.njit(error_model=\"numpy\")",
+    # an object-mode block in a function of its own (Numba lowers them badly in branches)
+    python = [] if lowered else [
+        "@numba.njit", f"def _python({', '.join(params)}):",
+        f"    with numba.objmode({typed}):",
+        f"        {', '.join(results)}, = _export.run_python({', '.join(params)})",
+        f"    return {', '.join(results)},", "", ""]
+    return [*python, "@numba.njit(error_model=\"numpy\")",
             f"def exported({', '.join(params)}):", *body]
 
 
@@ -251,6 +260,37 @@ def call_lines(held: list[str], callee: str, name: str, indent: str) -> list[str
               f"    raise IndexError(\"an index is out of range in @{name} (call it "
               "outside Numba for the full message)\")"]
     return [indent + line for line in lines]
+
+
+#: every export whose dispatcher was made, by index (``_lookup_function`` finds them)
+_registry: list = []
+_lookup_dispatcher: list = []
+
+
+def _registered(ex: _Export) -> int:
+    """``ex``'s index in ``_registry`` (added once)."""
+    with _exports_lock:
+        if getattr(ex, "index", None) is None:
+            ex.index = len(_registry)
+            _registry.append(ex)
+        return ex.index
+
+
+def _lookup_function():
+    """One Numba function for every export: ``_lookup(k, dims)`` is export ``k``'s
+    ``lookup(dims)``, in an object-mode block (compiled once per process, not per
+    export)."""
+    if not _lookup_dispatcher:
+        import numba
+
+        @numba.njit
+        def _lookup(k, dims):
+            with numba.objmode(row="int64[::1]"):
+                row = _registry[k].lookup(dims)
+            return row
+
+        _lookup_dispatcher.append(_lookup)
+    return _lookup_dispatcher[0]
 
 
 def _table_search(ex: _Export, arrays: list[int]) -> list[str]:
@@ -349,7 +389,7 @@ def _load(ex: _Export, cfunc: bool) -> dict:
     name = f"<fusegrad export of {ex.name} {id(ex):x}{' cfunc' if cfunc else ''}>"
     linecache.cache[name] = (len(source), None, source.splitlines(True), name)
     namespace = {"np": np, "numba": numba, "call_entry": call_entry, "_export": ex,
-                 "as_pointer": as_pointer,
+                 "as_pointer": as_pointer, "_lookup": _lookup_function(),
                  **{f"_free{j}": v for j, v in enumerate(ex.free)}}
     exec(compile(source, name, "exec"), namespace)  # our own generated text
     namespace["source"] = source
