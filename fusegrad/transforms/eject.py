@@ -30,6 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..codegen.lean.sizes import ALIGN, HEADER
 from ..ir.errors import FusegradError
 from ..ir.types import TensorType
 from ..passes.fusion import fuse
@@ -106,9 +107,10 @@ class _Program:
         body += [f"v[{k}] = {rule.expression(k, lambda j: f'c{j}')}"
                  for k in range(len(rule.entries))]
         # the arena: a header, the places (each aligned), then the size table
-        body += ["off = 64", f"for s in {name}_places:", "    n = max(v[s], 1)",
-                 "    v[s] = off", "    off += (n + 63) // 64 * 64",
-                 "toff = (off + 63) // 64 * 64",
+        a = ALIGN
+        body += [f"off = {HEADER}", f"for s in {name}_places:", "    n = max(v[s], 1)",
+                 "    v[s] = off", f"    off += (n + {a - 1}) // {a} * {a}",
+                 f"toff = (off + {a - 1}) // {a} * {a}",
                  f"arena = np.empty(toff + {8 * max(ntab, 1)}, np.uint8)",
                  "numba.carray(as_pointer(arena.ctypes.data), (1,))[0] = toff"]
         if ntab:  # a loop: a slice assignment costs Numba seconds to compile

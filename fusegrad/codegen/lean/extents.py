@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+from collections.abc import Iterator
 
 from llvmlite import ir
 
@@ -56,7 +57,7 @@ _mode = threading.local()
 
 
 @contextlib.contextmanager
-def all_read() -> None:
+def all_read() -> Iterator[None]:
     """Kernels built in this block (on this thread) hold no extent as a constant (but
     1): their text is the same at every size, as a standalone module's must be
     (``standalone``)."""
