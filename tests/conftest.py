@@ -1,13 +1,20 @@
 """Test-wide settings.
 
-Compiling costs 0.3-1 s per generated module, so tests run transforms with
-the NumPy interpreter unless marked ``@pytest.mark.compiled`` (the compiled ==
-interpreter tests group many ops per compiled function). One disk cache is
-shared by the whole run.
+Which executor a test's transforms use:
+
+- ``@pytest.mark.compiled``: compiled code (the compiled == interpreter tests, and
+  whatever checks the code generator);
+- ``@pytest.mark.interpreted``: the NumPy interpreter (tests of the interpreter itself);
+- otherwise compiled code for the directories in ``COMPILED_DIRS`` and the interpreter
+  elsewhere. ``FUSEGRAD_TEST_EXECUTOR=compiled`` runs every unmarked test compiled
+  (``interpreted`` every one interpreted), for a full run of the path users take.
+
+One disk cache is shared by the whole run.
 """
 
 import os
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -16,10 +23,31 @@ os.environ.setdefault("FUSEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="fusegrad-te
 import fusegrad as fg
 from fusegrad import config
 
+#: test directories whose unmarked tests run compiled code by default (those where it
+#: costs the run little; the others would add about five minutes: ``FUSEGRAD_TEST_EXECUTOR``)
+COMPILED_DIRS = frozenset({"autograd", "complex", "distributed", "ir", "optim", "random",
+                           "runtime", "serialization", "tracer", "utils"})
+_TESTS = Path(__file__).resolve().parent
+_DEFAULT = os.environ.get("FUSEGRAD_TEST_EXECUTOR", "default")
+if _DEFAULT not in ("default", "compiled", "interpreted"):
+    raise ValueError(f"FUSEGRAD_TEST_EXECUTOR={_DEFAULT!r}: choose compiled, interpreted "
+                     "or default")
+
+
+def _compiled(node) -> bool:
+    if node.get_closest_marker("compiled") is not None:
+        return True
+    if node.get_closest_marker("interpreted") is not None:
+        return False
+    if _DEFAULT != "default":
+        return _DEFAULT == "compiled"
+    parts = Path(str(node.path)).resolve().relative_to(_TESTS).parts
+    return len(parts) > 1 and parts[0] in COMPILED_DIRS
+
 
 @pytest.fixture(autouse=True)
 def _executor(request, monkeypatch):
-    monkeypatch.setattr(config, "DISABLE_JIT", request.node.get_closest_marker("compiled") is None)
+    monkeypatch.setattr(config, "DISABLE_JIT", not _compiled(request.node))
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from fusegrad import config
 from fusegrad.cli import main
 
 
@@ -30,7 +31,7 @@ def test_bench_quick_w4_in_process(tmp_path, capsys):
         assert r[3].strip().endswith("s/call")  # a time, not an error
         assert r[4].strip() == "—"  # no jax.jit timed: no ratio to it
     assert rows[0][5].strip() == "1.00×"
-    assert "interpreter" in out  # the suite runs fusegrad with FUSEGRAD_DISABLE_JIT
+    assert ("interpreter" in out) == config.DISABLE_JIT  # the note on an interpreted run
     for impl in ("fusegrad", "numpy", "numba"):  # one progress line per measurement
         assert sum(f"W4 n=16 {impl} " in line for line in err.splitlines()) == 1
 

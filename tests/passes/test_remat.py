@@ -74,6 +74,7 @@ def test_pinn_like_gradient_reads_and_writes_fewer_arrays():
     _check_compiled(lambda *a: g(*a), args)
 
 
+@pytest.mark.interpreted  # the interpreter's own behaviour
 def test_recomputed_values_are_bitwise_the_stored_ones():
     def f(x, w):
         h = fnp.tanh(x * w)

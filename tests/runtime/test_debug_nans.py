@@ -89,6 +89,7 @@ def test_finite_results_unchanged(nans_on):
     np.testing.assert_allclose(g, 1.0 / x, rtol=1e-15)
 
 
+@pytest.mark.interpreted  # the interpreter's own behaviour
 def test_interpreter_path_is_checked_too(nans_on):
     assert config.DISABLE_JIT
     with pytest.raises(FloatingPointError, match="forward computation"):
