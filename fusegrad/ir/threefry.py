@@ -8,8 +8,8 @@ result holds a uint32 value in an ``int64`` (0 <= r < 2**32). The IR has no unsi
 32-bit dtype, so that is how fusegrad carries 32-bit words.
 
 The op has no gradient (``passes.autodiff.NON_DIFFERENTIABLE``), batches as any
-elementwise op, and runs in compiled programs on this module's NumPy reference, between
-their native segments.
+elementwise op, and compiles to 32-bit integer arithmetic in native kernels
+(``codegen/lean/scalar.py``). This module holds the NumPy reference.
 """
 
 from __future__ import annotations

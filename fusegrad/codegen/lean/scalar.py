@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from ...ir.threefry import PARITY, ROTATIONS
 from ...ir.types import TensorType, dtype_name
 from . import mathcalls, mathlib_ir
 
@@ -149,17 +150,69 @@ def _divmod(b, a):
     return mod, quotient, rem
 
 
+def _int_divmod(b, op, a):
+    """NumPy's integer ``divmod``: the quotient rounded down and the remainder with the
+    divisor's sign; ``x // 0`` and ``x % 0`` are 0, ``x // -1`` is ``-x`` (wrapping).
+    LLVM's division by 0 or of the least value by -1 is undefined, so those divide by 1
+    and are replaced."""
+    x, y = a
+    zero, one = ir.Constant(x.type, 0), ir.Constant(x.type, 1)
+    if _unsigned(op):
+        by_zero = b.icmp_unsigned("==", y, zero)
+        safe = b.select(by_zero, one, y)
+        return (b.select(by_zero, zero, b.udiv(x, safe)),
+                b.select(by_zero, zero, b.urem(x, safe)))
+    by_zero = b.icmp_signed("==", y, zero)
+    by_minus_one = b.icmp_signed("==", y, ir.Constant(x.type, -1))
+    special = b.or_(by_zero, by_minus_one)
+    safe = b.select(special, one, y)
+    q, r = b.sdiv(x, safe), b.srem(x, safe)
+    shift = b.and_(b.icmp_signed("!=", r, zero),
+                   b.icmp_unsigned("!=", b.icmp_signed("<", r, zero),
+                                   b.icmp_signed("<", y, zero)))
+    q = b.select(shift, b.sub(q, one), q)
+    r = b.select(shift, b.add(r, y), r)
+    q = b.select(by_zero, zero, b.select(by_minus_one, b.neg(x), q))
+    return q, b.select(special, zero, r)
+
+
 def floor_divide(b, op, a):
-    """``a // b`` of floats as NumPy: ``x // 0`` is ``x / 0``, ``inf // 3`` NaN."""
+    """``a // b`` as NumPy: of floats, ``x // 0`` is ``x / 0`` and ``inf // 3`` NaN; of
+    integers, ``_int_divmod``."""
+    if not _is_float(a[0]):
+        return _int_divmod(b, op, a)[0]
     _, quotient, _ = _divmod(b, a)
     return b.select(b.fcmp_ordered("==", a[1], ir.Constant(a[1].type, 0.0)),
                     b.fdiv(*a), quotient)
 
 
 def remainder(b, op, a):
-    """``a % b`` of floats as NumPy: the divisor's sign, ``x % 0`` NaN."""
+    """``a % b`` as NumPy: the divisor's sign; of floats ``x % 0`` is NaN, of integers
+    0."""
+    if not _is_float(a[0]):
+        return _int_divmod(b, op, a)[1]
     mod, _, rem = _divmod(b, a)
     return b.select(b.fcmp_ordered("==", a[1], ir.Constant(a[1].type, 0.0)), mod, rem)
+
+
+def threefry2x32(b, op, a):
+    """Word ``word`` of the Threefry-2x32-20 hash (``ir.threefry``) of the operands' low
+    32 bits, in 32-bit arithmetic, as an int64 in ``[0, 2**32)``."""
+    i32 = ir.IntType(32)
+
+    def c(n):
+        return ir.Constant(i32, n)
+
+    k0, k1, c0, c1 = (b.trunc(v, i32) for v in a)
+    ks = (k0, k1, b.xor(b.xor(k0, k1), c(PARITY)))
+    x0, x1 = b.add(c0, ks[0]), b.add(c1, ks[1])
+    for group in range(5):
+        for r in ROTATIONS[group % 2]:
+            x0 = b.add(x0, x1)
+            x1 = b.xor(b.or_(b.shl(x1, c(r)), b.lshr(x1, c(32 - r))), x0)
+        x0 = b.add(x0, ks[(group + 1) % 3])
+        x1 = b.add(b.add(x1, ks[(group + 2) % 3]), c(group + 1))
+    return b.zext(x1 if op.attrs["word"] else x0, ir.IntType(64))
 
 
 def _fcmp(pred):
@@ -344,7 +397,7 @@ SCALAR_OPS = {
     "logical_and": logical_and, "logical_or": logical_or, "logical_xor": logical_xor,
     "logical_not": logical_not, "abs": abs_, "sign": sign, "isnan": isnan,
     "isfinite": isfinite, "logistic": logistic, "convert": convert, "atan2": atan2,
-    "floor_divide": floor_divide, "remainder": remainder,
+    "floor_divide": floor_divide, "remainder": remainder, "threefry2x32": threefry2x32,
     "stop_gradient": identity, "broadcast_to": identity,
     "round": _unary_intrinsic("rint"), "sqrt": _unary_intrinsic("sqrt"),
     "floor": _unary_intrinsic("floor"), "ceil": _unary_intrinsic("ceil"),
@@ -362,7 +415,8 @@ SCALAR_OPS = {
 FLOAT_ONLY = frozenset(SCALAR_OPS) - {
     "add", "sub", "mul", "neg", "maximum", "minimum", "clamp", "select", "lt", "le", "gt",
     "ge", "eq", "ne", "logical_and", "logical_or", "logical_xor", "logical_not", "abs",
-    "sign", "isnan", "isfinite", "convert", "stop_gradient", "broadcast_to"}
+    "sign", "isnan", "isfinite", "convert", "stop_gradient", "broadcast_to", "threefry2x32",
+    "floor_divide", "remainder"}
 
 
 def supports(op) -> bool:
