@@ -17,9 +17,10 @@ nothing. The module imports NumPy, Numba, llvmlite and the standard library; Sci
 BLAS or special functions when the program calls them.
 
 A callable whose structure depends on its sizes is ejected for the example's shapes
-only; one with an op the lean generator does not lower (sorts, linear algebra, FFT,
-convolution and pooling, complex numbers) cannot be ejected (``EjectError`` names
-it): ``.njit``/``.cfunc`` run those from Numba code.
+only; one with an op the lean generator does not lower (sorts, cumulative sums,
+argmax/argmin, linear algebra, FFT, convolution and pooling, complex numbers, ...)
+cannot be ejected (``EjectError`` names it): ``.njit``/``.cfunc`` run those from Numba
+code.
 """
 
 from __future__ import annotations
@@ -127,7 +128,7 @@ class _Program:
         held = [f"a{i}" for i in range(len(self.avals))]
         held += [f"{name}_free{j}" for j in range(len(self.free))]
         held += [f"o{k}" for k in range(len(self.out_types))] + ["arena"]
-        body += call_lines(held, f"call_symbol({code.entry!r}", name, "")
+        body += call_lines(held, f"call_symbol({code.entry!r}", name, "", hint="")
         ret = [f"o{k}[0]" if t.shape == () else f"o{k}" for k, t in enumerate(self.out_types)]
         body.append(f"return {ret[0] if len(ret) == 1 else '(' + ', '.join(ret) + ')'}")
         return out + ["    " + line for line in body]

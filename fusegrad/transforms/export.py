@@ -247,18 +247,18 @@ def _wrapper(ex: _Export) -> list[str]:
             f"def exported({', '.join(params)}):", *body]
 
 
-def call_lines(held: list[str], callee: str, name: str, indent: str) -> list[str]:
+def call_lines(held: list[str], callee: str, name: str, indent: str,
+               hint: str = " (call it outside Numba for the full message)") -> list[str]:
     """Lines calling a C entry on arrays ``held`` (its parameters, results and arena),
-    raising ``IndexError`` if it fails; ``callee``: ``call_entry(<address>`` or
-    ``call_symbol(<name literal>`` (``native_call``)."""
+    raising ``IndexError`` (its message ending in ``hint``) if it fails; ``callee``:
+    ``call_entry(<address>`` or ``call_symbol(<name literal>`` (``native_call``)."""
     lines = [f"objs = np.zeros({3 * len(held)}, np.int64)",
              f"ptrs = np.empty({len(held)}, np.int64)"]
     lines += [f"objs[{3 * j + 2}] = {h}.ctypes.data" for j, h in enumerate(held)]
     lines += ["base = objs.ctypes.data", f"for j in range({len(held)}):",
               "    ptrs[j] = base + 24 * j",
               f"if {callee}, objs, ptrs, ({', '.join(held)},)) == 0:",
-              f"    raise IndexError(\"an index is out of range in @{name} (call it "
-              "outside Numba for the full message)\")"]
+              f"    raise IndexError(\"an index is out of range in @{name}{hint}\")"]
     return [indent + line for line in lines]
 
 
