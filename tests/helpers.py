@@ -212,3 +212,16 @@ def damage(path) -> None:
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0xFF
     path.write_bytes(bytes(data))
+
+
+def lowered_natively(f: Callable, *args) -> bool:
+    """Whether the lean code generator lowers every op of ``f`` traced at ``args``'
+    types and fused (no op runs with NumPy between segments)."""
+    from fusegrad.codegen import lean
+    from fusegrad.passes.fusion import fuse
+    from fusegrad.passes.simplify import simplify
+    from fusegrad.tracer import trace_pytree
+
+    types = tuple(TensorType(np.shape(a), np.asarray(a).dtype) for a in args)
+    fused = fuse(simplify(trace_pytree(f, types, name="f").function))
+    return all(lean.lowers(op) for op in fused.ops)

@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from . import control, copies, engine, indexing, products
+from . import control, copies, engine, indexing, products, scans
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
@@ -64,6 +64,8 @@ def _driver_op(op: Op) -> bool:
     """Whether ``op``, outside kernels, is lowered here."""
     if op.name in ("count", *_VIEW_OPS, *_COPY_OPS, *indexing.LOWERED):
         return True
+    if op.name in scans.LOWERED:
+        return scans.lowered(op)
     if op.name == "matmul":
         return products.lowered(op)
     if op.name.startswith("reduce_"):
@@ -71,7 +73,7 @@ def _driver_op(op: Op) -> bool:
     return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
 
 
-class Entry(control.Regions, products.Products, indexing.Indexing, SizeTable):
+class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans, SizeTable):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -152,6 +154,8 @@ class Entry(control.Regions, products.Products, indexing.Indexing, SizeTable):
             return getattr(self, "_" + op.name)(op)
         if op.name in indexing.LOWERED:
             return self._indexing(op)
+        if op.name in scans.LOWERED:
+            return getattr(self, "_" + op.name)(op)
         if op.name == "fused":
             return self._kernel(op)
         if op.name == "constant":
@@ -454,6 +458,8 @@ def _work(op: Op) -> int:
         return products.work(op)
     if op.name in indexing.LOWERED:
         return indexing.work(op)
+    if op.name in scans.LOWERED:
+        return scans.work(op)
     return 0
 
 

@@ -1,7 +1,8 @@
-"""Floor division, remainder and the Threefry hash in native kernels
-(``codegen/lean/scalar.py``): NumPy's results bit for bit, zeros' signs, infinities,
-NaNs, division by zero and the least integer divided by -1 included, and lowered
-natively (no NumPy segment)."""
+"""Ops the lean generator lowers natively (no NumPy segment), against NumPy bit for bit:
+floor division, remainder and the Threefry hash in kernels (``scalar.py``: zeros'
+signs, infinities, NaNs, division by zero and the least integer divided by -1
+included), and ``cumsum``, ``argmax``, ``argmin`` in the entry (``scans.py``: NaNs,
+ties, every axis, extents of 1)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,11 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
-from fusegrad.codegen import lean
-from fusegrad.ir import TensorType, ops
+from fusegrad.ir import ops
 from fusegrad.ir.threefry import hash_words
-from fusegrad.passes.fusion import fuse
-from fusegrad.passes.simplify import simplify
-from fusegrad.tracer import trace_pytree
+from tests.helpers import lowered_natively
 
 pytestmark = pytest.mark.compiled
-
-
-def _lowered(f, *args) -> bool:
-    types = tuple(TensorType(np.shape(a), np.asarray(a).dtype) for a in args)
-    fused = fuse(simplify(trace_pytree(f, types, name="f").function))
-    return all(lean.lowers(op) for op in fused.ops)
 
 
 def _divmod(a, b):
@@ -39,7 +31,7 @@ def _grid(values, dtype):
 def test_float_floor_divide_and_remainder_equal_numpy(dtype):
     a, b = _grid([7.5, -7.5, 3.0, -3.0, 0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e-30,
                   5.0, 2.5, 0.1], dtype)
-    assert _lowered(_divmod, a, b)
+    assert lowered_natively(_divmod, a, b)
     q, r = fg.jit(_divmod)(a, b)
     with np.errstate(all="ignore"):
         want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
@@ -56,7 +48,7 @@ def test_integer_floor_divide_and_remainder_equal_numpy(dtype):
     if info.min < 0:
         values |= {-1, -2, -3, -7}
     a, b = _grid(sorted(values), dtype)
-    assert _lowered(_divmod, a, b)
+    assert lowered_natively(_divmod, a, b)
     q, r = fg.jit(_divmod)(a, b)
     with np.errstate(all="ignore"):
         want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
@@ -72,7 +64,7 @@ def test_threefry_and_random_draws_run_natively():
     def both(*w):
         return ops.threefry2x32(*w, word=0), ops.threefry2x32(*w, word=1)
 
-    assert _lowered(both, *words)
+    assert lowered_natively(both, *words)
     got = fg.jit(both)(*words)
     for g, w in zip(got, hash_words(*words)):
         np.testing.assert_array_equal(g, w.astype(np.int64))
@@ -81,7 +73,44 @@ def test_threefry_and_random_draws_run_natively():
         return fnp.sum(fg.random.normal(key, (1000,)) * x)
 
     key, x = fg.random.key(3), np.linspace(0.0, 1.0, 1000)
-    assert _lowered(draw, key, x)
+    assert lowered_natively(draw, key, x)
     np.testing.assert_allclose(fg.jit(draw)(key, x),
                                np.sum(np.asarray(fg.random.normal(key, (1000,))) * x),
                                rtol=1e-13)
+
+
+SCAN_SHAPES = [(7,), (3, 5), (2, 3, 4), (1, 6), (4, 1, 3)]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32, np.int8,
+                                   np.uint8])
+@pytest.mark.parametrize("name", ["cumsum", "argmax", "argmin"])
+def test_scans_along_every_axis_equal_numpy(name, dtype):
+    rng = np.random.default_rng(1)
+    for shape in SCAN_SHAPES:
+        x = (rng.standard_normal(shape) * 10).astype(dtype)
+        if x.dtype.kind == "f" and x.size > 3:
+            x.flat[2], x.flat[-1] = np.nan, -np.inf
+        if x.size > 4:
+            x.flat[4] = x.flat[3]  # a tie: the first one wins
+        for axis in (*range(len(shape)), -1):
+            kw = {"axis": axis, **({"dtype": x.dtype} if name == "cumsum" else {})}
+
+            def f(x, kw=kw):
+                return getattr(fnp, name)(x, **kw)
+
+            assert lowered_natively(f, x)
+            got, want = fg.jit(f)(x), getattr(np, name)(x, **kw)
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want, err_msg=f"{shape} axis {axis}")
+
+
+def test_gradient_of_a_cumulative_sum_runs_natively():
+    def f(x):
+        return fnp.sum(fnp.cumsum(fnp.sin(x), axis=1) ** 2)
+
+    x = np.random.default_rng(2).standard_normal((5, 9))
+    assert lowered_natively(fg.grad(f), x)
+    c = np.cumsum(np.sin(x), axis=1)
+    want = np.cos(x) * np.cumsum((2 * c)[:, ::-1], axis=1)[:, ::-1]
+    np.testing.assert_allclose(fg.grad(f)(x), want, rtol=1e-13)
