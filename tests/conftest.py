@@ -25,8 +25,9 @@ from fusegrad import config
 
 #: test directories whose unmarked tests run compiled code by default (those where it
 #: costs the run little; the others would add about five minutes: ``FUSEGRAD_TEST_EXECUTOR``)
-COMPILED_DIRS = frozenset({"autograd", "complex", "distributed", "ir", "optim", "random",
-                           "runtime", "serialization", "tracer", "utils"})
+COMPILED_DIRS = frozenset({"autograd", "complex", "distributed", "ir", "nn", "optim",
+                           "random", "runtime", "semantics", "serialization", "tracer",
+                           "utils"})
 _TESTS = Path(__file__).resolve().parent
 _DEFAULT = os.environ.get("FUSEGRAD_TEST_EXECUTOR", "default")
 if _DEFAULT not in ("default", "compiled", "interpreted"):
