@@ -18,8 +18,8 @@ BLAS or special functions when the program calls them.
 
 A callable whose structure depends on its sizes is ejected for the example's shapes
 only; one with an op the lean generator does not lower (sorts, linear algebra, FFT,
-convolution and pooling, complex numbers, ...) cannot be ejected (``EjectError`` names it): ``.njit``/``.cfunc`` run those from Numba
-code.
+convolution and pooling, complex numbers, ...) cannot be ejected (``EjectError`` names
+it): ``.njit``/``.cfunc`` run those from Numba code.
 """
 
 from __future__ import annotations
