@@ -5,7 +5,9 @@ OPENBLAS_NUM_THREADS=1 taskset -c 1 python -m benchmarks.conv``. The implementat
 run interleaved (round-robin) and the medians are reported with the ratio to PyTorch.
 
 One run on a loaded 2-core machine (medians, ratio to PyTorch 2.13 one thread), before
-and after the column-layout and NumPy-algorithm changes of ``rt_conv`` / ``conv_impl``:
+and after the column-layout and NumPy-algorithm changes of ``rt_conv`` / ``conv_impl``
+(``rt_conv`` was the convolution of a code generator since removed; compiled code now
+runs ``ir.conv_ops.conv_impl`` between its native segments):
 
 ==========================  ===============  ===============
 shape                       jit(grad)        eager

@@ -200,7 +200,7 @@ def products(fn: Function) -> list[int]:
             if op.name == "matmul":
                 a, out = op.operands[0].type, op.results[0].type
                 sizes.append(math.prod(out.shape) * (a.shape[-1] if a.shape else 1))
-            elif op.name == "conv":  # one product per image and group (codegen.rt_conv)
+            elif op.name == "conv":  # one product per image and group (ir.conv_ops)
                 w, out = op.operands[1].type, op.results[0].type
                 sizes.append(math.prod(out.shape[1:]) // op.attrs["groups"]
                              * math.prod(w.shape[1:]))
