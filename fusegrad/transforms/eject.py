@@ -5,7 +5,7 @@ Each function is the lean code generator's C entry of a fusegrad callable
 (``codegen.lean.standalone``: the same kernels and driver code a compiled call runs,
 built so that one text serves every size), written into the module as LLVM IR with
 what it calls from the math library linked in. At import the module compiles that IR
-with llvmlite for the CPU it runs on (``standalone_loader``, whose source is copied
+with llvmlite for the CPU it runs on (``codegen.lean.loader``, whose source is copied
 in) and defines one Numba function per callable that computes the entry's size table
 from its arguments' shapes (``export_sizes.fit``: the table is fitted over traces at
 several sizes, each arena place by its byte count, the places then laid out as the
@@ -30,15 +30,15 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..codegen.lean import loader
 from ..codegen.lean.sizes import ALIGN, HEADER
 from ..ir.errors import FusegradError
 from ..ir.types import TensorType
 from ..passes.fusion import fuse
 from ..passes.simplify import simplify
-from ..tracer import trace_pytree
-from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
-from . import native_call, standalone_loader
-from .export import _np_dtype, call_lines
+from ..tracer.pytree import tree_flatten, tree_map
+from . import native_call
+from .export import _np_dtype, call_lines, trace_native
 from .plan import _leaf
 
 
@@ -64,13 +64,8 @@ class _Program:
         from ..codegen.lean.standalone import standalone
 
         avals = [TensorType(s, t.dtype) for s, t in zip(shapes, self.avals)]
-        traced = trace_pytree(self.fun, tree_unflatten(self.tree, avals), name=self.name)
+        traced = trace_native(self.fun, self.tree, avals, self.name, EjectError, "eject")
         fn = traced.function
-        if any(isinstance(v, TensorType) or not hasattr(v, "dtype") for v in traced.free):
-            raise EjectError("eject: the function closes over a value of an enclosing trace")
-        if traced.guards:
-            raise EjectError("eject: the function turns a traced value into a Python value "
-                             "(its result would hold for one argument value only)")
         try:
             code = standalone(fuse(simplify(fn)))
         except Unsupported as e:
@@ -163,7 +158,7 @@ def eject(functions: dict[str, tuple[Callable, tuple]], doc: str) -> str:
             modules.setdefault(name, (kind, text))
         symbols.update(p.code.symbols)
     parts = [f'"""{doc}"""', "import numba", "import numpy as np", "",
-             _source_of(standalone_loader), "", _source_of(native_call), "", "",
+             _source_of(loader), "", _source_of(native_call), "", "",
              "#: the program's LLVM IR: (name, kind, text), in the order to load them",
              "_MODULES = ("]
     parts += [f"    ({name!r}, {kind!r}, {_ir_literal(text)}),"

@@ -54,6 +54,20 @@ _C_TYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "i32": "int32_t",
 SLOTS = 32
 
 
+def trace_native(fun: Callable, tree, avals, name: str, error=ExportError,
+                 what: str = "export"):
+    """``fun`` traced at ``avals`` (arranged as ``tree``) for native code, which takes
+    arrays only: ``error`` if it closes over a value of an enclosing trace, or turns a
+    traced value into a Python value (its result would hold for one value only)."""
+    traced = trace_pytree(fun, tree_unflatten(tree, avals), name=name)
+    if any(isinstance(v, TensorType) or not hasattr(v, "dtype") for v in traced.free):
+        raise error(f"{what}: the function closes over a value of an enclosing trace")
+    if traced.guards:
+        raise error(f"{what}: the function turns a traced value into a Python value (its "
+                    "result would hold for one argument value only)")
+    return traced
+
+
 class _Native:
     """The callable compiled at one set of argument shapes: a C entry's ``address``
     (0 if the program is not lowered whole), its arena's bytes, the result shapes, the
@@ -107,13 +121,8 @@ class _Export:
         from ..runtime.compiled import executable
 
         avals = [TensorType(s, t.dtype) for s, t in zip(shapes, self.avals)]
-        traced = trace_pytree(self.fun, tree_unflatten(self.tree, avals), name=self.name)
+        traced = trace_native(self.fun, self.tree, avals, self.name)
         fn = traced.function
-        if any(isinstance(v, TensorType) or not hasattr(v, "dtype") for v in traced.free):
-            raise ExportError("export: the function closes over a value of an enclosing trace")
-        if traced.guards:
-            raise ExportError("export: the function turns a traced value into a Python "
-                              "value (its result would hold for one argument value only)")
         if not self.out_types:  # the example's trace (the first one)
             self.out_types = fn.out_types
             self.free = tuple(np.ascontiguousarray(v) for v in traced.free)

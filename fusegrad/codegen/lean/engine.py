@@ -78,7 +78,9 @@ def blas_address(name: str) -> int:
     fn = getattr(lib, f"scipy_{name}_", None) if lib is not None else None
     if fn is not None:
         return ctypes.cast(fn, ctypes.c_void_p).value
-    return cython_address("scipy.linalg.cython_blas", name)
+    from .loader import capsule_address  # (llvmlite's binding is loaded by then)
+
+    return capsule_address("scipy.linalg.cython_blas", name)
 
 
 def bundled_blas():
@@ -97,19 +99,6 @@ def bundled_blas():
                     lib = ctypes.CDLL(paths[0])
         _state["bundled_blas"] = lib
     return _state["bundled_blas"]
-
-
-def cython_address(module: str, name: str) -> int:
-    """The address of C function ``name`` that Cython module ``module`` exports."""
-    import importlib
-
-    capsule = importlib.import_module(module).__pyx_capi__[name]
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object,
-                                                                 ctypes.c_char_p]
-    return get_pointer(capsule, get_name(capsule))
 
 
 #: the C math functions generated code may call (float64 and float32 versions)
@@ -345,8 +334,10 @@ def provide(symbols: list[str]) -> None:
         if kind == "blas":
             llvm.add_symbol(f"fusegrad_{name}", blas_address(name))
         else:
+            from .loader import capsule_address
+
             llvm.add_symbol(f"fusegrad_cs_{name}",
-                            cython_address("scipy.special.cython_special", name))
+                            capsule_address("scipy.special.cython_special", name))
         done.add(sym)
 
 

@@ -3,7 +3,8 @@ LLVM IR with llvmlite for the CPU it runs on (``load``).
 
 ``transforms.eject`` copies this file's source into every module it writes, so it
 imports only the standard library and llvmlite (and, for a program that calls them,
-SciPy's BLAS and special functions, when it loads): never fusegrad.
+SciPy's BLAS and special functions, when it loads): never fusegrad. The engine finds
+SciPy's routines with its ``capsule_address`` too.
 """
 
 import ctypes
