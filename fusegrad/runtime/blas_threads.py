@@ -60,12 +60,14 @@ class _Library:
 def _bundled() -> list[_Library]:
     """SciPy's bundled OpenBLAS, the library the lean generator's products call, with
     its own thread-count functions (no ``scipy.linalg`` or ``threadpoolctl`` import),
-    then NumPy's (``numpy.libs``), which the ops run between compiled segments call
-    (convolutions' products); [] without SciPy's."""
+    then NumPy's (``numpy.libs``), whose LAPACK compiled ``cholesky``, ``solve`` and
+    ``slogdet`` call and which the ops run between compiled segments call; [] without
+    SciPy's."""
     from ..codegen.lean import engine
 
     lib = _counted(engine.bundled_blas(), "")
-    return [lib, *filter(None, [_counted(_numpy_blas(), "64_")])] if lib is not None else []
+    return ([lib, *filter(None, [_counted(engine.numpy_blas(), "64_")])]
+            if lib is not None else [])
 
 
 def _counted(lib, suffix: str) -> _Library | None:
@@ -80,22 +82,6 @@ def _counted(lib, suffix: str) -> _Library | None:
     get.restype, get.argtypes = ctypes.c_int, []
     set_.restype, set_.argtypes = None, [ctypes.c_int]
     return _Library(lib._name, get, set_)
-
-
-def _numpy_blas():
-    """NumPy's bundled ILP64 OpenBLAS (already loaded by NumPy: opening it again finds
-    the same library), or None."""
-    import ctypes
-    import glob
-
-    import numpy
-
-    root = os.path.dirname(os.path.dirname(numpy.__file__))
-    paths = sorted(glob.glob(os.path.join(root, "numpy.libs", "libscipy_openblas64_*.so")))
-    try:
-        return ctypes.CDLL(paths[0]) if paths else None
-    except OSError:
-        return None
 
 
 def _find() -> list[_Library]:

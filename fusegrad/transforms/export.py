@@ -31,6 +31,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..codegen import lean
+from ..codegen.lean import lapack
+from ..codegen.lean.sizes import ERROR_AT
 from ..ir.errors import FusegradError
 from ..ir.types import TensorType, dtype_name
 from ..passes.fusion import fuse
@@ -258,16 +260,23 @@ def _wrapper(ex: _Export) -> list[str]:
 
 def call_lines(held: list[str], callee: str, name: str, indent: str,
                hint: str = " (call it outside Numba for the full message)") -> list[str]:
-    """Lines calling a C entry on arrays ``held`` (its parameters, results and arena),
-    raising ``IndexError`` (its message ending in ``hint``) if it fails; ``callee``:
-    ``call_entry(<address>`` or ``call_symbol(<name literal>`` (``native_call``)."""
+    """Lines calling a C entry on arrays ``held`` (its parameters, results and arena,
+    last), raising what made it fail, which it wrote in the arena (``sizes.ERROR_AT``):
+    NumPy's ``LinAlgError`` for a linear-algebra op (``lapack.ERRORS``), else
+    ``IndexError``, the message ending in ``hint``; ``callee``: ``call_entry(<address>``
+    or ``call_symbol(<name literal>`` (``native_call``). Uses ``as_pointer``."""
     lines = [f"objs = np.zeros({3 * len(held)}, np.int64)",
              f"ptrs = np.empty({len(held)}, np.int64)"]
     lines += [f"objs[{3 * j + 2}] = {h}.ctypes.data" for j, h in enumerate(held)]
     lines += ["base = objs.ctypes.data", f"for j in range({len(held)}):",
               "    ptrs[j] = base + 24 * j",
               f"if {callee}, objs, ptrs, ({', '.join(held)},)) == 0:",
-              f"    raise IndexError(\"an index is out of range in @{name}{hint}\")"]
+              f"    failed = numba.carray(as_pointer({held[-1]}.ctypes.data + {ERROR_AT}), "
+              "(1,))[0]"]
+    for code, _, message in lapack.ERRORS.values():
+        lines += [f"    if failed == {code}:",
+                  f"        raise np.linalg.LinAlgError(\"{message} in @{name}{hint}\")"]
+    lines.append(f"    raise IndexError(\"an index is out of range in @{name}{hint}\")")
     return [indent + line for line in lines]
 
 

@@ -11,7 +11,8 @@ never added twice: its symbols are simply used again.
 The host symbols generated code calls (libm, ``Py_IncRef``, ``PyEval_SaveThread``
 / ``PyEval_RestoreThread``, ``PyErr_Format``) and the one object it reads
 (``PyExc_IndexError``, as ``fusegrad_PyExc_IndexError``: a name nothing else in the
-process defines) are registered by address, so machine code holds no address of this
+process defines; NumPy's ``LinAlgError`` as ``fusegrad_LinAlgError``) are registered by
+address, so machine code holds no address of this
 process and an object file is valid in any process.
 """
 
@@ -57,6 +58,11 @@ def _register_symbols(llvm) -> None:
         llvm.add_symbol(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
     llvm.add_symbol("fusegrad_PyExc_IndexError",
                     ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_IndexError")))
+    import numpy as np
+
+    # a variable holding the class (as ``PyExc_IndexError`` holds its), kept alive here
+    _state["LinAlgError"] = cell = ctypes.c_void_p(id(np.linalg.LinAlgError))
+    llvm.add_symbol("fusegrad_LinAlgError", ctypes.addressof(cell))
     libm = ctypes.CDLL(None)
     for name in _LIBM:
         try:
@@ -67,38 +73,50 @@ def _register_symbols(llvm) -> None:
 
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
+_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?)_(\w+)")
 
 
-def blas_address(name: str) -> int:
-    """The address of SciPy's BLAS routine ``name`` (Fortran calling convention): from
-    the OpenBLAS library SciPy's wheels bundle, opened directly (importing
-    ``scipy.linalg`` for its ``cython_blas`` costs a third of a second), else from
-    ``cython_blas``, whatever BLAS that SciPy was built with."""
+def blas_address(name: str, module: str = "cython_blas") -> int:
+    """The address of SciPy's BLAS (or, ``module="cython_lapack"``, LAPACK) routine
+    ``name`` (Fortran calling convention): from the OpenBLAS library SciPy's wheels
+    bundle, opened directly (importing ``scipy.linalg`` for its ``cython_blas`` costs
+    a third of a second), else from ``scipy.linalg.<module>``, whatever BLAS and
+    LAPACK that SciPy was built with."""
     lib = bundled_blas()
     fn = getattr(lib, f"scipy_{name}_", None) if lib is not None else None
     if fn is not None:
         return ctypes.cast(fn, ctypes.c_void_p).value
     from .loader import capsule_address  # (llvmlite's binding is loaded by then)
 
-    return capsule_address("scipy.linalg.cython_blas", name)
+    return capsule_address(f"scipy.linalg.{module}", name)
 
 
 def bundled_blas():
     """SciPy's bundled LP64 OpenBLAS (``scipy.libs/libscipy_openblas-*.so``), or None."""
-    if "bundled_blas" not in _state:
-        import glob
-        import importlib.util
+    return _bundled("scipy", "libscipy_openblas-*")
 
-        lib = None
-        spec = importlib.util.find_spec("scipy")  # finds the package, imports nothing
-        if spec is not None and spec.submodule_search_locations:
-            root = os.path.dirname(next(iter(spec.submodule_search_locations)))
-            paths = sorted(glob.glob(os.path.join(root, "scipy.libs", "libscipy_openblas-*.so")))
-            if paths:
-                with contextlib.suppress(OSError):
-                    lib = ctypes.CDLL(paths[0])
-        _state["bundled_blas"] = lib
-    return _state["bundled_blas"]
+
+def numpy_blas():
+    """The ILP64 OpenBLAS NumPy's wheels bundle (``numpy.libs/libscipy_openblas64_*``,
+    already loaded by NumPy: opening it again finds the same library), or None."""
+    return _bundled("numpy", "libscipy_openblas64_*")
+
+
+def numpy_lapack():
+    """``numpy_blas`` if it has the LAPACK ``np.linalg`` calls (as
+    ``scipy_<routine>_64_``), else None (a NumPy built against another LAPACK)."""
+    lib = numpy_blas()
+    return lib if lib is not None and hasattr(lib, "scipy_dgetrf_64_") else None
+
+
+def _bundled(package: str, pattern: str):
+    """``loader.bundled``, opened once per process."""
+    key = ("bundled", package)
+    if key not in _state:
+        from .loader import bundled
+
+        _state[key] = bundled(package, pattern)
+    return _state[key]
 
 
 #: the C math functions generated code may call (float64 and float32 versions)
@@ -319,12 +337,14 @@ def count_compiled(names: int) -> None:
 def host_symbols(ir_text: str) -> list[str]:
     """The SciPy routines module ``ir_text`` calls by address (``provide`` them)."""
     out = [f"blas:{r}" for r in ("dgemm", "sgemm") if f'@"fusegrad_{r}"' in ir_text]
+    out += [f"{kind}:{r}" for kind, r in sorted(set(_LAPACK.findall(ir_text)))]
     return out + [f"special:{c}" for c in sorted(set(_SPECIAL.findall(ir_text)))]
 
 
 def provide(symbols: list[str]) -> None:
     """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
-    a program with products) and special functions (``special:<cname>``)."""
+    a program with products), LAPACK (SciPy's, ``lapack:<routine>``, or NumPy's,
+    ``lapack64:<routine>``) and special functions (``special:<cname>``)."""
     llvm = _llvm()
     done = _state.setdefault("provided", set())
     for sym in symbols:
@@ -333,6 +353,12 @@ def provide(symbols: list[str]) -> None:
         kind, name = sym.split(":")
         if kind == "blas":
             llvm.add_symbol(f"fusegrad_{name}", blas_address(name))
+        elif kind == "lapack":
+            llvm.add_symbol(f"fusegrad_lapack_{name}", blas_address(name, "cython_lapack"))
+        elif kind == "lapack64":
+            from .loader import numpy_lapack_address
+
+            llvm.add_symbol(f"fusegrad_lapack64_{name}", numpy_lapack_address(name))
         else:
             from .loader import capsule_address
 

@@ -16,7 +16,7 @@ An index out of range raises the interpreter's ``IndexError`` (``runtime.interpr
 re-acquires the GIL if it released it, sets the exception (``PyErr_Format``) and
 returns NULL. From inside a control-flow region, whose functions return nothing, the
 entry's call is left by ``longjmp`` to a ``_setjmp`` it made on entry (only programs
-with indexing in a region make one); a ``while_grad`` stack in flight is then not
+with indexing or linear algebra in a region make one); a ``while_grad`` stack in flight is then not
 freed. Where the error is reported from (the control op at the top of the program)
 is written to the arena before the op runs, so a region shared by two ops names the
 right one.
@@ -30,12 +30,18 @@ import re
 from llvmlite import ir
 
 from ...ir import Op
-from . import control
+from . import control, lapack
 from . import scalar as sc
 from .kernel import I64, PTR, loop_nest
+from .sizes import ERROR_AT
 
 #: the ops lowered here
 LOWERED = ("take", "index_add", "index_set")
+#: the ops of an entry that may raise (these and ``lapack``'s)
+RAISING = (*LOWERED, *lapack.ERRORS)
+#: what a failed C entry writes at ``ERROR_AT``: an index out of range (``lapack.ERRORS``
+#: has the others)
+INDEX_ERROR = 1
 #: arena bytes kept for a ``jmp_buf`` (glibc's is 200 bytes on x86-64, 312 on AArch64)
 _JMP_BUF = 512
 _I32 = ir.IntType(32)
@@ -75,7 +81,7 @@ class Indexing:
         is in a control-flow region, beside the GIL's token and where the error is
         reported from."""
         self.top, self.gil, self.landing = self.f, gil, None
-        if not any(op.name in LOWERED for g in list(control.functions(self.fn))[1:]
+        if not any(op.name in RAISING for g in list(control.functions(self.fn))[1:]
                    for op in g.ops):
             return
         b = self.b
@@ -113,14 +119,23 @@ class Indexing:
         return self._global_array("string", ir.ArrayType(ir.IntType(8), len(data)), bytearray(data))
 
     def _raise(self, op: Op, bad: ir.Value) -> None:
-        """Raise ``op``'s ``IndexError`` for index ``bad`` (an i64): from the entry,
-        return NULL; from a region, jump back to the entry, which does."""
+        """Raise ``op``'s ``IndexError`` for index ``bad`` (an i64)."""
+        top = self.f is self.top
+        self._leave(INDEX_ERROR, lambda: self._report(op, bad, top))
+
+    def _leave(self, code: int, report) -> None:
+        """Leave the entry with an error: ``report()`` sets the exception (an entry
+        called from CPython), ``code`` is written at the arena's ``ERROR_AT`` (for a C
+        entry's caller, which has no exception); from the entry, return NULL; from a
+        region, jump back to the entry, which does."""
         b, top = self.b, self.f is self.top
+        at = b.bitcast(b.gep(self.arena, [ir.Constant(I64, ERROR_AT)]), I64.as_pointer())
+        b.store(ir.Constant(I64, code), at)
         if self.gil is not None:
             b.call(self._declare("PyEval_RestoreThread", ir.VoidType(), [PTR]),
                    [self.gil if top else b.load(self._slot(0))])
         if self.host:
-            self._report(op, bad, top)
+            report()
         if top:
             b.ret(ir.Constant(PTR, None))
             return

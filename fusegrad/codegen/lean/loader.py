@@ -3,13 +3,17 @@ LLVM IR with llvmlite for the CPU it runs on (``load``).
 
 ``transforms.eject`` copies this file's source into every module it writes, so it
 imports only the standard library and llvmlite (and, for a program that calls them,
-SciPy's BLAS and special functions, when it loads): never fusegrad. The engine finds
-SciPy's routines with its ``capsule_address`` too.
+SciPy's BLAS, LAPACK and special functions, or the LAPACK NumPy bundles, when it
+loads): never fusegrad. The engine finds those routines with its ``capsule_address``
+and ``bundled`` too.
 """
 
+import contextlib
 import ctypes
+import glob
 import hashlib
 import importlib
+import importlib.util
 import os
 import tempfile
 
@@ -28,16 +32,48 @@ def capsule_address(module: str, name: str) -> int:
     return get_pointer(capsule, get_name(capsule))
 
 
+def bundled(package: str, pattern: str):
+    """The shared library matching ``pattern`` that ``package``'s wheel bundles (in
+    ``<package>.libs``, or ``<package>/.dylibs`` on macOS), opened, or None."""
+    spec = importlib.util.find_spec(package)  # finds the package, imports nothing
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    inside = next(iter(spec.submodule_search_locations))
+    paths = sorted(glob.glob(os.path.join(os.path.dirname(inside), f"{package}.libs",
+                                          pattern + ".so"))
+                   + glob.glob(os.path.join(inside, ".dylibs", pattern + ".dylib")))
+    with contextlib.suppress(OSError, IndexError):
+        return ctypes.CDLL(paths[0])
+    return None
+
+
+def numpy_lapack_address(name: str) -> int:
+    """The address of LAPACK routine ``name`` in the ILP64 OpenBLAS NumPy's wheels
+    bundle (``np.linalg``'s)."""
+    fn = getattr(bundled("numpy", "libscipy_openblas64_*"), f"scipy_{name}_64_", None)
+    if fn is None:
+        raise ImportError(f"the compiled code calls NumPy's bundled LAPACK ({name}), "
+                          "which this NumPy does not have")
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
 def provide(symbols) -> None:
-    """Register the functions the modules call by name: ``blas:<routine>`` (SciPy's
-    BLAS), ``special:<cname>`` (``scipy.special``'s C functions) and C library functions
-    (libm's, ``_setjmp``) by their own name."""
+    """Register the functions the modules call by name: ``blas:<routine>`` and
+    ``lapack:<routine>`` (SciPy's BLAS and LAPACK), ``lapack64:<routine>`` (NumPy's
+    LAPACK), ``special:<cname>`` (``scipy.special``'s C functions) and C library
+    functions (libm's, ``_setjmp``) by their own name."""
     libc = ctypes.CDLL(None)
     for symbol in symbols:
         kind, _, name = symbol.rpartition(":")
         if kind == "blas":
             address = capsule_address("scipy.linalg.cython_blas", name)
             name = "fusegrad_" + name
+        elif kind == "lapack":
+            address = capsule_address("scipy.linalg.cython_lapack", name)
+            name = "fusegrad_lapack_" + name
+        elif kind == "lapack64":
+            address = numpy_lapack_address(name)
+            name = "fusegrad_lapack64_" + name
         elif kind == "special":
             address = capsule_address("scipy.special.cython_special", name)
             name = "fusegrad_cs_" + name

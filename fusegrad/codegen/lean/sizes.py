@@ -10,6 +10,7 @@ tracing and emitting IR, no LLVM).
 The arena is laid out as::
 
     [0, 8)                 the byte offset of the size table (int64)
+    [8, 16)                what made a C entry fail (``ERROR_AT``: an int64 code)
     [HEADER, table)        places of intermediates (``_scratch``)
     [table, table + 8 n)   the size table: ``n`` int64 values
 
@@ -35,6 +36,9 @@ I32 = ir.IntType(32)
 #: bytes before the first place of an entry's arena (its first word: the table's offset)
 HEADER = 64
 ALIGN = 64
+#: the arena's byte where a failing entry writes what failed (``indexing.INDEX_ERROR``,
+#: ``lapack.ERRORS``): a C entry's caller has no exception to read
+ERROR_AT = 8
 
 
 class SizeTable:

@@ -40,9 +40,13 @@ class Standalone:
 
 def _host(symbol: str) -> str:
     """How a module's external ``symbol`` is found: ``blas:<routine>``,
-    ``special:<cname>`` (SciPy's, as ``engine.provide`` names them) or the C function."""
+    ``lapack:<routine>``, ``lapack64:<routine>``, ``special:<cname>`` (as
+    ``engine.provide`` names them) or the C function."""
     if symbol.startswith("fusegrad_cs_"):
         return "special:" + symbol[len("fusegrad_cs_"):]
+    for kind in ("lapack64", "lapack"):
+        if symbol.startswith(f"fusegrad_{kind}_"):
+            return f"{kind}:" + symbol[len(f"fusegrad_{kind}_"):]
     if symbol.startswith("fusegrad_"):
         return "blas:" + symbol[len("fusegrad_"):]
     return symbol
