@@ -75,8 +75,12 @@ class _Program:
         if self.code is None:  # the example's (the first trace)
             self.code, self.out_types = code, fn.out_types
             self.free = tuple(np.ascontiguousarray(v) for v in traced.free)
+        # the arrays it closes over are the example's in the written module: one that
+        # changes with the shapes (``np.eye(x.shape[0])``) makes it the example's only
+        free = tuple((v.shape, v.dtype.str, np.ascontiguousarray(v).tobytes())
+                     for v in map(np.asarray, traced.free))
         structure = (code.entry, tuple(n for n, _, _ in code.modules), code.places,
-                     tuple(t.dtype.str for t in fn.out_types))
+                     tuple(t.dtype.str for t in fn.out_types), free)
         return structure, [*code.sizes, *(n for t in fn.out_types for n in t.shape)]
 
     def lines(self) -> list[str]:

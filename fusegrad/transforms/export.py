@@ -125,9 +125,14 @@ class _Export:
         avals = [TensorType(s, t.dtype) for s, t in zip(shapes, self.avals)]
         traced = trace_native(self.fun, self.tree, avals, self.name)
         fn = traced.function
+        free = tuple(np.ascontiguousarray(v) for v in traced.free)
         if not self.out_types:  # the example's trace (the first one)
             self.out_types = fn.out_types
-            self.free = tuple(np.ascontiguousarray(v) for v in traced.free)
+            self.free = free
+        elif not _same_arrays(free, self.free):  # the dispatcher passes the example's
+            raise ExportError(f"export: an array {self.name} closes over changes with the "
+                              "argument shapes (such as np.eye(x.shape[0])); pass it as an "
+                              "argument")
         elif [dtype_name(t.dtype) for t in fn.out_types] != [
                 dtype_name(t.dtype) for t in self.out_types] or [
                 len(t.shape) for t in fn.out_types] != [len(t.shape) for t in self.out_types]:
@@ -256,6 +261,12 @@ def _wrapper(ex: _Export) -> list[str]:
         f"    return {', '.join(results)},", "", ""]
     return [*python, "@numba.njit(error_model=\"numpy\")",
             f"def exported({', '.join(params)}):", *body]
+
+
+def _same_arrays(xs: tuple, ys: tuple) -> bool:
+    return len(xs) == len(ys) and all(
+        x.shape == y.shape and x.dtype == y.dtype and x.tobytes() == y.tobytes()
+        for x, y in zip(xs, ys))
 
 
 def call_lines(held: list[str], callee: str, name: str, indent: str,

@@ -17,6 +17,7 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad.transforms.eject import EjectError, eject
+from fusegrad.transforms.export import ExportError
 
 pytestmark = pytest.mark.compiled
 
@@ -99,3 +100,42 @@ def test_an_op_not_lowered_natively_is_a_clear_error():
 
     with pytest.raises(EjectError, match=r"uses op 'argsort'.*\.njit\(\*example\)"):
         eject({"f": (f, (np.zeros(4),))}, "")
+
+
+def gp(a, y, eye):
+    k = a @ a.T + 3.0 * eye
+    c = fnp.linalg.cholesky(k)
+    z = fg.scipy.linalg.solve_triangular(c, y, lower=True)
+    return fnp.sum(z * z) + fnp.linalg.slogdet(k)[1] + fnp.sum(fnp.linalg.solve(k, y))
+
+
+def test_linear_algebra_calls_lapack_and_raises_linalgerror(tmp_path):
+    ex = (np.zeros((4, 4)), np.zeros((4, 2)), np.zeros((4, 4)))
+    ns = _module(tmp_path, {"value": (gp, ex), "grads": (fg.grad(gp, argnums=(0, 1)), ex),
+                            "factor": (fnp.linalg.cholesky, ex[:1])})
+    rng = np.random.default_rng(2)
+    for n in (4, 7):
+        a, y = rng.standard_normal((n, n)), rng.standard_normal((n, 2))
+        np.testing.assert_allclose(ns["value"](a, y, np.eye(n)), fg.jit(gp)(a, y, np.eye(n)),
+                                   rtol=1e-13)
+        want = fg.grad(gp, argnums=(0, 1))(a, y, np.eye(n))
+        for got, w in zip(ns["grads"](a, y, np.eye(n)), want):
+            np.testing.assert_allclose(got, w, rtol=1e-12, atol=1e-14)
+    with pytest.raises(np.linalg.LinAlgError, match=r"^Matrix is not positive definite in @"):
+        ns["factor"](-np.eye(5))
+
+
+def test_an_array_closed_over_that_follows_the_shapes_pins_them(tmp_path):
+    """``np.eye(a.shape[0])`` is a constant of the trace: the written function is for
+    the example's shapes only, and a Numba export refuses other shapes."""
+    def f(a):
+        return fnp.sum(a @ a.T + 3.0 * np.eye(a.shape[0]))
+
+    ns = _module(tmp_path, {"f": (f, (np.zeros((4, 4)),))})
+    assert ns["f"](np.ones((4, 4))) == f(np.ones((4, 4)))
+    with pytest.raises(ValueError, match=r"must be 4 \(ejected for these shapes only\)"):
+        ns["f"](np.ones((7, 7)))
+    exported = fg.jit(f).njit(np.zeros((4, 4)))
+    assert exported(np.ones((4, 4))) == f(np.ones((4, 4)))
+    with pytest.raises(ExportError, match="closes over changes with the argument shapes"):
+        exported(np.ones((7, 7)))
