@@ -31,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..codegen import lean
-from ..codegen.lean import lapack
+from ..codegen.lean import decompositions, lapack
 from ..codegen.lean.sizes import ERROR_AT
 from ..ir.errors import FusegradError
 from ..ir.types import TensorType, dtype_name
@@ -284,7 +284,7 @@ def call_lines(held: list[str], callee: str, name: str, indent: str,
               f"if {callee}, objs, ptrs, ({', '.join(held)},)) == 0:",
               f"    failed = numba.carray(as_pointer({held[-1]}.ctypes.data + {ERROR_AT}), "
               "(1,))[0]"]
-    for code, _, message in lapack.ERRORS.values():
+    for code, _, message in (*lapack.ERRORS.values(), *decompositions.ERRORS.values()):
         lines += [f"    if failed == {code}:",
                   f"        raise np.linalg.LinAlgError(\"{message} in @{name}{hint}\")"]
     lines.append(f"    raise IndexError(\"an index is out of range in @{name}{hint}\")")

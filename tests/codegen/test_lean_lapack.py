@@ -1,6 +1,7 @@
-"""Linear algebra in compiled code (``codegen/lean/lapack.py``): ``cholesky``, ``solve``,
-``slogdet`` and ``triangular_solve`` call LAPACK from the entry, bit for bit what
-``np.linalg`` and ``scipy.linalg.solve_triangular`` return (float32 computed in float64
+"""Linear algebra in compiled code (``codegen/lean/lapack.py``, ``decompositions.py``):
+``cholesky``, ``solve``, ``slogdet``, ``triangular_solve``, ``eigh``, ``svd`` and ``qr``
+call LAPACK from the entry, bit for bit what ``np.linalg`` and
+``scipy.linalg.solve_triangular`` return (float32 computed in float64
 as NumPy does; stacks; empty and 1x1 matrices; NaN), raise NumPy's ``LinAlgError``
 with the interpreter's message (from the entry, from a loop's body, with the GIL
 released, and from a Numba export), and their gradients agree with finite
@@ -33,6 +34,14 @@ def _same_bits(got, want):
     np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
 
 
+def _same_results(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = tuple(want) if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        _same_bits(g, w)
+
+
 def _triangular(lower, trans, unit):
     return lambda a, b: fsl.solve_triangular(a, b, lower=lower, trans=trans,
                                              unit_diagonal=unit)
@@ -50,10 +59,34 @@ def test_values_are_numpys_bits(shape, dtype):
              (lambda m: tuple(L.slogdet(m)), lambda m: tuple(np.linalg.slogdet(m)), (a,))]
     for f, ref, args in cases:
         assert lowered_natively(f, *args)
-        got, want = fg.jit(f)(*args), ref(*args)
-        for g, w in zip(got if isinstance(got, tuple) else (got,),
-                        want if isinstance(want, tuple) else (want,)):
-            _same_bits(g, w)
+        _same_results(fg.jit(f)(*args), ref(*args))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 5), (6, 3), (3, 6), (2, 3, 4, 2), (1, 1)])
+def test_decompositions_are_numpys_bits(shape, dtype):
+    rng = np.random.default_rng(sum(shape) + 7)
+    a = rng.standard_normal(shape).astype(dtype)
+    cases = [(lambda m, full=full: tuple(L.svd(m, full_matrices=full)),
+              lambda m, full=full: tuple(np.linalg.svd(m, full_matrices=full)))
+             for full in (True, False)]
+    cases += [(lambda m, mode=mode: tuple(L.qr(m, mode)),
+               lambda m, mode=mode: tuple(np.linalg.qr(m, mode)))
+              for mode in ("reduced", "complete")]
+    if shape[-1] == shape[-2]:
+        cases.append((lambda m: tuple(L.eigh(m)), lambda m: tuple(np.linalg.eigh(m))))
+    for f, ref in cases:
+        assert lowered_natively(f, a)
+        _same_results(fg.jit(f)(a), ref(a))
+
+
+def test_decompositions_that_fail_raise_numpys_linalgerror():
+    nan = np.full((3, 3), np.nan)
+    for f, message in ((lambda m: tuple(L.svd(m)), "SVD did not converge"),
+                       (lambda m: tuple(L.eigh(m)), "Eigenvalues did not converge")):
+        for run in (fg.jit(f), lambda m, f=f: interpreted(f, m)):
+            with pytest.raises(np.linalg.LinAlgError, match=message):
+                run(nan)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -83,10 +116,7 @@ def test_stacks_of_triangular_solves_and_empty_operands():
     for f, args in ((L.cholesky, (np.zeros((0, 0)),)), (L.solve, (np.zeros((2, 0, 0)),
                                                                    np.zeros((2, 0, 3)))),
                     (lambda m: tuple(L.slogdet(m)), (np.zeros((0, 0)),))):
-        got, want = fg.jit(f)(*args), interpreted(f, *args)
-        for g, w in zip(got if isinstance(got, tuple) else (got,),
-                        want if isinstance(want, tuple) else (want,)):
-            _same_bits(g, w)
+        _same_results(fg.jit(f)(*args), interpreted(f, *args))
 
 
 def test_singular_and_nan_matrices_give_numpys_answers():
@@ -96,8 +126,7 @@ def test_singular_and_nan_matrices_give_numpys_answers():
     nan = np.full((2, 2), np.nan)
     with np.errstate(invalid="ignore"):
         _same_bits(fg.jit(L.cholesky)(nan), np.linalg.cholesky(nan))
-        for g, w in zip(fg.jit(lambda m: tuple(L.slogdet(m)))(nan), np.linalg.slogdet(nan)):
-            _same_bits(g, w)
+        _same_results(fg.jit(lambda m: tuple(L.slogdet(m)))(nan), tuple(np.linalg.slogdet(nan)))
 
 
 ERRORS = [
@@ -161,6 +190,26 @@ def test_gradients_to_second_order_compiled():
                 [rng.standard_normal((3, 3)), rng.standard_normal((3, 2))], order=2)
     np.testing.assert_allclose(fg.grad(gp_nll)(a, y), interpreted(fg.grad(gp_nll), a, y),
                                rtol=1e-13, atol=1e-14)
+
+
+def spectral(a):
+    """Sums over eigenvalues, singular values and a QR factor's diagonal (gradients of
+    each decomposition, their second derivatives through solves and products)."""
+    s = a + a.T
+    w, v = L.eigh(s)
+    u, sv, vt = L.svd(a)
+    q, r = L.qr(a)
+    return (fnp.sum(w * fnp.arange(1.0, 5.0)) + fnp.sum(v[:, 0] ** 2 * a[0]) + fnp.sum(sv ** 2)
+            + fnp.sum(fnp.abs(fnp.diagonal(r))) + fnp.sum(q * a) + fnp.sum(u[:, 0] * vt[0]))
+
+
+def test_decomposition_gradients_to_second_order_compiled():
+    a = np.array([[4.0, 1.0, 0.5, 0.2], [0.3, 3.0, 0.7, 0.1], [0.2, 0.4, 2.0, 0.6],
+                  [0.1, 0.2, 0.3, 1.0]])
+    assert lowered_natively(fg.grad(spectral), a)
+    check_grads(spectral, [a], order=2)
+    np.testing.assert_allclose(fg.grad(spectral)(a), interpreted(fg.grad(spectral), a),
+                               rtol=1e-12, atol=1e-13)
 
 
 def test_numba_export_raises_linalgerror():

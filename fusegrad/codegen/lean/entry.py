@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from . import control, copies, engine, indexing, lapack, products, scans
+from . import control, copies, decompositions, engine, indexing, lapack, products, scans
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
@@ -68,6 +68,8 @@ def _driver_op(op: Op) -> bool:
         return scans.lowered(op)
     if op.name in lapack.LOWERED:
         return lapack.lowered(op)
+    if op.name in decompositions.LOWERED:
+        return lapack.lowered(op) and decompositions.lowered(op)
     if op.name == "matmul":
         return products.lowered(op)
     if op.name.startswith("reduce_"):
@@ -76,7 +78,7 @@ def _driver_op(op: Op) -> bool:
 
 
 class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
-            lapack.Lapack, SizeTable):
+            lapack.Lapack, decompositions.Decompositions, SizeTable):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -161,6 +163,8 @@ class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
             return getattr(self, "_" + op.name)(op)
         if op.name in lapack.LOWERED:
             return self._linalg(op)
+        if op.name in decompositions.LOWERED:
+            return self._decomposition(op)
         if op.name == "fused":
             return self._kernel(op)
         if op.name == "constant":
@@ -467,6 +471,8 @@ def _work(op: Op) -> int:
         return scans.work(op)
     if op.name in lapack.LOWERED:
         return lapack.work(op)
+    if op.name in decompositions.LOWERED:
+        return decompositions.work(op)
     return 0
 
 

@@ -30,15 +30,15 @@ import re
 from llvmlite import ir
 
 from ...ir import Op
-from . import control, lapack
+from . import control, decompositions, lapack
 from . import scalar as sc
 from .kernel import I64, PTR, loop_nest
 from .sizes import ERROR_AT
 
 #: the ops lowered here
 LOWERED = ("take", "index_add", "index_set")
-#: the ops of an entry that may raise (these and ``lapack``'s)
-RAISING = (*LOWERED, *lapack.ERRORS)
+#: the ops of an entry that may raise (these and the linear-algebra ones)
+RAISING = (*LOWERED, *lapack.ERRORS, *decompositions.ERRORS)
 #: what a failed C entry writes at ``ERROR_AT``: an index out of range (``lapack.ERRORS``
 #: has the others)
 INDEX_ERROR = 1

@@ -123,12 +123,16 @@ class Lapack:
                                     bool(attrs["unit_diagonal"]))
             status = self._helper([*args, *sizes, self._size(k)],
                                   lambda f: build(f, work, it), I64)
+        self._status(op, status, ERRORS[op.name])
+        self.vals[op.results[0]] = out
+
+    def _status(self, op: Op, status: ir.Value, error: tuple) -> None:
+        """Raise ``error`` (as ``ERRORS``' values) if the loop's ``status`` is not 0."""
         b = self.b
-        code, message, _ = ERRORS[op.name]
-        with b.if_then(b.icmp_signed(">", status, ir.Constant(I64, 0)), likely=False):
+        code, message, _ = error
+        with b.if_then(b.icmp_signed("!=", status, ir.Constant(I64, 0)), likely=False):
             info = b.sub(status, ir.Constant(I64, 1)) if "%" in message else None
             self._leave(code, lambda: self._raise_linalg(message, info))
-        self.vals[op.results[0]] = out
 
     def _pivots(self, n: int, it) -> ir.Value:
         """An arena place for ``n`` of LAPACK's integers (``it``)."""
@@ -206,33 +210,58 @@ class _Fortran:
         v = b.load(slot)
         return v if self.it.width == 64 else b.sext(v, I64)
 
-    def fail_if(self, b, info) -> None:
-        """Return LAPACK's ``info`` from the function if it is not 0; go on after."""
+    def fail_if(self, b, info, release=None) -> None:
+        """Return LAPACK's ``info`` from the function if it is not 0 (after freeing
+        ``release``, a ``malloc``'s block, if given); go on after."""
         code = self.read(b, info)
         fail = self.f.append_basic_block("fail")
         ok = self.f.append_basic_block("ok")
         b.cbranch(b.icmp_signed("!=", code, ir.Constant(I64, 0)), fail, ok)
         b.position_at_end(fail)
+        if release is not None:
+            self.free(b, release)
         b.ret(code)
         b.position_at_end(ok)
 
+    def _libc(self, name, ret, args) -> ir.Function:
+        mod = self.f.module
+        return mod.globals.get(name) or ir.Function(mod, ir.FunctionType(ret, args), name)
 
-def _transpose(b, f, dst, src, rows, cols, dst_off, src_off, mask_upper=False):
-    """``dst[dst_off + c * rows + r] = src[src_off + r * cols + c]`` for ``r < rows``,
-    ``c < cols`` (a C matrix to Fortran order, or back), converting between float
-    types; ``mask_upper``: 0 above the diagonal of the (C-ordered) destination, where
-    ``r > c``."""
+    def malloc(self, b, nbytes) -> ir.Value:
+        return b.call(self._libc("malloc", PTR, [I64]), [nbytes])
+
+    def free(self, b, block) -> None:
+        b.call(self._libc("free", ir.VoidType(), [PTR]), [block])
+
+    def workspace(self, b, query):
+        """The size LAPACK's workspace query wrote at ``query`` (a float, rounded toward
+        zero as NumPy does), as an i64 of at least 1."""
+        v = b.fptosi(b.load(query), I64)
+        one = ir.Constant(I64, 1)
+        return b.select(b.icmp_signed("<", v, one), one, v)
+
+
+def _transpose(b, f, dst, src, rows, cols, dst_off, src_off, zero=None, src_ld=None,
+               dst_ld=None):
+    """``dst[dst_off + c * dst_ld + r] = src[src_off + r * src_ld + c]`` for ``r < rows``,
+    ``c < cols`` (``src_ld`` defaults to ``cols``, ``dst_ld`` to ``rows``): a C matrix
+    to Fortran order, or back, converting between float types; ``zero``: write 0 where
+    ``r > c`` (``"r>c"``: above the diagonal of a C-ordered destination) or ``c > r``
+    (``"c>r"``: below it)."""
     to = dst.type.pointee
+    src_ld = cols if src_ld is None else src_ld
+    dst_ld = rows if dst_ld is None else dst_ld
 
     def body(b, idx):
         r, c = idx
-        at = b.add(src_off, b.add(b.mul(r, cols), c))
+        at = b.add(src_off, b.add(b.mul(r, src_ld), c))
         v = b.load(b.gep(src, [at]))
         if v.type != to:
             v = b.fpext(v, to) if isinstance(to, ir.DoubleType) else b.fptrunc(v, to)
-        if mask_upper:
-            v = b.select(b.icmp_signed(">", r, c), ir.Constant(v.type, 0.0), v)
-        b.store(v, b.gep(dst, [b.add(dst_off, b.add(b.mul(c, rows), r))]))
+        if zero is not None:
+            above = b.icmp_signed(">", *((r, c) if zero == "r>c" else (c, r)))
+            v = b.select(above, ir.Constant(to, 0.0), v)
+        b.store(v, b.gep(dst, [b.add(dst_off, b.add(b.mul(c, dst_ld), r))]))
     loop_nest(b, f, (rows, cols), body)
 
 
@@ -251,7 +280,7 @@ def _cholesky(f: ir.Function, dtype, it) -> None:
         _transpose(b, f, w, a, n, n, _ZERO, off)
         F.call(potrf, [uplo, n_, w, lda, info], 1)
         F.fail_if(b, info)
-        _transpose(b, f, out, w, n, n, off, _ZERO, mask_upper=True)
+        _transpose(b, f, out, w, n, n, off, _ZERO, zero="r>c")
     loop_nest(F.b, f, (count,), each).ret(_ZERO)
 
 

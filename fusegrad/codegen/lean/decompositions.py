@@ -1,0 +1,190 @@
+"""Matrix decompositions in an entry: ``eigh``, ``svd`` and ``qr`` of real matrices by
+LAPACK, as ``np.linalg`` computes them (``lapack.py`` has the simpler ops and the
+calling machinery).
+
+As NumPy does, each loop asks LAPACK for its workspace's size first (``lwork = -1``)
+and gives it that much (from ``malloc``, freed before the loop returns), copies each
+matrix in Fortran order (float32 converted to float64), and copies the answers back:
+
+- ``eigh``: ``?syevd`` (eigenvectors, lower triangle);
+- ``svd``: ``?gesdd`` (``jobz`` ``'A'`` for full matrices, else ``'S'``);
+- ``qr``: ``?geqrf``, ``r`` the upper triangle of its first ``k`` rows, then ``?orgqr``
+  on the first columns for ``q`` (``k = m`` when complete, else ``min(m, n)``).
+
+Matrices with an extent of 0 are left to NumPy (``lowered``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from ...ir import Op
+from .kernel import I64, loop_nest
+from .lapack import _ZERO, I32, _Fortran, _transpose, wide
+
+LOWERED = ("eigh", "svd", "qr")
+#: each op's ``LinAlgError`` (as ``lapack.ERRORS``)
+ERRORS = {
+    "eigh": (5, "Eigenvalues did not converge", "Eigenvalues did not converge"),
+    "svd": (6, "SVD did not converge", "SVD did not converge"),
+    "qr": (7, "Incorrect argument found while performing QR factorization",
+           "Incorrect argument found while performing QR factorization"),
+}
+_F64 = ir.DoubleType()
+
+
+def lowered(op: Op) -> bool:
+    return 0 not in op.operands[0].type.shape[-2:]
+
+
+def work(op: Op) -> int:
+    *batch, m, n = op.operands[0].type.shape
+    return math.prod(batch) * m * n * min(m, n)
+
+
+class Decompositions:
+    """Mixed into ``entry.Entry`` after ``lapack.Lapack``."""
+
+    def _decomposition(self, op: Op) -> None:
+        t = op.operands[0].type
+        it = I64 if wide(op) else I32
+        outs = [self._place(r) for r in op.results]
+        extra, build = arguments(op, self, it)
+        args = [self._typed(self.vals[op.operands[0]], t),
+                *(self._typed(o, r.type) for o, r in zip(outs, op.results)), *extra]
+        self._status(op, self._helper(args, lambda f: build(f, it), I64), ERRORS[op.name])
+        for r, o in zip(op.results, outs):
+            self.vals[r] = o
+
+
+def arguments(op: Op, entry, it) -> tuple[list, object]:
+    """The loop's arguments after the operand and the results (arena places for the
+    Fortran copies, then the sizes) and its builder, for ``entry`` (an ``Entry``)."""
+    *batch, m, n = op.operands[0].type.shape
+    k = min(m, n)
+    w = np.dtype(np.float64)
+
+    def place(elements):
+        return entry._typed(entry._scratch(elements * 8), w)
+    sizes = [entry._size(v) for v in (m, n, math.prod(batch))]
+    if op.name == "eigh":
+        return [place(n * n), place(n), *sizes[1:]], _eigh
+    if op.name == "svd":
+        full = bool(op.attrs["full_matrices"])
+        ucols, vrows = (m, n) if full else (k, k)
+        return ([place(m * n), place(m * ucols), place(k), place(vrows * n), *sizes],
+                lambda f, it: _svd(f, it, full))
+    complete = bool(op.attrs["complete"])
+    qcols = m if complete else k
+    return [place(m * n), place(m * qcols), place(k), *sizes], lambda f, it: _qr(f, it, complete)
+
+
+def _query(F: _Fortran) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """References for a workspace query: the float size, the integer size, -1."""
+    return (F.b.alloca(_F64), F.b.alloca(F.it), F.int(ir.Constant(I64, -1)))
+
+
+def _eigh(f: ir.Function, it) -> None:
+    a, w_out, v_out, aw, ww, n, count = f.args
+    F = _Fortran(f, it, np.float64)
+    b = F.b
+    syevd = F.routine("syevd", "cciaiaaipii")
+    jobz, uplo, n_, lda, info = F.char("V"), F.char("L"), F.int(n), F.lead(n), F.info()
+    qwork, qiwork, minus = _query(F)
+    F.call(syevd, [jobz, uplo, n_, aw, lda, ww, qwork, minus, qiwork, minus, info], 2)
+    lwork = F.workspace(b, qwork)
+    liwork = F.read(b, qiwork)
+    block = F.malloc(b, b.add(b.mul(lwork, ir.Constant(I64, 8)),
+                              b.mul(liwork, ir.Constant(I64, it.width // 8))))
+    work_ = b.bitcast(block, _F64.as_pointer())
+    iwork = b.bitcast(b.gep(work_, [lwork]), it.as_pointer())
+    lw, liw = F.int(lwork), F.int(liwork)
+    nn = b.mul(n, n)
+
+    def each(b, idx):
+        i = idx[0]
+        _transpose(b, f, aw, a, n, n, _ZERO, b.mul(i, nn))
+        F.call(syevd, [jobz, uplo, n_, aw, lda, ww, work_, lw, iwork, liw, info], 2)
+        F.fail_if(b, info, block)
+        _transpose(b, f, w_out, ww, ir.Constant(I64, 1), n, b.mul(i, n), _ZERO)
+        _transpose(b, f, v_out, aw, n, n, b.mul(i, nn), _ZERO)
+    b = loop_nest(b, f, (count,), each)
+    F.free(b, block)
+    b.ret(_ZERO)
+
+
+def _svd(f: ir.Function, it, full: bool) -> None:
+    a, u_out, s_out, vt_out, aw, uw, sw, vtw, m, n, count = f.args
+    F = _Fortran(f, it, np.float64)
+    b = F.b
+    gesdd = F.routine("gesdd", "ciiaiaaiaiaipi")
+    k = b.select(b.icmp_signed("<", m, n), m, n)
+    ucols, vrows = (m, n) if full else (k, k)
+    jobz, m_, n_, info = F.char("A" if full else "S"), F.int(m), F.int(n), F.info()
+    lda, ldvt = F.lead(m), F.lead(vrows)
+    qwork, qiwork, minus = _query(F)
+    F.call(gesdd, [jobz, m_, n_, aw, lda, sw, uw, lda, vtw, ldvt, qwork, minus, qiwork,
+                   info], 1)
+    lwork = F.workspace(b, qwork)
+    block = F.malloc(b, b.add(b.mul(lwork, ir.Constant(I64, 8)),
+                              b.mul(b.mul(k, ir.Constant(I64, 8)),
+                                    ir.Constant(I64, it.width // 8))))
+    work_ = b.bitcast(block, _F64.as_pointer())
+    iwork = b.bitcast(b.gep(work_, [lwork]), it.as_pointer())
+    lw = F.int(lwork)
+    mn = b.mul(m, n)
+
+    def each(b, idx):
+        i = idx[0]
+        _transpose(b, f, aw, a, m, n, _ZERO, b.mul(i, mn))
+        F.call(gesdd, [jobz, m_, n_, aw, lda, sw, uw, lda, vtw, ldvt, work_, lw, iwork, info],
+               1)
+        F.fail_if(b, info, block)
+        _transpose(b, f, u_out, uw, ucols, m, b.mul(i, b.mul(m, ucols)), _ZERO)
+        _transpose(b, f, s_out, sw, ir.Constant(I64, 1), k, b.mul(i, k), _ZERO)
+        _transpose(b, f, vt_out, vtw, n, vrows, b.mul(i, b.mul(vrows, n)), _ZERO)
+    b = loop_nest(b, f, (count,), each)
+    F.free(b, block)
+    b.ret(_ZERO)
+
+
+def _qr(f: ir.Function, it, complete: bool) -> None:
+    a, q_out, r_out, aw, qw, tau, m, n, count = f.args
+    F = _Fortran(f, it, np.float64)
+    b = F.b
+    geqrf = F.routine("geqrf", "iiaiaaii")
+    orgqr = F.routine("orgqr", "iiiaiaaii")
+    k = b.select(b.icmp_signed("<", m, n), m, n)
+    qcols = m if complete else k
+    m_, n_, k_, qc, lda, info = F.int(m), F.int(n), F.int(k), F.int(qcols), F.lead(m), F.info()
+    qwork, _, minus = _query(F)
+    F.call(geqrf, [m_, n_, aw, lda, tau, qwork, minus, info])
+    lw_r = F.workspace(b, qwork)
+    F.call(orgqr, [m_, qc, k_, qw, lda, tau, qwork, minus, info])
+    lw_q = F.workspace(b, qwork)
+    most = b.select(b.icmp_signed("<", lw_r, lw_q), lw_q, lw_r)
+    block = F.malloc(b, b.mul(most, ir.Constant(I64, 8)))
+    work_ = b.bitcast(block, _F64.as_pointer())
+    lr, lq = F.int(lw_r), F.int(lw_q)
+    mn = b.mul(m, n)
+    kept = b.select(b.icmp_signed("<", n, qcols), n, qcols)  # columns of A q starts from
+
+    def each(b, idx):
+        i = idx[0]
+        _transpose(b, f, aw, a, m, n, _ZERO, b.mul(i, mn))
+        F.call(geqrf, [m_, n_, aw, lda, tau, work_, lr, info])
+        F.fail_if(b, info, block)
+        # r: the upper triangle of the first qcols rows (Fortran, leading dimension m)
+        _transpose(b, f, r_out, aw, n, qcols, b.mul(i, b.mul(qcols, n)), _ZERO, zero="c>r",
+                   src_ld=m, dst_ld=n)
+        _transpose(b, f, qw, aw, ir.Constant(I64, 1), b.mul(kept, m), _ZERO, _ZERO,
+                   dst_ld=ir.Constant(I64, 1))  # (a plain copy)
+        F.call(orgqr, [m_, qc, k_, qw, lda, tau, work_, lq, info])
+        F.fail_if(b, info, block)
+        _transpose(b, f, q_out, qw, qcols, m, b.mul(i, b.mul(m, qcols)), _ZERO)
+    b = loop_nest(b, f, (count,), each)
+    F.free(b, block)
+    b.ret(_ZERO)
