@@ -1,8 +1,8 @@
 """Ops the lean generator lowers natively (no NumPy segment), against NumPy bit for bit:
 floor division, remainder and the Threefry hash in kernels (``scalar.py``: zeros'
 signs, infinities, NaNs, division by zero and the least integer divided by -1
-included), and ``cumsum``, ``argmax``, ``argmin`` in the entry (``scans.py``: NaNs,
-ties, every axis, extents of 1)."""
+included), and ``cumsum``, ``argmax``, ``argmin`` and the stable ``argsort`` in the
+entry (``scans.py``: NaNs, signed zeros, ties, every axis, extents of 0 and 1)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad.ir import ops
 from fusegrad.ir.threefry import hash_words
-from tests.helpers import lowered_natively
+from tests.helpers import interpreted, lowered_natively
 
 pytestmark = pytest.mark.compiled
 
@@ -114,3 +114,36 @@ def test_gradient_of_a_cumulative_sum_runs_natively():
     c = np.cumsum(np.sin(x), axis=1)
     want = np.cos(x) * np.cumsum((2 * c)[:, ::-1], axis=1)[:, ::-1]
     np.testing.assert_allclose(fg.grad(f)(x), want, rtol=1e-13)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32, np.int8,
+                                   np.uint8])
+def test_stable_argsort_along_every_axis_equals_numpy(dtype):
+    rng = np.random.default_rng(3)
+    for shape in (*SCAN_SHAPES, (0,), (2, 0, 3), (37,), (3, 64)):
+        x = rng.integers(-4, 5, size=shape).astype(dtype)  # many ties
+        if x.dtype.kind == "f":
+            x = x / 2
+            x.flat[::3] = np.nan
+            x.flat[1::5] = -0.0
+            x.flat[2::7] = -np.inf
+        for axis in (*range(len(shape)), -1):
+            def f(x, axis=axis):
+                return fnp.argsort(x, axis=axis)
+
+            assert lowered_natively(f, x)
+            got = fg.jit(f)(x)
+            assert got.dtype == np.int64
+            np.testing.assert_array_equal(got, np.argsort(x, axis=axis, kind="stable"),
+                                          err_msg=f"{shape} axis {axis}")
+
+
+def test_sorting_and_its_gradient_run_natively():
+    def f(x):
+        return fnp.sum(fnp.sort(fnp.sin(x), axis=0) ** 3 * fnp.arange(1.0, 6.0)[:, None])
+
+    x = np.random.default_rng(4).standard_normal((5, 4))
+    assert lowered_natively(fg.grad(f), x)
+    # (the sum's partials are added in another order than NumPy's)
+    np.testing.assert_allclose(fg.jit(f)(x), interpreted(f, x), rtol=1e-14)
+    np.testing.assert_array_equal(fg.grad(f)(x), interpreted(fg.grad(f), x))

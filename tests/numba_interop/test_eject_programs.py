@@ -96,9 +96,9 @@ def test_a_second_import_loads_the_kept_machine_code(tmp_path):
 
 def test_an_op_not_lowered_natively_is_a_clear_error():
     def f(x):
-        return fnp.sum(fnp.sort(x) * x)
+        return fnp.sum(fnp.real(fnp.fft.fft(x)) * x)
 
-    with pytest.raises(EjectError, match=r"uses op 'argsort'.*\.njit\(\*example\)"):
+    with pytest.raises(EjectError, match=r"uses .*complex128.*\.njit\(\*example\)"):
         eject({"f": (f, (np.zeros(4),))}, "")
 
 

@@ -1,12 +1,14 @@
-"""Ops along one axis an entry runs as loops of their own: ``cumsum``, ``argmax`` and
-``argmin``.
+"""Ops along one axis an entry runs as loops of their own: ``cumsum``, ``argmax``,
+``argmin`` and ``argsort``.
 
 The operand is viewed as ``(pre, n, post)`` around the axis; each op is a loop function
 of the arrays and those three extents (``Entry._helper``: one module per dtype, shared
 by every size and program). ``cumsum`` adds along the axis in order, as
 ``np.cumsum`` does, so its bits are NumPy's; for each ``(pre, post)`` position
 ``argmax``/``argmin`` keep the first extreme, and the first NaN once one is met, as
-NumPy does.
+NumPy does. ``argsort`` is a bottom-up merge sort of the indices (stable: of equal
+values the earlier first; NaNs last), so its permutation is the one
+``np.argsort(kind="stable")`` returns, whatever algorithm NumPy picks.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from ...ir import Op
 from . import scalar as sc
 from .kernel import I64, loop_nest
 
-LOWERED = ("cumsum", "argmax", "argmin")
+LOWERED = ("cumsum", "argmax", "argmin", "argsort")
 
 
 def lowered(op: Op) -> bool:
@@ -31,7 +33,7 @@ def lowered(op: Op) -> bool:
         return False
     if op.name == "cumsum":
         return op.results[0].type.dtype == x.dtype
-    return x.shape[_axis(op)] > 0
+    return op.name == "argsort" or x.shape[_axis(op)] > 0
 
 
 def _axis(op: Op) -> int:
@@ -68,6 +70,15 @@ class Scans:
 
     def _argmin(self, op: Op) -> None:
         self._along_axis(op, lambda f: _arg_extreme(f, op.operands[0].type, "<"))
+
+    def _argsort(self, op: Op) -> None:
+        out, x = op.results[0], op.operands[0]
+        pre, n, post = layout(op)
+        args = [self._typed(self.vals[x], x.type), self._typed(self._place(out), out.type),
+                self.b.bitcast(self._scratch(16 * n), I64.as_pointer())]
+        self._helper(args + [self._size(v) for v in (pre, n, post)],
+                     lambda f: _argsort(f, x.type))
+        self.vals[out] = args[1]
 
 
 def _cumsum(f: ir.Function, t) -> None:
@@ -132,3 +143,89 @@ def _arg_extreme(f: ir.Function, t, pred: str) -> None:
 
     b = loop_nest(b, f, (pre, post), position)
     b.ret_void()
+
+
+def _argsort(f: ir.Function, t) -> None:
+    """``out[p, :, q]``: the stable ascending permutation of ``x[p, :, q]`` (NaNs last),
+    merged bottom up between the two halves of ``tmp`` (``2 n`` indices)."""
+    x, out, tmp, pre, n, post = f.args
+    for a in (x, out, tmp):
+        a.add_attribute("noalias")
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    one, zero = ir.Constant(I64, 1), ir.Constant(I64, 0)
+    var = {k: b.alloca(I64) for k in ("width", "lo", "i", "j", "k", "src", "dst")}
+    is_float = t.dtype.kind == "f"
+    lt = b.icmp_unsigned if t.dtype.kind == "u" else b.icmp_signed
+
+    def less(b, u, v):
+        if not is_float:
+            return lt("<", u, v)
+        return b.or_(b.fcmp_ordered("<", u, v),
+                     b.and_(b.fcmp_unordered("uno", v, v), b.fcmp_ordered("ord", u, u)))
+
+    def loop(b, test, body):
+        """``while test(b): body(b)``; the builder after it."""
+        head, inner, done = (f.append_basic_block(k) for k in ("while", "do", "end"))
+        b.branch(head)
+        b.position_at_end(head)
+        b.cbranch(test(b), inner, done)
+        b.position_at_end(inner)
+        body(b)
+        b.branch(head)
+        b.position_at_end(done)
+
+    def lane(b, idx):
+        base = b.add(b.mul(b.mul(idx[0], n), post), idx[1])
+
+        def value(b, position):
+            return sc.load(b, b.gep(x, [b.add(base, b.mul(position, post))]), t)
+
+        def get(b, name):
+            return b.load(var[name])
+
+        def put(b, name, v):
+            b.store(v, var[name])
+
+        loop_nest(b, f, (n,), lambda b, i: b.store(i[0], b.gep(tmp, [i[0]])))
+        put(b, "src", zero)
+        put(b, "dst", n)
+        put(b, "width", one)
+
+        def merge_pass(b):
+            width, src, dst = get(b, "width"), get(b, "src"), get(b, "dst")
+            put(b, "lo", zero)
+
+            def merge(b):
+                lo = get(b, "lo")
+                mid = b.add(lo, width)
+                mid = b.select(lt("<", mid, n), mid, n)
+                hi = b.add(mid, width)
+                hi = b.select(lt("<", hi, n), hi, n)
+                put(b, "i", lo)
+                put(b, "j", mid)
+                put(b, "k", lo)
+
+                def step(b):
+                    i, j, k = get(b, "i"), get(b, "j"), get(b, "k")
+                    left = b.load(b.gep(tmp, [b.add(src, b.select(lt("<", i, mid), i, lo))]))
+                    right = b.load(b.gep(tmp, [b.add(src, b.select(lt("<", j, hi), j, lo))]))
+                    # the right one only if the left run is done or it is strictly less
+                    right_first = b.and_(lt("<", j, hi), b.or_(
+                        b.icmp_signed(">=", i, mid), less(b, value(b, right), value(b, left))))
+                    b.store(b.select(right_first, right, left), b.gep(tmp, [b.add(dst, k)]))
+                    put(b, "i", b.select(right_first, i, b.add(i, one)))
+                    put(b, "j", b.select(right_first, b.add(j, one), j))
+                    put(b, "k", b.add(k, one))
+                loop(b, lambda b: lt("<", get(b, "k"), hi), step)
+                put(b, "lo", hi)
+            loop(b, lambda b: lt("<", get(b, "lo"), n), merge)
+            put(b, "src", dst)
+            put(b, "dst", src)
+            put(b, "width", b.shl(width, one))
+        loop(b, lambda b: lt("<", get(b, "width"), n), merge_pass)
+        src = get(b, "src")
+        loop_nest(b, f, (n,), lambda b, i: b.store(
+            b.load(b.gep(tmp, [b.add(src, i[0])])),
+            b.gep(out, [b.add(base, b.mul(i[0], post))])))
+
+    loop_nest(b, f, (pre, post), lane).ret_void()
