@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.special
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
+import fusegrad.scipy.special as fsp
 from fusegrad.ir import ops
 from fusegrad.ir.threefry import hash_words
 from tests.helpers import interpreted, lowered_natively
@@ -147,3 +149,20 @@ def test_sorting_and_its_gradient_run_natively():
     # (the sum's partials are added in another order than NumPy's)
     np.testing.assert_allclose(fg.jit(f)(x), interpreted(f, x), rtol=1e-14)
     np.testing.assert_array_equal(fg.grad(f)(x), interpreted(fg.grad(f), x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_incomplete_gamma_and_beta_call_scipys_c_functions(dtype):
+    """Computed in float64 by ``cython_special`` (the ufuncs' own code), rounded."""
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(0.05, 30.0, 300), rng.uniform(0.05, 30.0, 300)
+    x, u = rng.uniform(0.0, 40.0, 300), rng.uniform(0.0, 1.0, 300)
+    a[:3], x[:3], u[:3] = (0.0, np.nan, 1.0), (0.0, 1.0, np.inf), (0.0, 1.0, np.nan)
+    for name, args in (("gammainc", (a, x)), ("gammaincc", (a, x)), ("betainc", (a, b, u)),
+                       ("betaincc", (a, b, u))):
+        args = [v.astype(dtype) for v in args]
+        f = getattr(fsp, name)
+        assert lowered_natively(f, *args)
+        with np.errstate(all="ignore"):
+            want = getattr(scipy.special, name)(*(v.astype(np.float64) for v in args))
+        np.testing.assert_array_equal(fg.jit(f)(*args), want.astype(dtype), err_msg=name)

@@ -365,7 +365,9 @@ SPECIAL = {
     "erfc": "__pyx_fuse_1erfc", "erfcx": "__pyx_fuse_1erfcx", "erfinv": "__pyx_fuse_0erfinv",
     "erfcinv": "erfcinv", "i0e": "i0e", "i1e": "i1e", "logit": "__pyx_fuse_0logit",
     "betaln": "betaln", "pdtr": "pdtr", "jv": "__pyx_fuse_1jv", "yv": "__pyx_fuse_1yv",
-    "iv": "__pyx_fuse_1iv", "ive": "__pyx_fuse_1ive",
+    "iv": "__pyx_fuse_1iv", "ive": "__pyx_fuse_1ive", "gammainc": "gammainc",
+    "gammaincc": "gammaincc", "betainc": "__pyx_fuse_0betainc",
+    "betaincc": "__pyx_fuse_0betaincc",
 }
 #: of those, the ones with a constant order ``v`` (the C function's first operand)
 _ORDERED = ("jv", "yv", "iv", "ive")
