@@ -68,7 +68,8 @@ def _eject(tmp_path, func, types):
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     imports = [ln for ln in text.splitlines() if ln.startswith(("import ", "from "))]
-    allowed = ("numba", "numpy", "llvmlite", "ctypes", "hashlib", "importlib", "os", "tempfile")
+    allowed = ("numba", "numpy", "llvmlite", "contextlib", "ctypes", "glob", "hashlib",
+               "importlib", "os", "tempfile")
     assert imports and all(ln.split()[1].split(".")[0] in allowed for ln in imports), imports
     assert "fusegrad" not in "\n".join(imports)
     return text
