@@ -4,6 +4,7 @@ are shared by content, the math library is inlined and vectorised, and its cache
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -221,7 +222,8 @@ def test_dump_shows_annotated_llvm_ir(capsys):
 
     fg.dump(f, np.ones(3), stage="source", grad=True)
     text = capsys.readouterr().out
-    assert "define i8* @\"e_" in text and "define external void @\"k_" in text
+    # (a kernel of a few elements is a small one, ``s_``)
+    assert "define i8* @\"e_" in text and re.search(r'define external void @"[ks]_', text)
     assert "; %" in text and "= exp %" in text and "test_lean.py:" in text
 
 

@@ -12,7 +12,10 @@ import pytest
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
+from fusegrad.codegen import lean
 from fusegrad.codegen.lean import engine
+from fusegrad.passes.fusion import fuse
+from fusegrad.passes.simplify import simplify
 from fusegrad.tracer.pytree import tree_flatten
 from tests.helpers import interpreted
 
@@ -44,13 +47,38 @@ def test_new_shape_compiles_nothing():
     vg = fg.jit(fg.value_and_grad(_model, argnums=(0, 1, 2)))
     rng = np.random.default_rng(1)
     counts = []
-    # rows of another length: the nests' kernels (row and column sums) compile anew
-    for shape in [(30, 4), (60, 4), (170, 4), (400, 4), (170, 9)]:
+    # rows of another length: the nests' kernels (row and column sums) compile anew;
+    # (kernels of at most ``SMALL_KERNEL`` iterations are others, compiled lightly:
+    # every kernel here has more, those over the rows alone too)
+    assert lean.SMALL_KERNEL < 130
+    for shape in [(130, 4), (200, 4), (300, 4), (400, 4), (300, 9)]:
         args = (rng.normal(size=shape), rng.normal(size=shape), rng.normal(size=shape[0]))
         got, compiled = _compiled(vg, *args)
         counts.append(compiled)
         _close(got, interpreted(vg, *args), 1e-12)
     assert counts[0] > 1 and counts[1:4] == [0, 0, 0] and counts[4] > 0
+
+
+def test_small_kernels_are_compiled_once_lightly_then_in_full():
+    """A small program's kernels (at most ``SMALL_KERNEL`` iterations) are compiled at
+    the light level under names of their own; at sizes past it they compile once in
+    full; each is then reused at any size on its side (no axis of 16 or fewer here:
+    such extents are constants of the text)."""
+    def model(x, y, s):  # kernels no other test compiles
+        return _model(x * 1.375, y, s)
+
+    vg = fg.jit(fg.value_and_grad(model, argnums=(0, 1, 2)))
+    rng = np.random.default_rng(3)
+    counts = []
+    for shape in [(20, 4), (30, 4), (150, 4), (300, 4), (25, 4)]:
+        args = (rng.normal(size=shape), rng.normal(size=shape), rng.normal(size=shape[0]))
+        got, compiled = _compiled(vg, *args)
+        counts.append(compiled)
+        _close(got, interpreted(vg, *args), 1e-12)
+    assert counts[0] > 1 and counts[1] == 0 and counts[2] > 0 and counts[3:] == [0, 0]
+    args = [np.zeros((20, 4)), np.zeros((20, 4)), np.zeros(20)]
+    text = lean.source(fuse(simplify(fg.make_ir(fg.value_and_grad(model))(*args))))
+    assert 'define external void @"s_' in text and '@"k_' not in text
 
 
 def test_extents_of_one_keep_their_own_kernels():
@@ -159,7 +187,10 @@ import sys, numpy as np
 sys.path.insert(0, {root!r})
 import fusegrad as fg
 from tests.codegen.test_lean_extents import _mixed, _MIXED_SHAPES
+from fusegrad.codegen import lean
 from fusegrad.codegen.lean import engine
+from fusegrad.passes.fusion import fuse
+from fusegrad.passes.simplify import simplify
 rng = np.random.default_rng(7)
 a, b = (rng.normal(size=s) for s in _MIXED_SHAPES[1])
 v, (ga, gb) = fg.jit(fg.value_and_grad(_mixed, argnums=(0, 1)))(a, b)

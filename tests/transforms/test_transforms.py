@@ -10,6 +10,7 @@ finite differences of the plain function ("fd").
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -700,7 +701,8 @@ def test_stages_verify_and_round_trip(f, args):
     assert [name for name, _, _ in got] == list(STAGES)
     assert STAGES[:2] == ("traced", "grad")
     *ir_stages, (_, _, source) = got
-    assert "define i8* @\"e_" in source and "define external void @\"k_" in source
+    # (a kernel of a few elements is a small one, ``s_``)
+    assert "define i8* @\"e_" in source and re.search(r'define external void @"[ks]_', source)
     for _, secs, fn in ir_stages:
         assert secs >= 0
         verify(fn)

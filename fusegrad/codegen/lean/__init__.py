@@ -123,16 +123,30 @@ def kernel_key(op, chunked: bool) -> tuple:
             mathcalls.INLINE_CALLS, config.OPT, engine.salt())
 
 
+#: a kernel of at most this many iterations is compiled as ``small``
+SMALL_KERNEL = 128
+
+
+def small(op) -> bool:
+    """Whether kernel ``op`` is compiled as small (``engine.LEVELS``: little optimisation,
+    no vectorising), under a name of its own (``s_``, so the same kernel at more
+    iterations compiles once more, in full); never in ``extents.all_read`` (the sizes
+    are not known then)."""
+    return not extents.reading_all() and math.prod(space_of(op)) <= SMALL_KERNEL
+
+
 def _kernel(op, chunked: bool, fresh: bool = False) -> tuple[str, str, str]:
     """``(annotated text, bare text, name)`` of kernel ``op``: built, or the one built
     for an equal kernel before (a model's repeated layers, or a function at a new shape,
     emit each kernel once; its comments name the lines of the first). ``fresh``: built
-    anew, its comments naming ``op``'s own lines (for ``source``)."""
-    key = kernel_key(op, chunked)
+    anew, its comments naming ``op``'s own lines (for ``source``). A ``small`` kernel's
+    name starts ``s_``, another's ``k_``."""
+    tiny = small(op)
+    key = (kernel_key(op, chunked), tiny)
     hit = None if fresh else _built.get(key)
     if hit is None:
         text = mathcalls.prepare(build(op, chunked)[0])
-        bare, name = _named(text, PLACEHOLDER, "k_")
+        bare, name = _named(text, PLACEHOLDER, "s_" if tiny else "k_")
         hit = _built[key] = (text.replace(PLACEHOLDER, name), bare, name)
         if len(_built) > _BUILT_SIZE:
             _built.popitem(last=False)
@@ -246,7 +260,8 @@ def compile_function(fused: Function, threads: bool = False,
     if entry.uses_copies:
         copies.ensure()
     compiled = len(parallel.compile_modules(
-        [(text, "m" + name, _linker(text), "kernel") for text, name in modules]
+        [(text, "m" + name, _linker(text), "small" if name.startswith("s_") else "kernel")
+         for text, name in modules]
         + [(bare, "m" + symbol, _linker(bare), "entry")]) - {"m" + symbol})
     call, address = _loaded(symbol, fused.name, host)
     count_module()

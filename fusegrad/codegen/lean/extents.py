@@ -69,6 +69,11 @@ def all_read() -> Iterator[None]:
         _mode.all_read = old
 
 
+def reading_all() -> bool:
+    """Whether ``all_read`` is in effect."""
+    return getattr(_mode, "all_read", False)
+
+
 def fixed(space: tuple[int, ...], flat: bool) -> tuple[int, ...]:
     """The axes of ``space`` whose extents a kernel's text holds as constants: every
     axis of a kernel of at most ``SMALL`` elements, else the innermost of a loop nest
