@@ -375,7 +375,9 @@ def _cfunc(avals, out_types) -> list[str]:
     outs = [f"out{k}" for k in range(len(out_types))]
     sig_args += [f"CPointer({nt[t]})" for t in out_types]
     params += outs
-    body.append(f"    r = exported({', '.join(args)})")
+    # an error (an index out of range, a singular matrix) is status 1: C has no exception
+    body += ["    try:", f"        r = exported({', '.join(args)})", "    except Exception:",
+             "        return 1"]
     for k, t in enumerate(out_types):
         r = "r" if len(out_types) == 1 else f"r[{k}]"
         if t.shape == ():

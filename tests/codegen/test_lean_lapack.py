@@ -223,3 +223,21 @@ def test_numba_export_raises_linalgerror():
     assert exported(a, b) == f(a, b)
     with pytest.raises(np.linalg.LinAlgError, match=r"^Singular matrix in @f"):
         exported(np.zeros((3, 3)), b)
+
+
+def test_cfunc_reports_a_singular_matrix_by_its_status():
+    pytest.importorskip("numba")
+    import ctypes
+
+    def f(a):
+        return fnp.sum(L.solve(a, np.ones((3, 1))))
+
+    c = fg.cfunc(f, np.eye(3))
+    dp, i64 = ctypes.POINTER(ctypes.c_double), ctypes.c_int64
+    call = ctypes.CFUNCTYPE(ctypes.c_int32, dp, i64, i64, dp)(c.address)
+    out = np.zeros(1)
+    a = 2.0 * np.eye(3)
+    assert call(a.ctypes.data_as(dp), 3, 3, out.ctypes.data_as(dp)) == 0
+    assert out[0] == f(a)
+    z = np.zeros((3, 3))
+    assert call(z.ctypes.data_as(dp), 3, 3, out.ctypes.data_as(dp)) == 1
