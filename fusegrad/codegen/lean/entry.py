@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from . import control, copies, engine, indexing, products, scans
+from . import control, copies, engine, indexing, products, scans, windows
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
@@ -66,6 +66,8 @@ def _driver_op(op: Op) -> bool:
         return True
     if op.name in scans.LOWERED:
         return scans.lowered(op)
+    if op.name in windows.LOWERED:
+        return windows.lowered(op)
     if op.name == "matmul":
         return products.lowered(op)
     if op.name.startswith("reduce_"):
@@ -73,7 +75,8 @@ def _driver_op(op: Op) -> bool:
     return bool(op.results) and op.results[0].type.shape == () and sc.supports(op)
 
 
-class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans, SizeTable):
+class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
+            windows.Windows, SizeTable):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -156,6 +159,8 @@ class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans, 
             return self._indexing(op)
         if op.name in scans.LOWERED:
             return getattr(self, "_" + op.name)(op)
+        if op.name in windows.LOWERED:
+            return self._window(op)
         if op.name == "fused":
             return self._kernel(op)
         if op.name == "constant":
@@ -460,6 +465,8 @@ def _work(op: Op) -> int:
         return indexing.work(op)
     if op.name in scans.LOWERED:
         return scans.work(op)
+    if op.name in windows.LOWERED:
+        return windows.work(op)
     return 0
 
 

@@ -1,0 +1,54 @@
+"""Ops over sliding windows in an entry: the convolution (``convolve.py``) and the
+pooling ops (``pooling.py``), each one call of a loop function built in a module of its
+own, named by content, whose sizes are arguments read from the entry's size table
+(``Entry._helper``), so one module serves every size and a standalone module stays the
+same text at every size (``standalone``).
+"""
+
+from __future__ import annotations
+
+from ...ir import Op
+from . import convolve, pooling
+
+#: the ops lowered here
+LOWERED = ("conv", *pooling.LOWERED)
+
+
+def lowered(op: Op) -> bool:
+    """Whether the entry runs window op ``op`` (of ``LOWERED``)."""
+    return convolve.lowered(op) if op.name == "conv" else pooling.lowered(op)
+
+
+def work(op: Op) -> int:
+    """Elements of loop work of ``op``: multiply-adds, or window taps."""
+    return convolve.work(op) if op.name == "conv" else pooling.work(op)
+
+
+class Windows:
+    """``Entry``'s lowering of the window ops (a mixin: it uses the entry's builder,
+    arena places, size table and ``_helper``)."""
+
+    def _window(self, op: Op) -> None:
+        if op.name == "conv":
+            return self._convolve(op)
+        out = op.results[0]
+        dst = self._place(out)
+        values = [*op.operands, out]
+        args = [self._typed(self.vals[v] if v is not out else dst, v.type) for v in values]
+        planes, sizes, outs = pooling.layout(op)
+        args += [self._size(n) for n in (planes, *sizes, *outs)]
+        self._helper(args, lambda f: pooling.build(f, op))
+        self.vals[out] = dst
+        return None
+
+    def _convolve(self, op: Op) -> None:
+        out, (x, w) = op.results[0], op.operands
+        t = out.type
+        dst = self._place(out)
+        cols = self._scratch(convolve.column_bytes(op))
+        args = [self._typed(p, t) for p in (self.vals[x], self.vals[w], dst, cols)]
+        args.append(self._table(convolve.layout(op)))
+        nd, by_rows = len(t.shape) - 2, convolve.rows(op)
+        self._helper(args, lambda f: convolve.build(f, t, nd, by_rows))
+        self.vals[out] = dst
+
