@@ -1,16 +1,21 @@
 """The convolution (``ir.conv_ops``) as one loop function: per image, the windows copied
 into columns (im2col), then one BLAS ``gemm`` per group.
 
-The function, ``void(x, w, out, columns, geometry)``, is built in a module of its own,
-named by content; its text holds only the dtype, the number of spatial axes and the
-columns' layout, so one module serves every size and geometry: the geometry (batch,
-channels, groups, and per spatial axis the extent, its dilated extent, the kernel's
-and the output's extents, stride, low padding, both dilations) is an int64 array, a
-run of the entry's size table (``layout``). ``columns`` is an arena place for one
-image's columns, reused image after image while they are in cache.
+The function, ``void(x, w, out, columns[, padded], sizes)``, is built in a module of
+its own, named by content. Its text holds the dtype, the columns' layout and the
+geometry (per spatial axis the stride, the low padding and both dilations: constants,
+so that the index arithmetic folds); its sizes (batch, channels, output channels,
+groups, and per spatial axis the extent, the dilated and padded extent, the kernel's
+and the output's extents) are an int64 array, a run of the entry's size table
+(``layout``), so one module serves every size of a geometry. ``columns`` is an arena
+place for one image's columns and ``padded`` one for the image dilated and padded
+(``ir.conv_ops.dilate_pad``: zeros, then each element at its place, a negative
+padding cropping), both reused image after image while they are in cache; without
+padding or input dilation the image is read as it is. Each run of columns is then a
+plain strided copy: the window's taps never leave the padded image.
 
-The columns are laid out as ``ir.conv_ops.conv_impl``'s, so each ``gemm`` is the one
-NumPy's ``matmul``/``dot`` makes there:
+The columns are laid out as ``conv_impl``'s, so each ``gemm`` is the one NumPy's
+``matmul``/``dot`` makes there (the same bits, where the two BLAS libraries agree):
 
 - ``(C, *K, *Q)`` (``conv_impl``'s ``cols``), when the output has at least as many
   positions as the kernel taps: group ``g``'s block is the ``(C/G * K, Q)`` matrix
@@ -20,14 +25,9 @@ NumPy's ``matmul``/``dot`` makes there:
 
 ``conv_impl`` adds shifted products instead when there are fewer output than input
 channels; here those convolutions go through columns too, so their sums are ordered
-as BLAS orders a product's and may differ from NumPy's in the last bits.
-
-Each column is filled along its last axis (the output's last spatial axis, or the
-kernel's) as a run ``x[off + i * step]`` of one input row: with no input dilation a
-run is a zero head, a strided copy and a zero tail whose bounds are computed once per
-run; with ``lhs_dilation > 1`` (a transposed convolution) each element is tested. An
-empty result is left alone, an empty product (no input channel or kernel tap) written
-as zeros, as ``conv_impl`` does.
+as BLAS orders a product's and may differ from NumPy's in the last bits. An empty
+result is left alone, an empty product (no input channel or kernel tap) written as
+zeros, as ``conv_impl`` does.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
-from ...ir.conv_ops import conv_out_shape, dilated
+from ...ir.conv_ops import dilated
 from . import scalar as sc
 from .kernel import I64, loop_nest
 
 I32 = ir.IntType(32)
-#: fields of each spatial axis in the geometry array, after ``N, C, O, G``
-AXIS_FIELDS = ("size", "dilated", "kernel", "out", "stride", "pad", "lhs", "rhs")
+#: sizes of each spatial axis in the size array, after ``N, C, O, G``
+AXIS_FIELDS = ("size", "padded", "kernel", "out")
 
 
 def lowered(op: Op) -> bool:
@@ -66,16 +66,13 @@ def rows(op: Op) -> bool:
 
 
 def layout(op: Op) -> list[int]:
-    """The geometry array of ``op``: ``N, C, O, G``, then ``AXIS_FIELDS`` per axis."""
+    """The size array of ``op``: ``N, C, O, G``, then ``AXIS_FIELDS`` per spatial axis."""
     x, w = op.operands[0].type.shape, op.operands[1].type.shape
-    at = op.attrs
-    q = conv_out_shape(x, w, stride=at["stride"], padding=at["padding"],
-                       lhs_dilation=at["lhs_dilation"], rhs_dilation=at["rhs_dilation"])
-    out = [x[0], x[1], w[0], int(at["groups"])]
-    for i, (s, k) in enumerate(zip(x[2:], w[2:])):
-        ld = at["lhs_dilation"][i]
-        out += [s, dilated(s, ld), k, q[i], at["stride"][i], at["padding"][2 * i], ld,
-                at["rhs_dilation"][i]]
+    q = op.results[0].type.shape[2:]
+    out = [x[0], x[1], w[0], int(op.attrs["groups"])]
+    pads = op.attrs["padding"]
+    for i, (s, ld, k, qi) in enumerate(zip(x[2:], op.attrs["lhs_dilation"], w[2:], q)):
+        out += [s, pads[2 * i] + dilated(s, ld) + pads[2 * i + 1], k, qi]
     return out
 
 
@@ -86,16 +83,36 @@ def column_bytes(op: Op) -> int:
     return x[1] * math.prod(w[2:]) * math.prod(q) * op.results[0].type.dtype.itemsize
 
 
+def padded(op: Op) -> bool:
+    """Whether ``op`` reads its images dilated and padded (``ir.conv_ops.dilate_pad``)
+    from a copy, rather than as they are."""
+    at = op.attrs
+    return any(at["padding"]) or any(d != 1 for d in at["lhs_dilation"])
+
+
+def padded_bytes(op: Op) -> int:
+    """Bytes of one image dilated and padded (0 if ``op`` reads its images as they are)."""
+    if not padded(op):
+        return 0
+    x = op.operands[0].type.shape
+    sizes = layout(op)[4:]
+    return x[1] * math.prod(sizes[1::len(AXIS_FIELDS)]) * op.results[0].type.dtype.itemsize
+
+
 def _c(n: int) -> ir.Constant:
     return ir.Constant(I64, n)
 
 
 class _Axis:
-    """One spatial axis's geometry, read from the array."""
+    """One spatial axis: its sizes, read from the size array, and its geometry (the
+    text's constants)."""
 
-    def __init__(self, b: ir.IRBuilder, geo, first: int):
+    def __init__(self, b: ir.IRBuilder, sizes, first: int, op: Op, i: int):
         for j, name in enumerate(AXIS_FIELDS):
-            setattr(self, name, b.load(b.gep(geo, [_c(first + j)])))
+            setattr(self, name, b.load(b.gep(sizes, [_c(first + j)])))
+        at = op.attrs
+        self.stride, self.pad = at["stride"][i], at["padding"][2 * i]
+        self.lhs, self.rhs = at["lhs_dilation"][i], at["rhs_dilation"][i]
 
 
 def _product(b: ir.IRBuilder, values):
@@ -116,16 +133,17 @@ def _max1(b: ir.IRBuilder, v):
     return b.select(b.icmp_signed("<", v, _c(1)), _c(1), v)
 
 
-def build(f: ir.Function, t, nd: int, by_rows: bool) -> None:
-    """The body of the convolution function ``f`` of dtype ``t`` over ``nd`` spatial axes,
-    its columns laid out by rows if ``by_rows`` (the module's docstring)."""
-    x, w, out, cols, geo = f.args
-    for a in (x, w, out, cols):
+def build(f: ir.Function, op: Op) -> None:
+    """The body of ``op``'s convolution function ``f`` (the module's docstring)."""
+    x, w, out, cols, *pad, sizes = f.args
+    for a in (x, w, out, cols, *pad):
         a.add_attribute("noalias")
+    t = op.results[0].type
+    nd, by_rows = len(t.shape) - 2, rows(op)
     b = ir.IRBuilder(f.append_basic_block("entry"))
     ety = sc.mem_type(t)
-    n_img, c, o, g = (b.load(b.gep(geo, [_c(j)])) for j in range(4))
-    axes = [_Axis(b, geo, 4 + len(AXIS_FIELDS) * i) for i in range(nd)]
+    n_img, c, o, g = (b.load(b.gep(sizes, [_c(j)])) for j in range(4))
+    axes = [_Axis(b, sizes, 4 + len(AXIS_FIELDS) * i, op, i) for i in range(nd)]
     kk = _product(b, [a.kernel for a in axes])
     qq = _product(b, [a.out for a in axes])
     ss = _product(b, [a.size for a in axes])
@@ -159,7 +177,11 @@ def build(f: ir.Function, t, nd: int, by_rows: bool) -> None:
 
     def image(b, idx):
         n = idx[0]
-        _fill(b, f, cols, b.gep(x, [b.mul(n, b.mul(c, ss))]), c, axes, by_rows)
+        src = b.gep(x, [b.mul(n, b.mul(c, ss))])
+        if pad:
+            _pad(b, pad[0], src, c, axes)
+            src = pad[0]
+        _fill(b, cols, src, c, axes, by_rows)
 
         def group(b, j):
             k = j[0]
@@ -172,22 +194,58 @@ def build(f: ir.Function, t, nd: int, by_rows: bool) -> None:
     loop_nest(b, f, (n_img,), image).ret_void()
 
 
-def _fill(b: ir.IRBuilder, f: ir.Function, cols, x, c, axes, by_rows: bool) -> None:
-    """One image's columns (``x`` its first element): each run along the last axis of
-    the columns by ``_run``, the other axes' taps tested once per run."""
+def _strides(b: ir.IRBuilder, extents):
+    """C-order element strides of ``extents``, and their product."""
+    out = [_c(1)] * len(extents)
+    for i in range(len(extents) - 2, -1, -1):
+        out[i] = b.mul(out[i + 1], extents[i + 1])
+    return out, b.mul(out[0], extents[0])
+
+
+def _pad(b: ir.IRBuilder, dst, x, c, axes) -> None:
+    """``dst = dilate_pad(x)`` of one image ``x`` (``(C, *S)``): zeros, then each input
+    element at its dilated and padded place if that is not cropped; along the last
+    axis the kept elements are one range, computed once per row."""
+    zero = ir.Constant(dst.type.pointee, 0.0)
+    last, outer = axes[-1], axes[:-1]
+    into, plane = _strides(b, [a.padded for a in axes])
+    frm, size = _strides(b, [a.size for a in axes])
+    n = b.mul(c, plane)
+    loop_nest(b, b.function, (n,), lambda b, i: b.store(zero, b.gep(dst, [i[0]])))
+
+    def row(b, idx):
+        ch, s = idx[0], idx[1:]
+        ok = ir.Constant(ir.IntType(1), 1)
+        at, src = b.mul(ch, plane), b.mul(ch, size)
+        for a, si, st_to, st_from in zip(outer, s, into, frm):
+            p = b.add(b.mul(si, _c(a.lhs)), _c(a.pad))
+            ok = b.and_(ok, b.and_(b.icmp_signed(">=", p, _c(0)),
+                                   b.icmp_signed("<", p, a.padded)))
+            at = b.add(at, b.mul(p, st_to))
+            src = b.add(src, b.mul(si, st_from))
+        # the last axis: p = s * lhs + pad in [0, padded) for s in [lo, hi)
+        lo = _ceil_pos(b, _c(-last.pad), last.lhs)
+        hi = _ceil_pos(b, b.sub(last.padded, _c(last.pad)), last.lhs)
+        hi = b.select(b.icmp_signed(">", hi, last.size), last.size, hi)
+        with b.if_then(ok):
+            loop_nest(b, b.function, (hi,), lambda b, i: b.store(
+                b.load(b.gep(x, [b.add(src, i[0])])),
+                b.gep(dst, [b.add(at, b.add(b.mul(i[0], _c(last.lhs)), _c(last.pad)))])),
+                bounds=(lo, hi))
+    loop_nest(b, b.function, [c, *(a.size for a in outer)], row)
+
+
+def _fill(b: ir.IRBuilder, cols, x, c, axes, by_rows: bool) -> None:
+    """One image's columns, read from ``x`` (the image, dilated and padded if it is),
+    each run along the last axis of the columns a strided copy."""
     nd = len(axes)
-    last = axes[-1]
-    outer = axes[:-1]
+    last, outer = axes[-1], axes[:-1]
     if by_rows:  # (*Q, C, *K): runs along the kernel's last axis
         extents = [*(a.out for a in axes), c, *(a.kernel for a in outer)]
     else:  # (C, *K, *Q): runs along the output's last axis
         extents = [c, *(a.kernel for a in axes), *(a.out for a in outer)]
-    strides = [_c(1)] * nd  # of x's spatial axes
-    for i in range(nd - 2, -1, -1):
-        strides[i] = b.mul(strides[i + 1], axes[i + 1].size)
-    plane = b.mul(strides[0], axes[0].size)
+    strides, plane = _strides(b, [a.padded for a in axes])
     length = last.kernel if by_rows else last.out
-    zero = ir.Constant(cols.type.pointee, 0.0)
 
     def row(b, idx):
         if by_rows:
@@ -195,60 +253,21 @@ def _fill(b: ir.IRBuilder, f: ir.Function, cols, x, c, axes, by_rows: bool) -> N
         else:
             ch, k, q = idx[0], idx[1:nd + 1], [*idx[nd + 1:], None]
         dst = b.gep(cols, [b.mul(_flat(b, idx, extents), length)])
-        ok = ir.Constant(ir.IntType(1), 1)
         src = b.mul(ch, plane)
         for a, qi, ki, st in zip(outer, q, k, strides):
-            u = b.sub(b.add(b.mul(qi, a.stride), b.mul(ki, a.rhs)), a.pad)
-            ok = b.and_(ok, b.and_(b.icmp_signed(">=", u, _c(0)),
-                                   b.icmp_signed("<", u, a.dilated)))
-            ok = b.and_(ok, b.icmp_signed("==", b.srem(u, a.lhs), _c(0)))
-            src = b.add(src, b.mul(b.sdiv(u, a.lhs), st))
+            u = b.add(b.mul(qi, _c(a.stride)), b.mul(ki, _c(a.rhs)))
+            src = b.add(src, b.mul(u, st))
         if by_rows:
-            start, step = b.sub(b.mul(q[-1], last.stride), last.pad), last.rhs
+            src, step = b.add(src, b.mul(q[-1], _c(last.stride))), last.rhs
         else:
-            start, step = b.sub(b.mul(k[-1], last.rhs), last.pad), last.stride
-        with b.if_else(ok) as (inside, padding):
-            with inside:
-                _run(b, f, dst, b.gep(x, [src]), start, step, length, last)
-            with padding:
-                loop_nest(b, f, (length,), lambda b, i: b.store(zero, b.gep(dst, [i[0]])))
-    loop_nest(b, f, extents, row)
+            src, step = b.add(src, b.mul(k[-1], _c(last.rhs))), last.stride
+        row_x = b.gep(x, [src])
+        loop_nest(b, b.function, (length,), lambda b, i: b.store(
+            b.load(b.gep(row_x, [b.mul(i[0], _c(step))])), b.gep(dst, [i[0]])))
+    loop_nest(b, b.function, extents, row)
 
 
-def _run(b: ir.IRBuilder, f: ir.Function, dst, x, start, step, length, a) -> None:
-    """``dst[i] = x[u / lhs]`` for ``u = start + i * step`` over ``[0, length)`` where
-    ``u`` is a position of the dilated input row, else 0."""
-    zero = ir.Constant(dst.type.pointee, 0.0)
-    dense = b.icmp_signed("==", a.lhs, _c(1))
-    with b.if_else(dense) as (plain, dilated_):
-        with plain:  # zeros over [0, lo), the copy over [lo, hi), zeros over [hi, length)
-            lo = _ceil_pos(b, b.sub(_c(0), start), step)
-            hi = _ceil_pos(b, b.sub(a.dilated, start), step)
-            hi = b.select(b.icmp_signed(">", hi, length), length, hi)
-            lo = b.select(b.icmp_signed(">", lo, hi), hi, lo)
-            loop_nest(b, f, (lo,), lambda b, i: b.store(zero, b.gep(dst, [i[0]])))
-            loop_nest(b, f, (hi,), lambda b, i: b.store(
-                b.load(b.gep(x, [b.add(start, b.mul(i[0], step))])), b.gep(dst, [i[0]])),
-                bounds=(lo, hi))
-            loop_nest(b, f, (length,), lambda b, i: b.store(zero, b.gep(dst, [i[0]])),
-                      bounds=(hi, length))
-        with dilated_:
-            def each(b, i):
-                u = b.add(start, b.mul(i[0], step))
-                at = b.gep(dst, [i[0]])
-                ok = b.and_(b.and_(b.icmp_signed(">=", u, _c(0)),
-                                   b.icmp_signed("<", u, a.dilated)),
-                            b.icmp_signed("==", b.srem(u, a.lhs), _c(0)))
-                with b.if_else(ok) as (inside, padding):
-                    with inside:
-                        b.store(b.load(b.gep(x, [b.sdiv(u, a.lhs)])), at)
-                    with padding:
-                        b.store(zero, at)
-            loop_nest(b, f, (length,), each)
-
-
-def _ceil_pos(b: ir.IRBuilder, t, d):
-    """``max(0, ceil(t / d))`` of i64 ``t`` and positive ``d``."""
-    pos = b.icmp_signed(">", t, _c(0))
-    q = b.sdiv(b.add(t, b.sub(d, _c(1))), d)
-    return b.select(pos, q, _c(0))
+def _ceil_pos(b: ir.IRBuilder, t, d: int):
+    """``max(0, ceil(t / d))`` of an i64 ``t`` and a positive constant ``d``."""
+    q = t if d == 1 else b.sdiv(b.add(t, _c(d - 1)), _c(d))
+    return b.select(b.icmp_signed(">", t, _c(0)), q, _c(0))

@@ -6,7 +6,9 @@ planes), the pooled extents ``S`` and output extents ``Q`` its arguments (so one
 serves every size), the geometry (``kernel``, ``strides``, ``dilation``, ``pad_lo``)
 constants of its text. A window's in-bounds taps are, per pooled axis, a range
 ``[a, b)`` of tap numbers computed from the output's position, walked in row-major
-order, so padding is skipped without a test per tap and no padded copy is made.
+order, so padding is skipped without a test per tap and no padded copy is made. The
+windows that hold no padding (most of them) are straight-line code over the taps, in a
+loop along the last axis that LLVM vectorises.
 
 Against the NumPy implementations (``ir.pool_ops``, the interpreter's):
 
@@ -16,10 +18,12 @@ Against the NumPy implementations (``ir.pool_ops``, the interpreter's):
   window without one: ``-inf``, or an integer type's minimum), ``max_pool_argmax`` its
   flat index in the plane (-1: none), ``max_pool_take`` the second operand there (0:
   none);
-- ``max_pool_grad`` zeroes its result, then visits the windows plane by plane in
+- ``max_pool_grad`` works plane by plane: it zeroes the plane, selects the taps of its
+  windows (into an arena place of one plane's outputs), then visits the windows in
   row-major order: where windows cannot overlap (``stride >= dilated kernel`` on every
   axis) it stores each window's cotangent at its selected tap, as NumPy's assignment
   does (a ``-0.0`` stays), else it adds it there, in the order of ``np.add.at``;
+  ``max_pool_take`` selects likewise, then reads;
 - ``sum_pool`` adds a window's taps to ``0.0`` in tap order, as NumPy's per-tap passes
   do; ``sum_pool_transpose`` zeroes its result and, tap by tap in row-major order, adds
   the cotangent to every input element the tap reads, so each element's sum runs in
@@ -28,6 +32,7 @@ Against the NumPy implementations (``ir.pool_ops``, the interpreter's):
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from llvmlite import ir
@@ -39,6 +44,9 @@ from .kernel import I64, loop_nest
 
 LOWERED = tuple(sorted(POOL_OPS))
 _MAX_FAMILY = ("max_pool", "max_pool_argmax", "max_pool_grad", "max_pool_take")
+#: windows of at most this many taps are also emitted as straight-line code, for the
+#: outputs whose window holds no padding
+_UNROLLED = 32
 
 
 def lowered(op: Op) -> bool:
@@ -70,10 +78,13 @@ def work(op: Op) -> int:
     return planes * math.prod(q) * math.prod(op.attrs["kernel"])
 
 
-def arguments(op: Op) -> list:
-    """The operands and result of ``op``'s loop function, in order: its pooled operand
-    (or ``sum_pool_transpose``'s cotangent), its second operand if any, its result."""
-    return [*op.operands, op.results[0]]
+def selections(op: Op) -> int:
+    """Bytes of the arena place ``op``'s function selects one plane's taps into (0: it
+    takes none): for ``max_pool_grad`` and ``max_pool_take``, whose second pass reads or
+    writes at the selected taps."""
+    if op.name not in ("max_pool_grad", "max_pool_take"):
+        return 0
+    return 8 * max(1, math.prod(layout(op)[2]))
 
 
 class _Geometry:
@@ -139,11 +150,65 @@ def _window(b: ir.IRBuilder, f: ir.Function, axes, q, visit) -> None:
     _ranges(b, f, bounds, tap)
 
 
+def _whole(b: ir.IRBuilder, axes, q, visit) -> None:
+    """``visit(b, flat)`` for each tap of the window at output ``q``, every tap in
+    bounds: straight-line code, one visit per tap."""
+    starts = [b.sub(b.mul(qi, _const(a.st)), _const(a.lo)) for a, qi in zip(axes, q)]
+    corner = _flat(b, starts, [a.size for a in axes])
+    for j in itertools.product(*(range(a.k) for a in axes)):
+        step, off = _const(1), _const(0)  # the tap's offset from the window's corner
+        for a, ji in zip(reversed(axes), reversed(j)):
+            off = b.add(off, b.mul(step, _const(ji * a.dl)))
+            step = b.mul(step, a.size)
+        visit(b, b.add(corner, off))
+
+
+def _outputs(b: ir.IRBuilder, f: ir.Function, axes, general, whole) -> None:
+    """Call ``general(b, q)`` or, where the window at ``q`` holds no padding and the
+    kernel is small (``_UNROLLED``), ``whole(b, q)`` for every output position ``q`` of
+    a plane, in row-major order. Along the last axis the positions with whole windows
+    are one range ``[lo, hi)``, a loop of straight-line windows (which LLVM vectorises);
+    rows of the other axes are tested once."""
+    last, outer = axes[-1], axes[:-1]
+    if math.prod(a.k for a in axes) > _UNROLLED:
+        loop_nest(b, f, [a.out for a in axes], general)
+        return
+
+    def row(b, qo):
+        inside = ir.Constant(ir.IntType(1), 1)
+        for a, qi in zip(outer, qo):
+            start = b.sub(b.mul(qi, _const(a.st)), _const(a.lo))
+            end = b.add(start, _const((a.k - 1) * a.dl))
+            inside = b.and_(inside, b.and_(b.icmp_signed(">=", start, _const(0)),
+                                           b.icmp_signed("<", end, a.size)))
+        first = _const(-(-last.lo // last.st))
+        lo = b.select(b.icmp_signed("<", last.out, first), last.out, first)
+        top = b.sub(last.size, _const(1 + (last.k - 1) * last.dl - last.lo))
+        hi = b.select(b.icmp_signed(">=", top, _const(0)),
+                      b.add(b.sdiv(top, _const(last.st)), _const(1)), _const(0))
+        hi = _clamp(b, hi, lo, last.out)
+
+        def span(start, stop, emit):
+            loop_nest(b, f, (stop,), lambda b, i: emit(b, [*qo, i[0]]), bounds=(start, stop))
+        with b.if_else(inside) as (yes, no):
+            with yes:
+                span(_const(0), lo, general)
+                span(lo, hi, whole)
+                span(hi, last.out, general)
+            with no:
+                span(_const(0), last.out, general)
+    if outer:
+        loop_nest(b, f, [a.out for a in outer], row)
+    else:
+        row(b, [])
+
+
 def build(f: ir.Function, op: Op) -> None:
-    """The body of ``op``'s loop function ``f``: its arguments are ``arguments(op)``'s
-    pointers, then the planes, ``S`` and ``Q`` (``layout``)."""
+    """The body of ``op``'s loop function ``f``: its arguments are pointers to its
+    operands and its result (and to the place of ``selections`` if any), then the planes,
+    ``S`` and ``Q`` (``layout``)."""
     nd = _nd(op)
-    nptr = len(arguments(op))
+    nptr = len(op.operands) + 1 + (selections(op) > 0)
     ptrs = f.args[:nptr]
     for a in ptrs:
         a.add_attribute("noalias")
@@ -152,27 +217,19 @@ def build(f: ir.Function, op: Op) -> None:
     axes = [_Geometry(*g, s, q) for g, s, q in zip(
         zip(at["kernel"], at["strides"], at["dilation"], at["pad_lo"]), sizes, outs)]
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    if op.name in _MAX_FAMILY:
-        b = _max_family(b, f, op, ptrs, planes, axes)
-    elif op.name == "sum_pool":
-        b = _sum_pool(b, f, op, ptrs, planes, axes)
-    else:
-        b = _sum_pool_transpose(b, f, op, ptrs, planes, axes)
-    b.ret_void()
-
-
-def _plane_sizes(b: ir.IRBuilder, axes):
-    """Elements of an input plane and of an output plane."""
-    s, q = _const(1), _const(1)
+    s, q = _const(1), _const(1)  # elements of an input plane and of an output plane
     for a in axes:
         s, q = b.mul(s, a.size), b.mul(q, a.out)
-    return s, q
+    plane = {"max_pool": _max_pool, "max_pool_argmax": _max_pool, "sum_pool": _sum_pool,
+             "max_pool_grad": _selected, "max_pool_take": _selected,
+             "sum_pool_transpose": _sum_pool_transpose}[op.name](b, op, ptrs, axes, s, q)
+    loop_nest(b, f, (planes,), lambda b, i: plane(b, i[0])).ret_void()
 
 
-def _zero(b: ir.IRBuilder, f: ir.Function, ptr, n, t) -> None:
+def _zero(b: ir.IRBuilder, ptr, n, t) -> None:
     """``ptr[:n] = 0`` (of ``t``'s element type)."""
     zero = ir.Constant(sc.mem_type(t), 0)
-    loop_nest(b, f, (n,), lambda b, i: b.store(zero, b.gep(ptr, [i[0]])))
+    loop_nest(b, b.function, (n,), lambda b, i: b.store(zero, b.gep(ptr, [i[0]])))
 
 
 def _disjoint(op: Op) -> bool:
@@ -182,82 +239,144 @@ def _disjoint(op: Op) -> bool:
                                                        at["kernel"]))
 
 
-def _max_family(b, f, op: Op, ptrs, planes, axes):
-    x_t = op.operands[0].type
-    x = ptrs[0]
-    out = ptrs[-1]
-    ty = sc.mem_type(x_t)
-    is_float = x_t.dtype.kind == "f"
-    unsigned = x_t.dtype.kind == "u"
-    low = ir.Constant(ty, lowest(x_t.dtype))
-    best, top = b.alloca(I64), b.alloca(ty)
-    size, per_out = _plane_sizes(b, axes)
-    if op.name == "max_pool_grad":
-        _zero(b, f, out, b.mul(planes, size), x_t)
-    extents = [planes, *(a.out for a in axes)]
-    minus = _const(-1)
+class _Max:
+    """The selection of the max-pool ops over a window's taps: ``(maximum, flat index)``
+    of the selected tap, ``(lowest, -1)`` before the first."""
 
-    def window(b, idx):
-        p, q = idx[0], idx[1:]
-        base = b.mul(p, size)
-        b.store(minus, best)
-        b.store(low, top)
+    def __init__(self, t):
+        self.t = t
+        self.empty = (ir.Constant(sc.mem_type(t), lowest(t.dtype)), _const(-1))
 
-        def tap(b, flat):
-            v, m, sel = b.load(b.gep(x, [b.add(base, flat)])), b.load(top), b.load(best)
-            if is_float:
-                take = b.or_(b.fcmp_ordered(">", v, m), b.fcmp_unordered("uno", v, v))
-            else:
-                take = (b.icmp_unsigned if unsigned else b.icmp_signed)(">", v, m)
-            take = b.or_(take, b.icmp_signed("<", sel, _const(0)))
-            b.store(b.select(take, v, m), top)
-            b.store(b.select(take, flat, sel), best)
-        _window(b, f, axes, q, tap)
-        o = _flat(b, idx, extents)
-        sel = b.load(best)
-        if op.name == "max_pool":
-            b.store(b.load(top), b.gep(out, [o]))
-        elif op.name == "max_pool_argmax":
-            b.store(sel, b.gep(out, [o]))
+    def step(self, b: ir.IRBuilder, state, v, flat, first: bool):
+        m, sel = state
+        if first:  # a window's first in-bounds tap is selected
+            return v, flat
+        if self.t.dtype.kind == "f":
+            take = b.or_(b.fcmp_ordered(">", v, m), b.fcmp_unordered("uno", v, v))
         else:
-            found = b.icmp_signed(">=", sel, _const(0))
-            if op.name == "max_pool_take":
-                b.store(ir.Constant(ty, 0), b.gep(out, [o]))
-            with b.if_then(found):
-                if op.name == "max_pool_take":
-                    b.store(b.load(b.gep(ptrs[1], [b.add(base, sel)])), b.gep(out, [o]))
-                else:
-                    g = b.load(b.gep(ptrs[1], [b.add(b.mul(p, per_out), _flat(b, q, [
-                        a.out for a in axes]))]))
-                    at = b.gep(out, [b.add(base, sel)])
-                    b.store(g if _disjoint(op) else (b.fadd(b.load(at), g)), at)
-    return loop_nest(b, f, extents, window)
+            take = (b.icmp_unsigned if self.t.dtype.kind == "u" else b.icmp_signed)(
+                ">", v, m)
+        return b.select(take, v, m), b.select(take, flat, sel)
+
+    def step_any(self, b: ir.IRBuilder, state, v, flat):
+        """``step`` where the tap may be the first (``sel`` still -1)."""
+        m, sel = self.step(b, state, v, flat, False)
+        none = b.icmp_signed("<", state[1], _const(0))
+        return b.select(none, v, m), b.select(none, flat, sel)
 
 
-def _sum_pool(b, f, op: Op, ptrs, planes, axes):
-    t = op.results[0].type
-    x, out = ptrs
-    acc = b.alloca(sc.mem_type(t))
-    zero = ir.Constant(sc.mem_type(t), 0)
-    size, _ = _plane_sizes(b, axes)
-    extents = [planes, *(a.out for a in axes)]
+class _Sum:
+    """``sum_pool``'s sum of a window's taps, from ``0.0`` (so a lone ``-0.0`` sums to
+    ``0.0``, as NumPy's ``+=`` into zeros)."""
 
-    def window(b, idx):
-        base = b.mul(idx[0], size)
-        b.store(zero, acc)
-        _window(b, f, axes, idx[1:], lambda b, flat: b.store(
-            b.fadd(b.load(acc), b.load(b.gep(x, [b.add(base, flat)]))), acc))
-        b.store(b.load(acc), b.gep(out, [_flat(b, idx, extents)]))
-    return loop_nest(b, f, extents, window)
+    def __init__(self, t):
+        self.empty = (ir.Constant(sc.mem_type(t), 0.0),)
+
+    def step(self, b: ir.IRBuilder, state, v, flat, first: bool):
+        return (b.fadd(state[0], v),)
+
+    def step_any(self, b: ir.IRBuilder, state, v, flat):
+        return self.step(b, state, v, flat, False)
 
 
-def _sum_pool_transpose(b, f, op: Op, ptrs, planes, axes):
-    t = op.results[0].type
-    g, out = ptrs
-    size, per_out = _plane_sizes(b, axes)
-    _zero(b, f, out, b.mul(planes, size), t)
+def _reduce_windows(b: ir.IRBuilder, x, t, axes, size, rule, finish):
+    """``plane(b, p)``: each window of plane ``p`` of input ``x`` (of type ``t``, ``size``
+    elements a plane) reduced by ``rule`` (``_Max`` or ``_Sum``) over its taps in order;
+    ``finish(b, state, p, q)`` writes the result of the window at output ``q``."""
+    slots = [b.alloca(c.type) for c in rule.empty]  # in the function's first block
 
     def plane(b, p):
+        base = b.mul(p, size)
+
+        def general(b, q):
+            for slot, c in zip(slots, rule.empty):
+                b.store(c, slot)
+
+            def tap(b, flat):
+                v = sc.load(b, b.gep(x, [b.add(base, flat)]), t)
+                state = rule.step_any(b, [b.load(s) for s in slots], v, flat)
+                for slot, value in zip(slots, state):
+                    b.store(value, slot)
+            _window(b, b.function, axes, q, tap)
+            finish(b, [b.load(s) for s in slots], p, q)
+
+        def whole(b, q):
+            taps = []
+
+            def tap(b, flat):
+                v = sc.load(b, b.gep(x, [b.add(base, flat)]), t)
+                taps.append(rule.step(b, taps[-1] if taps else rule.empty, v, flat, not taps))
+            _whole(b, axes, q, tap)
+            finish(b, taps[-1], p, q)
+        _outputs(b, b.function, axes, general, whole)
+    return plane
+
+
+def _max_pool(b, op: Op, ptrs, axes, size, per_out):
+    """``max_pool``: the selected element; ``max_pool_argmax``: its flat index."""
+    x, out = ptrs
+    t = op.operands[0].type
+    outs = [a.out for a in axes]
+
+    def finish(b, state, p, q):
+        at = b.gep(out, [b.add(b.mul(p, per_out), _flat(b, q, outs))])
+        b.store(state[0] if op.name == "max_pool" else state[1], at)
+    return _reduce_windows(b, x, t, axes, size, _Max(t), finish)
+
+
+def _selected(b, op: Op, ptrs, axes, size, per_out):
+    """``max_pool_grad`` and ``max_pool_take``, plane by plane: the taps selected into
+    ``ptrs[3]``, then read (``take``) or written (``grad``) there."""
+    x, other, out, sel = ptrs
+    t = op.operands[0].type
+    ty = sc.mem_type(t)
+    outs = [a.out for a in axes]
+
+    def finish(b, state, p, q):
+        b.store(state[1], b.gep(sel, [_flat(b, q, outs)]))
+    select = _reduce_windows(b, x, t, axes, size, _Max(t), finish)
+
+    def plane(b, p):
+        base, first = b.mul(p, size), b.mul(p, per_out)
+        if op.name == "max_pool_grad":
+            _zero(b, b.gep(out, [base]), size, t)
+        select(b, p)
+
+        def each(b, i):
+            o = i[0]
+            s = b.load(b.gep(sel, [o]))
+            found = b.icmp_signed(">=", s, _const(0))
+            if op.name == "max_pool_take":
+                b.store(ir.Constant(ty, 0), b.gep(out, [b.add(first, o)]))
+                with b.if_then(found):
+                    b.store(b.load(b.gep(other, [b.add(base, s)])), b.gep(out, [b.add(first, o)]))
+                return
+            with b.if_then(found):
+                g = b.load(b.gep(other, [b.add(first, o)]))
+                at = b.gep(out, [b.add(base, s)])
+                b.store(g if _disjoint(op) else b.fadd(b.load(at), g), at)
+        loop_nest(b, b.function, (per_out,), each)
+    return plane
+
+
+def _sum_pool(b, op: Op, ptrs, axes, size, per_out):
+    x, out = ptrs
+    outs = [a.out for a in axes]
+
+    def finish(b, state, p, q):
+        b.store(state[0], b.gep(out, [b.add(b.mul(p, per_out), _flat(b, q, outs))]))
+    return _reduce_windows(b, x, op.operands[0].type, axes, size, _Sum(op.results[0].type),
+                           finish)
+
+
+def _sum_pool_transpose(b, op: Op, ptrs, axes, size, per_out):
+    """Zero the plane, then tap by tap add the cotangent where the tap reads."""
+    t = op.results[0].type
+    g, out = ptrs
+
+    def plane(b, p):
+        _zero(b, b.gep(out, [b.mul(p, size)]), size, t)
+
         def tap(b, j):
             bounds, offs = [], []
             for a, ji in zip(axes, j):
@@ -274,6 +393,6 @@ def _sum_pool_transpose(b, f, op: Op, ptrs, planes, axes):
                 v = b.load(b.gep(g, [b.add(b.mul(p, per_out), _flat(b, q, [
                     a.out for a in axes]))]))
                 b.store(b.fadd(b.load(at), v), at)
-            _ranges(b, f, bounds, add)
-        _ranges(b, f, [(_const(0), _const(a.k)) for a in axes], tap)
-    return loop_nest(b, f, (planes,), lambda b, i: plane(b, i[0]))
+            _ranges(b, b.function, bounds, add)
+        _ranges(b, b.function, [(_const(0), _const(a.k)) for a in axes], tap)
+    return plane

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...ir import Op
 from . import convolve, pooling
+from .kernel import I64
 
 #: the ops lowered here
 LOWERED = ("conv", *pooling.LOWERED)
@@ -35,6 +36,8 @@ class Windows:
         dst = self._place(out)
         values = [*op.operands, out]
         args = [self._typed(self.vals[v] if v is not out else dst, v.type) for v in values]
+        if pooling.selections(op):
+            args.append(self.b.bitcast(self._scratch(pooling.selections(op)), I64.as_pointer()))
         planes, sizes, outs = pooling.layout(op)
         args += [self._size(n) for n in (planes, *sizes, *outs)]
         self._helper(args, lambda f: pooling.build(f, op))
@@ -46,9 +49,11 @@ class Windows:
         t = out.type
         dst = self._place(out)
         cols = self._scratch(convolve.column_bytes(op))
-        args = [self._typed(p, t) for p in (self.vals[x], self.vals[w], dst, cols)]
+        places = [cols]
+        if convolve.padded(op):
+            places.append(self._scratch(convolve.padded_bytes(op)))
+        args = [self._typed(p, t) for p in (self.vals[x], self.vals[w], dst, *places)]
         args.append(self._table(convolve.layout(op)))
-        nd, by_rows = len(t.shape) - 2, convolve.rows(op)
-        self._helper(args, lambda f: convolve.build(f, t, nd, by_rows))
+        self._helper(args, lambda f: convolve.build(f, op))
         self.vals[out] = dst
 
