@@ -43,7 +43,6 @@ from . import scalar as sc
 from .kernel import I64, loop_nest
 
 LOWERED = tuple(sorted(POOL_OPS))
-_MAX_FAMILY = ("max_pool", "max_pool_argmax", "max_pool_grad", "max_pool_take")
 #: windows of at most this many taps are also emitted as straight-line code, for the
 #: outputs whose window holds no padding
 _UNROLLED = 32

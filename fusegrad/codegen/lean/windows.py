@@ -1,8 +1,9 @@
 """Ops over sliding windows in an entry: the convolution (``convolve.py``) and the
 pooling ops (``pooling.py``), each one call of a loop function built in a module of its
-own, named by content, whose sizes are arguments read from the entry's size table
-(``Entry._helper``), so one module serves every size and a standalone module stays the
-same text at every size (``standalone``).
+own, named by content (``Entry._helper``). The geometry (from the op's attributes) is
+in its text, its sizes are arguments read from the entry's size table, so one module
+serves every size of a geometry and a standalone module is the same text at every size
+(``standalone``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,11 @@ class Windows:
 
     def _window(self, op: Op) -> None:
         if op.name == "conv":
-            return self._convolve(op)
+            self._convolve(op)
+        else:
+            self._pool(op)
+
+    def _pool(self, op: Op) -> None:
         out = op.results[0]
         dst = self._place(out)
         values = [*op.operands, out]
@@ -42,14 +47,12 @@ class Windows:
         args += [self._size(n) for n in (planes, *sizes, *outs)]
         self._helper(args, lambda f: pooling.build(f, op))
         self.vals[out] = dst
-        return None
 
     def _convolve(self, op: Op) -> None:
         out, (x, w) = op.results[0], op.operands
         t = out.type
         dst = self._place(out)
-        cols = self._scratch(convolve.column_bytes(op))
-        places = [cols]
+        places = [self._scratch(convolve.column_bytes(op))]
         if convolve.padded(op):
             places.append(self._scratch(convolve.padded_bytes(op)))
         args = [self._typed(p, t) for p in (self.vals[x], self.vals[w], dst, *places)]
