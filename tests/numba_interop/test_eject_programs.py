@@ -104,8 +104,8 @@ def cnn_loss(x, w, b):
 
 
 def test_a_small_cnn_and_its_gradient(tmp_path):
-    """Convolution, ReLU and max pooling (ejected for the example's shapes: the sizes of
-    a convolution's places are no polynomial the size rule fits)."""
+    """Convolution, ReLU and max pooling (ejected for the example's shapes: the bytes of
+    its (N, C, H, W) places are of degree 4 in the extents, beyond the size rule)."""
     ex = (np.zeros((2, 3, 8, 8)), np.zeros((4, 3, 3, 3)), np.zeros(4))
     grad = fg.grad(cnn_loss, argnums=(1, 2))
     ns = _module(tmp_path, {"cnn": (cnn, ex), "grad": (grad, ex)})
