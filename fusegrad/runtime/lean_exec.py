@@ -158,7 +158,7 @@ class LeanExecutable:
         #: whether large loops run on the threading layer's threads
         self.threaded = any(getattr(p, "threaded", False) for p in parts)
         whole = len(parts) == 1 and isinstance(parts[0], _Segment) and parts[0].fn is fused
-        # ops run between segments (a convolution's products, with NumPy's BLAS) are as
+        # ops run between segments (linear algebra, with NumPy's BLAS) are as
         # small as the segments' when every product of the program is
         self.serial = (blas_threads.serial() if not whole and blas_threads.wanted(
             fused, config.BLAS_SERIAL_MAX) else None)

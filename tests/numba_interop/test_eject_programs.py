@@ -94,6 +94,32 @@ def test_a_second_import_loads_the_kept_machine_code(tmp_path):
     assert names and kept == sorted(names)
 
 
+def cnn(x, w, b):
+    from fusegrad.nn import functional as F
+
+    return F.max_pool2d(fnp.maximum(F.conv2d(x, w, b, padding=1), 0.0), 2)
+
+
+def cnn_loss(x, w, b):
+    return fnp.sum(cnn(x, w, b) ** 2)
+
+
+def test_a_small_cnn_and_its_gradient(tmp_path):
+    """Convolution, ReLU and max pooling (ejected for the example's shapes: the bytes of
+    its (N, C, H, W) places are of degree 4 in the extents, beyond the size rule)."""
+    ex = (np.zeros((2, 3, 8, 8)), np.zeros((4, 3, 3, 3)), np.zeros(4))
+    grad = fg.grad(cnn_loss, argnums=(1, 2))
+    ns = _module(tmp_path, {"cnn": (cnn, ex), "grad": (grad, ex)})
+    rng = np.random.default_rng(2)
+    args = (rng.standard_normal(ex[0].shape), rng.standard_normal(ex[1].shape),
+            rng.standard_normal(4))
+    np.testing.assert_allclose(ns["cnn"](*args), fg.jit(cnn)(*args), rtol=1e-13)
+    for got, want in zip(ns["grad"](*args), fg.jit(grad)(*args)):
+        np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    with pytest.raises(ValueError, match="ejected for these shapes only"):
+        ns["cnn"](np.ones((3, 3, 8, 8)), *args[1:])
+
+
 def test_an_op_not_lowered_natively_is_a_clear_error():
     def f(x):
         return fnp.sum(fnp.real(fnp.fft.fft(x)) * x)

@@ -269,7 +269,7 @@ def test_a_child_forked_inside_a_serial_block_gets_the_count_back(two_threads):
 
 
 def _conv_step(w, x):
-    """A convolution (run with NumPy between compiled segments) and its gradient."""
+    """A convolution and its gradient."""
     from fusegrad.nn import functional as F
 
     return fg.grad(lambda w: fnp.sum(fnp.tanh(F.conv2d(x, w, padding=1)) ** 2))(w)
@@ -277,25 +277,36 @@ def _conv_step(w, x):
 
 @needs_blas
 def test_ops_between_segments_share_the_single_blas_thread(two_threads, monkeypatch):
-    # NumPy's BLAS (a library of its own) runs the convolution's products: it is on one
-    # thread while the call runs, and gets its count back after
+    # an op run with NumPy between compiled segments whose products go to NumPy's BLAS
+    # (a library of its own): the convolutions, kept out of the compiled segments here
+    # (the lean generator lowers them), are on one thread while the call runs, and the
+    # count comes back after
+    from fusegrad.codegen import lean
+    from fusegrad.passes.fusion import fuse
+    from fusegrad.passes.simplify import simplify
+    from fusegrad.runtime import compiled
+    from fusegrad.tracer import trace_pytree
+
     rng = np.random.default_rng(5)
     w, x = rng.normal(size=(4, 3, 3, 3)), rng.normal(size=(2, 3, 8, 8))
-    jitted = fg.jit(_conv_step)
-    jitted(w, x)
-    exe = _exe(jitted)
+    traced = trace_pytree(_conv_step, (w, x))
+    fn = traced.function
+    with monkeypatch.context() as m:
+        real = lean.lowers
+        m.setattr(lean, "lowers", lambda op: op.name != "conv" and real(op))
+        exe = lean_exec.build(fn, fuse(simplify(fn)), "test", compiled._run_region)
     assert exe.serial is not None and any(getattr(p, "name", "") == "conv" for p in exe.parts)
     libs = blas_threads.libraries()
     seen = []
-    real = lean_exec.run_op
+    real_op = lean_exec.run_op
 
     def recording(name, op, args):
         if op.name == "conv":
             seen.append([lib.get() for lib in libs])
-        return real(name, op, args)
+        return real_op(name, op, args)
 
     monkeypatch.setattr(lean_exec, "run_op", recording)
-    got = jitted(w, x)
+    (got,) = exe(w, x, *traced.free)
     assert seen and all(n == 1 for counts in seen for n in counts)
     assert [lib.get() for lib in libs] == [two_threads] * len(libs)
     assert_close(got, _interpreted(_conv_step, w, x), "exact64")

@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from . import control, copies, decompositions, engine, indexing, lapack, products, scans
+from . import control, copies, decompositions, engine, indexing, lapack, products, scans, windows
 from . import kernel as kn
 from . import scalar as sc
 from .kernel import I64, PTR, Unsupported, loop_nest
@@ -70,6 +70,8 @@ def _driver_op(op: Op) -> bool:
         return lapack.lowered(op)
     if op.name in decompositions.LOWERED:
         return lapack.lowered(op) and decompositions.lowered(op)
+    if op.name in windows.LOWERED:
+        return windows.lowered(op)
     if op.name == "matmul":
         return products.lowered(op)
     if op.name.startswith("reduce_"):
@@ -78,7 +80,7 @@ def _driver_op(op: Op) -> bool:
 
 
 class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
-            lapack.Lapack, decompositions.Decompositions, SizeTable):
+            lapack.Lapack, decompositions.Decompositions, windows.Windows, SizeTable):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 
@@ -165,6 +167,8 @@ class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
             return self._linalg(op)
         if op.name in decompositions.LOWERED:
             return self._decomposition(op)
+        if op.name in windows.LOWERED:
+            return self._window(op)
         if op.name == "fused":
             return self._kernel(op)
         if op.name == "constant":
@@ -473,6 +477,8 @@ def _work(op: Op) -> int:
         return lapack.work(op)
     if op.name in decompositions.LOWERED:
         return decompositions.work(op)
+    if op.name in windows.LOWERED:
+        return windows.work(op)
     return 0
 
 
