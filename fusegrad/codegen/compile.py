@@ -17,7 +17,6 @@ temporary directory.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import sys
@@ -25,6 +24,7 @@ import tempfile
 import warnings
 
 from .. import _forksafe, _sources, config
+from .._sources import sha256
 from .._version import __version__
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,7 +51,7 @@ def _salt() -> str:
     import llvmlite
     import numpy
 
-    h = hashlib.sha256()
+    h = sha256()
     # every source under this directory, the math library's subpackage included; the
     # digest kept by the files' signature (``_sources``) in the cache directory, if this
     # process checked it already (finding the salt makes no directory)

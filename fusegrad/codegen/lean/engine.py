@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import json
 import os
 import re
@@ -27,6 +26,7 @@ import time
 import warnings
 
 from ... import _forksafe, config
+from ..._sources import sha256
 from ...ir.stats import add_phase
 from ..compile import _directory, salt, write_atomic
 
@@ -202,7 +202,7 @@ def _keep_object(name: str, buffer: bytes) -> None:
     # unwritable cache costs a compile next time, nothing else
     with contextlib.suppress(OSError):
         write_atomic(_object_path(name, create=True),
-                     hashlib.sha256(buffer).digest() + buffer)
+                     sha256(buffer).digest() + buffer)
 
 
 def _read_object(name: str, folder: str | None = None) -> bytes | None:
@@ -215,7 +215,7 @@ def _read_object(name: str, folder: str | None = None) -> bytes | None:
     except OSError:
         return None
     digest, body = data[:32], data[32:]
-    if hashlib.sha256(body).digest() == digest:
+    if sha256(body).digest() == digest:
         return body
     if not _state.get("warned damage"):  # one warning per process, however many
         _state["warned damage"] = True
@@ -234,7 +234,7 @@ def _get_buffer(module):
 def module_name(ir_text: str) -> str:
     """The content hash naming a module: its IR, the code generator's salt and the
     optimisation level."""
-    return "fgl_" + hashlib.sha256(f"{salt()}{config.OPT}{ir_text}".encode()).hexdigest()[:32]
+    return "fgl_" + sha256(f"{salt()}{config.OPT}{ir_text}".encode()).hexdigest()[:32]
 
 
 #: how hard LLVM works on each kind of module: ``(pass pipeline level, code generation
@@ -385,13 +385,13 @@ def read_manifest(key: str) -> dict | None:
         manifest = json.loads(data[32:])
     except (OSError, ValueError):
         return None
-    return manifest if hashlib.sha256(data[32:]).digest() == data[:32] else None
+    return manifest if sha256(data[32:]).digest() == data[:32] else None
 
 
 def write_manifest(key: str, manifest: dict) -> None:
     body = json.dumps(manifest).encode()
     with contextlib.suppress(OSError):
-        write_atomic(_manifest_path(key, create=True), hashlib.sha256(body).digest() + body)
+        write_atomic(_manifest_path(key, create=True), sha256(body).digest() + body)
 
 
 def address(symbol: str) -> int:
