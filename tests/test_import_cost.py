@@ -28,8 +28,9 @@ SURFACES = ("fusegrad.eager", "fusegrad.nn", "fusegrad.optim", "fusegrad.autogra
 HEAVY = ("scipy", "numba", "threadpoolctl", "torch", "jax", "dask")
 #: what NumPy and the standard library load on first use that a gradient does not need
 #: (``numpy.random``: the traced code's first draw imports it, ``tracer.effects``;
-#: ``hashlib``: OpenSSL's libcrypto, where ``_sources.sha256`` is CPython's own)
-UNUSED = ("numpy.random", "hashlib", "numpy.fft")
+#: ``hashlib``: OpenSSL's libcrypto, where ``_sources.sha256`` is CPython's own;
+#: ``dataclasses``: the IR's records are plain classes, ``ir/types.py``)
+UNUSED = ("numpy.random", "hashlib", "numpy.fft", "dataclasses")
 
 
 def _loaded(code: str, tmp_path, *watched: str) -> dict[str, bool]:
