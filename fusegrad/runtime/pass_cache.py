@@ -54,9 +54,9 @@ def _passes_salt() -> str:
     (versions included)."""
     if not _salt:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        memo = cg_compile._directory()  # checked first: the salts' digests are kept there
         sources = _sources.digest(root, ("ir", "passes", "tracer"),
-                                  (os.path.join("runtime", "lean_exec.py"),), memo=memo)
+                                  (os.path.join("runtime", "lean_exec.py"),),
+                                  memo=cg_compile.sources_memo())
         _salt.append(sha256((cg_compile.salt() + sources).encode()).hexdigest())
     return _salt[0]
 

@@ -28,7 +28,7 @@ import warnings
 from ... import _forksafe, config
 from ..._sources import sha256
 from ...ir.stats import add_phase
-from ..compile import _directory, salt, write_atomic
+from ..compile import _directory, machine_folder, salt, write_atomic
 
 _lock = _forksafe.lock()
 _state: dict[str, object] = {}
@@ -163,26 +163,6 @@ def _index_modules(ee) -> None:
 def _add_module(ee, mod) -> None:
     ee.add_module(mod)
     _by_address[ctypes.cast(mod._ptr, ctypes.c_void_p).value] = mod
-
-
-def machine_folder() -> str:
-    """Where what is built once per machine is kept (the math library's bitcode, the
-    runtime's own modules): beside Numba's cache of the math library, in the package,
-    as trusted as the package itself; where the package cannot be written, in the
-    cache directory."""
-    folder = _state.get("machine_folder")
-    if folder is None:
-        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "mathlib", "__pycache__")
-        with contextlib.suppress(OSError):
-            os.makedirs(here, exist_ok=True)
-        if os.access(here, os.W_OK):
-            folder = here
-        else:
-            folder = os.path.join(_directory(), "lean")
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-        _state["machine_folder"] = folder
-    return folder
 
 
 def _object_path(name: str, create: bool = False, folder: str | None = None) -> str:
