@@ -24,7 +24,8 @@ SURFACES = ("fusegrad.eager", "fusegrad.nn", "fusegrad.optim", "fusegrad.autogra
             "fusegrad.transforms.control", "fusegrad.transforms.vectorize",
             "fusegrad.transforms.forward", "fusegrad.ir.parser", "fusegrad.transforms.export",
             "fusegrad.array_api", "fusegrad.numpy.linalg", "fusegrad.numpy.fft",
-            "fusegrad.scipy.special", "fusegrad.passes.vmap", "fusegrad.passes.batching")
+            "fusegrad.scipy.special", "fusegrad.passes.vmap", "fusegrad.passes.batching",
+            "fusegrad.passes.autodiff.control_vjp", "fusegrad.passes.autodiff.linalg_vjp")
 HEAVY = ("scipy", "numba", "threadpoolctl", "torch", "jax", "dask")
 #: what NumPy and the standard library load on first use that a gradient does not need
 #: (``numpy.random``: the traced code's first draw imports it, ``tracer.effects``;
@@ -66,6 +67,22 @@ def test_first_gradient_loads_no_surface_nor_scipy_numba(tmp_path):
         """, tmp_path, *SURFACES, *HEAVY, *UNUSED, "scipy.linalg", "fusegrad.codegen.lean")
     assert loaded.pop("fusegrad.codegen.lean"), "the gradient did not run compiled"
     assert not any(loaded.values()), sorted(m for m, v in loaded.items() if v)
+
+
+def test_a_gradient_that_needs_a_rule_family_loads_it(tmp_path):
+    """The VJP rules of linear algebra, control flow and the other op families register
+    when a gradient first looks for one of them (``passes/autodiff/__init__.py``)."""
+    loaded = _loaded("""
+        import numpy as np
+        import fusegrad as fg
+        a = np.array([[2.0, 1.0], [1.0, 3.0]])
+        g = fg.grad(lambda a: fg.numpy.linalg.slogdet(a)[1])
+        assert np.allclose(g(a), np.linalg.inv(a).T)
+        h = fg.grad(lambda x: fg.cond(x > 0, lambda x: x * x, lambda x: -x, x))
+        assert h(3.0) == 6.0 and h(-3.0) == -1.0
+        """, tmp_path, "fusegrad.passes.autodiff.linalg_vjp",
+        "fusegrad.passes.autodiff.control_vjp")
+    assert all(loaded.values()), loaded
 
 
 def test_touching_a_surface_loads_it(tmp_path):

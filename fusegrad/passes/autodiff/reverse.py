@@ -19,7 +19,7 @@ from ...ir.stats import timed
 from ...tracer import Trace
 from ..simplify import dce
 from .logdet_cholesky import logdet_via_cholesky
-from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, unbroadcast, zeros
+from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, rule_of, unbroadcast, zeros
 
 
 class NotDifferentiableError(FusegradError, TypeError):
@@ -94,7 +94,7 @@ def _accumulate(cts: dict, v, ct) -> None:
 
 
 def _backprop(op, env, cts, active) -> None:
-    rule = VJP_RULES.get(op.name)
+    rule = rule_of(VJP_RULES, op.name)
     if rule is None:
         where = f" (at {op.loc})" if op.loc else ""
         raise NotDifferentiableError(
