@@ -117,15 +117,17 @@ def _numpy_random() -> _NumpyRandom | None:
 
 
 class _ImportWatch:
-    """First on ``sys.meta_path`` while a trace is open and ``numpy.random`` is not loaded:
-    finds nothing itself, but an import of ``numpy.random`` (the traced code's
-    ``np.random.rand()``) runs ``_numpy_random_loaded`` when it is done, so the draws
-    that follow are watched as if it had been loaded before. Seeding its global
-    generator from the OS, which the import does, is not the traced code's draw."""
+    """First on ``sys.meta_path`` once a trace began without ``numpy.random`` loaded: finds
+    nothing itself, but an import of ``numpy.random`` while a trace is open (the traced
+    code's ``np.random.rand()``) runs ``_numpy_random_loaded`` when it is done, so the
+    draws that follow are watched as if it had been loaded before. Seeding its global
+    generator from the OS, which the import does, is not the traced code's draw. It stays
+    there (a name compared per import): taking it out while another thread imports could
+    make that thread skip the finder after it."""
 
     @staticmethod
     def find_spec(name, path=None, target=None):
-        if name != "numpy.random":
+        if name != "numpy.random" or not _patch_count:
             return None
         for finder in sys.meta_path:
             find = getattr(finder, "find_spec", None)
@@ -149,13 +151,6 @@ class _ImportWatch:
         return spec
 
 
-def _watch_imports(on: bool) -> None:
-    if on and _ImportWatch not in sys.meta_path:
-        sys.meta_path.insert(0, _ImportWatch)
-    elif not on and _ImportWatch in sys.meta_path:
-        sys.meta_path.remove(_ImportWatch)
-
-
 def _numpy_random_loaded(module) -> None:
     """``numpy.random`` was imported while a trace was open: its functions are wrapped
     (if the wrappers are on) and the open traces that began without it take its global
@@ -164,7 +159,6 @@ def _numpy_random_loaded(module) -> None:
         _numpy.append(_NumpyRandom(module))
     state = _np_global_state()
     with _patch_lock:
-        _watch_imports(False)
         if _patch_count:
             _patch_numpy()
         for rec in _active:
@@ -277,7 +271,8 @@ def _patch() -> None:
     for owner, attr, _, wrapper in _wrappers:
         setattr(owner, attr, wrapper)
     if _numpy_random() is None:
-        _watch_imports(True)
+        if _ImportWatch not in sys.meta_path:
+            sys.meta_path.insert(0, _ImportWatch)
     else:
         _patch_numpy()
 
@@ -301,7 +296,6 @@ def _wrapped(targets) -> list:
 
 def _unpatch() -> None:
     global _np_patched
-    _watch_imports(False)
     for owner, attr, own, _ in (*_wrappers, *(_np_wrappers if _np_patched else ())):
         if own is None:  # random.Random inherits random/getrandbits from its C base
             delattr(owner, attr)
