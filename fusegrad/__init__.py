@@ -12,13 +12,8 @@ gradient does not need (``tests/test_import_cost.py``).
 
 import importlib as _importlib
 
-# these register with the layers below, for NumPy's and SciPy's own functions on traced arrays
-from . import (  # noqa: F401
-    array_api,  # x.__array_namespace__(): SciPy's functions dispatch through it
-    numpy,  # NumPy's protocol table: np.sin(x)
-)
+from . import numpy  # noqa: F401  (registers NumPy's protocol table: np.sin(x) on traced arrays)
 from ._version import __version__ as __version__
-from .scipy import special as _scipy_special  # noqa: F401  (scipy.special's ufunc table)
 
 #: public name -> the module (relative to this package) that defines it
 _EXPORTS = {
@@ -74,7 +69,7 @@ _SUBMODULES = (
 )  # fmt: skip
 
 #: other names for submodules
-_ALIASES = {"_scipy_optimize": "scipy.optimize"}
+_ALIASES = {"_scipy_optimize": "scipy.optimize", "_scipy_special": "scipy.special"}
 
 #: the eager Tensor's names (``fg.tensor``, ``fg.no_grad``, ``fg.float32``, ...) come from here
 _TENSOR_API = "eager.tensor_api"
@@ -93,6 +88,20 @@ _ALL = [
 
 def _module(relative: str):
     return _importlib.import_module(f"{__name__}.{relative}")
+
+
+def _register_on_first_use() -> None:
+    """``x.__array_namespace__()`` of a traced array (SciPy's functions dispatch through
+    it) imports ``array_api``, and a ``scipy.special`` ufunc on one imports its table
+    (``scipy.special``), on first use: a gradient needs neither."""
+    from .ir import array
+    from .tracer import array_api
+
+    array_api.register_namespace(lambda: _module("array_api"))
+    array.defer("scipy.special", lambda: _module("scipy.special"))
+
+
+_register_on_first_use()
 
 
 def _tensor_api():

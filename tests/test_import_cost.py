@@ -22,8 +22,16 @@ SURFACES = ("fusegrad.eager", "fusegrad.nn", "fusegrad.optim", "fusegrad.autogra
             "fusegrad.amp", "fusegrad.masked", "fusegrad.random", "fusegrad.serialization",
             "fusegrad.utils", "fusegrad.distributed", "fusegrad.scipy.optimize",
             "fusegrad.transforms.control", "fusegrad.transforms.vectorize",
-            "fusegrad.transforms.forward", "fusegrad.ir.parser")
+            "fusegrad.transforms.forward", "fusegrad.ir.parser", "fusegrad.transforms.export",
+            "fusegrad.array_api", "fusegrad.numpy.linalg", "fusegrad.numpy.fft",
+            "fusegrad.scipy.special", "fusegrad.passes.vmap", "fusegrad.passes.batching",
+            "fusegrad.passes.autodiff.control_vjp", "fusegrad.passes.autodiff.linalg_vjp")
 HEAVY = ("scipy", "numba", "threadpoolctl", "torch", "jax", "dask")
+#: what NumPy and the standard library load on first use that a gradient does not need
+#: (``numpy.random``: the traced code's first draw imports it, ``tracer.effects``;
+#: ``hashlib``: OpenSSL's libcrypto, where ``_sources.sha256`` is CPython's own;
+#: ``dataclasses``: the IR's records are plain classes, ``ir/types.py``)
+UNUSED = ("numpy.random", "hashlib", "numpy.fft", "dataclasses")
 
 
 def _loaded(code: str, tmp_path, *watched: str) -> dict[str, bool]:
@@ -56,9 +64,25 @@ def test_first_gradient_loads_no_surface_nor_scipy_numba(tmp_path):
                         + 100.0 * (x[2] - x[1] ** 2) ** 2 + (1.0 - x[1]) ** 2)
         g = rosen(np.array([0.5, -0.3, 1.2]))
         assert abs(g[0] - 109.0) < 1e-12 and abs(g[2] - 222.0) < 1e-12, g
-        """, tmp_path, *SURFACES, *HEAVY, "scipy.linalg", "fusegrad.codegen.lean")
+        """, tmp_path, *SURFACES, *HEAVY, *UNUSED, "scipy.linalg", "fusegrad.codegen.lean")
     assert loaded.pop("fusegrad.codegen.lean"), "the gradient did not run compiled"
     assert not any(loaded.values()), sorted(m for m, v in loaded.items() if v)
+
+
+def test_a_gradient_that_needs_a_rule_family_loads_it(tmp_path):
+    """The VJP rules of linear algebra, control flow and the other op families register
+    when a gradient first looks for one of them (``passes/autodiff/__init__.py``)."""
+    loaded = _loaded("""
+        import numpy as np
+        import fusegrad as fg
+        a = np.array([[2.0, 1.0], [1.0, 3.0]])
+        g = fg.grad(lambda a: fg.numpy.linalg.slogdet(a)[1])
+        assert np.allclose(g(a), np.linalg.inv(a).T)
+        h = fg.grad(lambda x: fg.cond(x > 0, lambda x: x * x, lambda x: -x, x))
+        assert h(3.0) == 6.0 and h(-3.0) == -1.0
+        """, tmp_path, "fusegrad.passes.autodiff.linalg_vjp",
+        "fusegrad.passes.autodiff.control_vjp")
+    assert all(loaded.values()), loaded
 
 
 def test_touching_a_surface_loads_it(tmp_path):
@@ -82,15 +106,25 @@ def test_touching_a_surface_loads_it(tmp_path):
 
 
 def test_numpy_and_array_api_protocols_work_without_importing_the_surfaces(tmp_path):
-    """``fusegrad.numpy`` and ``fusegrad.array_api`` register with the tracer when
-    ``fusegrad`` is imported: NumPy's own functions work on traced arrays at once."""
+    """``fusegrad.numpy`` registers with the tracer when ``fusegrad`` is imported, and
+    ``fusegrad`` what loads the array API namespace, ``fusegrad.numpy.linalg`` and ``fft``
+    and the ``scipy.special`` table: NumPy's and SciPy's own functions work on traced
+    arrays at once."""
     loaded = _loaded("""
         import numpy as np
+        import scipy.special
         import fusegrad as fg
         g = fg.grad(lambda x: np.sum(np.sin(x)) + x.__array_namespace__().sum(x * x))
         assert np.allclose(g(np.zeros(3)), 1.0)
-        """, tmp_path, "fusegrad.eager")
-    assert loaded == {"fusegrad.eager": False}
+        h = fg.grad(lambda x: np.linalg.norm(x) + np.fft.rfft(x)[0].real
+                    + np.sum(scipy.special.expit(x)))
+        s = scipy.special.expit(np.array([3.0, 4.0]))
+        assert np.allclose(h(np.array([3.0, 4.0])), np.array([0.6, 0.8]) + 1.0 + s * (1 - s))
+        """, tmp_path, "fusegrad.eager", "fusegrad.array_api", "fusegrad.numpy.linalg",
+        "fusegrad.numpy.fft", "fusegrad.scipy.special")
+    assert loaded == {"fusegrad.eager": False, "fusegrad.array_api": True,
+                      "fusegrad.numpy.linalg": True, "fusegrad.numpy.fft": True,
+                      "fusegrad.scipy.special": True}
 
 
 def test_every_public_name_is_listed_and_reachable():

@@ -34,7 +34,7 @@ from ..eager.custom_function import BackwardCFunction
 from ..eager.engine import grad as autograd_grad
 from ..eager.grad_mode import enable_grad
 from ..ir.printer import print_function
-from ..passes.batching import batch
+from ..passes.vmap import batch
 from ..runtime import run
 from ..runtime.compiled import executable
 from ..tracer import trace_pytree

@@ -17,7 +17,6 @@ temporary directory.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import stat
 import sys
@@ -25,6 +24,7 @@ import tempfile
 import warnings
 
 from .. import _forksafe, _sources, config
+from .._sources import sha256
 from .._version import __version__
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,13 +51,10 @@ def _salt() -> str:
     import llvmlite
     import numpy
 
-    h = hashlib.sha256()
+    h = sha256()
     # every source under this directory, the math library's subpackage included; the
-    # digest kept by the files' signature (``_sources``) in the cache directory, if this
-    # process checked it already (finding the salt makes no directory)
-    memo = _fallback_dir or (config.CACHE_DIR if config.CACHE_DIR in _verified
-                             and _still_private(config.CACHE_DIR) else None)
-    h.update(_sources.digest(_HERE, (".",), memo=memo).encode())
+    # digest kept by the files' signature (``_sources``)
+    h.update(_sources.digest(_HERE, (".",), memo=sources_memo()).encode())
     # Numba's version from the module where it is loaded, else from its installed
     # distribution: the lean generator never imports Numba
     numba = sys.modules.get("numba")
@@ -69,6 +66,43 @@ def _salt() -> str:
 
 
 _SALT: str | None = None
+#: the package's folder for what is made once per machine (None: not writable), then
+#: the folder it is kept in (``machine_folder``)
+_package_folder: list[str | None] = []
+
+
+def _in_package() -> str | None:
+    """The package's folder for what is made once per machine, if it can be written."""
+    if not _package_folder:
+        here = os.path.join(_HERE, "mathlib", "__pycache__")
+        with contextlib.suppress(OSError):
+            os.makedirs(here, exist_ok=True)
+        _package_folder.append(here if os.access(here, os.W_OK) else None)
+    return _package_folder[0]
+
+
+def machine_folder() -> str:
+    """Where what is built once per machine is kept (the math library's bitcode, the
+    runtime's own modules, the digests of the sources): beside Numba's cache of the math
+    library, in the package, as trusted as the package itself; where the package cannot
+    be written, in the cache directory."""
+    if len(_package_folder) < 2:
+        folder = _in_package()
+        if folder is None:
+            folder = os.path.join(_directory(), "lean")
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+        _package_folder.append(folder)
+    return _package_folder[1]
+
+
+def sources_memo() -> str | None:
+    """Where the digests of fusegrad's sources are kept by the files' signature
+    (``_sources.digest``): the package's folder for what is made once per machine (an
+    empty cache directory hashes no source), else the cache directory if this process
+    checked it already (finding a salt makes no directory), else nowhere."""
+    return _in_package() or _fallback_dir or (
+        config.CACHE_DIR if config.CACHE_DIR in _verified and _still_private(config.CACHE_DIR)
+        else None)
 
 
 def salt() -> str:

@@ -13,12 +13,12 @@ while Numba's front end sees one call.
 
 from __future__ import annotations
 
-import hashlib
 import pickle
 
 from numba.core.caching import FunctionCache
 from numba.core.registry import CPUDispatcher
 
+from .._sources import sha256
 from . import compile as cg_compile
 
 #: functions Numba adds for calls from Python and C, which callers never link
@@ -57,7 +57,7 @@ class _SaltedCache(FunctionCache):
     """
 
     def _index_key(self, sig, codegen):
-        h = hashlib.sha256(cg_compile.salt().encode())
+        h = sha256(cg_compile.salt().encode())
         _hash_function(h, self._py_func)
         return (sig, codegen.magic_tuple(), (h.hexdigest(),))
 

@@ -16,8 +16,10 @@ import weakref
 
 from ..ir.bind import bind
 from ..passes.autodiff.jvp_rules import JVP_RULES
-from ..passes.autodiff.vjp_rules import NON_DIFFERENTIABLE
+from ..passes.autodiff.vjp_rules import NON_DIFFERENTIABLE, load_families
 from . import tensor_base as TB
+
+load_families()  # every op's JVP rule: tangents are pushed by op name
 
 #: 1 while a dual level is open (0 also while a JVP rule runs, so rules see plain values).
 ACTIVE = [0]

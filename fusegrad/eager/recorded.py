@@ -23,12 +23,14 @@ import numpy as np
 from ..ir import array as A
 from ..ir.bind import bind, handler_for
 from ..ir.types import TensorType
-from ..passes.autodiff.vjp_rules import VJP_RULES, unbroadcast
+from ..passes.autodiff.vjp_rules import VJP_RULES, load_families, unbroadcast
 from ..passes.simplify import dce
 from ..tracer import Trace
 from . import tensor_base as TB
 from .node import Node
 from .numpy_vjps import NUMPY_VJPS, numpy_unbroadcast
+
+load_families()  # every op's VJP rule: the eager backward looks them up by name
 
 
 class Entry:

@@ -35,6 +35,29 @@ def implements(*np_funcs):
 #: ``scipy.special`` ufunc name -> implementation (filled by ``fusegrad.scipy.special``).
 SCIPY_UFUNCS: dict = {}
 
+#: NumPy's or SciPy's module -> what imports the fusegrad module that implements its
+#: functions (``defer``)
+_DEFERRED: dict = {}
+
+
+def defer(module: str, load) -> None:
+    """``load()`` imports the fusegrad module implementing the functions of NumPy's or
+    SciPy's ``module`` (``numpy.linalg``, ``numpy.fft``, ``scipy.special``): called when
+    one of them is looked up and not found, so that what a gradient does not need loads
+    on first use."""
+    _DEFERRED[module] = load
+
+
+def numpy_function(func):
+    """The implementation of NumPy function ``func``, or None."""
+    impl = NUMPY_FUNCTIONS.get(func)
+    if impl is None:
+        load = _DEFERRED.get(getattr(func, "__module__", None))
+        if load is not None:
+            load()
+            impl = NUMPY_FUNCTIONS.get(func)
+    return impl
+
 
 def scipy_ufunc(ufunc):
     """The implementation of ``ufunc`` if it is one of ``scipy.special``'s, else None."""
@@ -42,6 +65,8 @@ def scipy_ufunc(ufunc):
     name = getattr(ufunc, "__name__", None)
     if special is None or name is None or getattr(special, name, None) is not ufunc:
         return None
+    if name not in SCIPY_UFUNCS and "scipy.special" in _DEFERRED:
+        _DEFERRED["scipy.special"]()
     return SCIPY_UFUNCS.get(name)
 
 

@@ -6,22 +6,27 @@ Values are compared by identity; names exist only in the printed text.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
 from typing import Any
 
 from .printer import print_function
-from .types import TensorType, slotted_reduce
+from .types import TensorType, fields_repr, frozen, replaced, slotted_reduce
+
+_setattr = object.__setattr__
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Value:
     """One SSA value: defined once (by a parameter or an op result), typed."""
 
+    __slots__ = ("type", "hint")  # noqa: RUF023
     type: TensorType
-    hint: str | None = None
+    hint: str | None
 
+    __setattr__ = __delattr__ = frozen
     __reduce__ = slotted_reduce
+
+    def __init__(self, type: TensorType, hint: str | None = None):
+        _setattr(self, "type", type)
+        _setattr(self, "hint", hint)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -35,7 +40,6 @@ class Value:
         return f"Value({self.hint or hex(id(self))}: {self.type})"
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Op:
     """One operation: ``results = name(operands) {attrs}``, with optional regions.
 
@@ -43,32 +47,54 @@ class Op:
     the user's ``file:line`` that produced the op, for error messages.
     """
 
+    __slots__ = ("name", "operands", "attrs", "results", "regions", "loc")  # noqa: RUF023
     name: str
     operands: tuple[Value, ...]
     attrs: dict[str, Any]
     results: tuple[Value, ...]
-    regions: tuple[Function, ...] = ()
-    loc: str | None = None
+    regions: tuple[Function, ...]
+    loc: str | None
 
+    __setattr__ = __delattr__ = frozen
     __reduce__ = slotted_reduce
+    __repr__ = fields_repr
+
+    def __init__(self, name: str, operands: tuple[Value, ...], attrs: dict[str, Any],
+                 results: tuple[Value, ...], regions: tuple[Function, ...] = (),
+                 loc: str | None = None):
+        _setattr(self, "name", name)
+        _setattr(self, "operands", operands)
+        _setattr(self, "attrs", attrs)
+        _setattr(self, "results", results)
+        _setattr(self, "regions", regions)
+        _setattr(self, "loc", loc)
 
     def replace(self, **changes) -> Op:
-        return dataclasses.replace(self, **changes)
+        return replaced(self, changes)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
 class Function:
     """An SSA function: typed parameters, ops in definition order, results."""
 
+    __slots__ = ("name", "params", "ops", "results")  # noqa: RUF023
     name: str
     params: tuple[Value, ...]
     ops: tuple[Op, ...]
     results: tuple[Value, ...]
 
+    __setattr__ = __delattr__ = frozen
     __reduce__ = slotted_reduce
+    __repr__ = fields_repr
+
+    def __init__(self, name: str, params: tuple[Value, ...], ops: tuple[Op, ...],
+                 results: tuple[Value, ...]):
+        _setattr(self, "name", name)
+        _setattr(self, "params", params)
+        _setattr(self, "ops", ops)
+        _setattr(self, "results", results)
 
     def replace(self, **changes) -> Function:
-        return dataclasses.replace(self, **changes)
+        return replaced(self, changes)
 
     @property
     def in_types(self) -> tuple[TensorType, ...]:
@@ -107,8 +133,8 @@ class Builder:
         regions: tuple[Function, ...] = (),
         loc: str | None = None,
     ) -> tuple[Value, ...]:
-        # the slots set directly: a frozen dataclass's __init__ sets each field through
-        # object.__setattr__, a third of the cost of recording an op
+        # the slots set directly: __init__ sets each field through object.__setattr__, a
+        # third of the cost of recording an op
         results = []
         for t in result_types:
             v = _new(Value)

@@ -25,12 +25,12 @@ TypeError), or for invalid IR (a value used before it is defined, or defined twi
 
 from __future__ import annotations
 
-import hashlib
 import io
 import pickle
 
 import numpy as np
 
+from .._sources import sha256
 from .printer import format_attr_value
 
 _EXACT = frozenset((int, float, str, bool, complex, type(None)))
@@ -148,4 +148,4 @@ def fingerprint(fn, *, locs: bool = True, salt: str = "") -> str | None:
     pickler = pickle.Pickler(out, protocol=5)
     pickler.fast = True  # no memo: equal forms give equal bytes, however objects are shared
     pickler.dump(form)
-    return hashlib.sha256(out.getbuffer()).hexdigest()
+    return sha256(out.getbuffer()).hexdigest()

@@ -244,14 +244,14 @@ class ArrayMethods:
     # NumPy protocols: plain NumPy code records ops / runs eagerly
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = _np_name(ufunc) + ("" if method == "__call__" else f".{method}")
-        impl = A.NUMPY_FUNCTIONS.get(ufunc) or A.scipy_ufunc(ufunc)
+        impl = A.numpy_function(ufunc) or A.scipy_ufunc(ufunc)
         if method != "__call__" or impl is None:
             raise TypeError(_unsupported(name))
         A.refuse(name, kwargs)  # out=, where=, dtype=, ...
         return impl(*inputs)
 
     def __array_function__(self, func, types, args, kwargs):
-        impl = A.NUMPY_FUNCTIONS.get(func)
+        impl = A.numpy_function(func)
         if impl is None:
             raise TypeError(_unsupported(_np_name(func)))
         return impl(*args, **kwargs)

@@ -7,10 +7,10 @@ its own module so that ``bind`` depends on the table, not on the modules that fi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from .types import fields_repr, frozen, slotted_reduce
 
 
-@dataclass(frozen=True, slots=True)
 class OpDef:
     """Schema of one primitive op.
 
@@ -20,14 +20,36 @@ class OpDef:
     but the boolean condition) or ``None`` (operands taken as they are).
     """
 
+    __slots__ = ("name", "arity", "attrs", "rule", "impl", "kind", "promote", "doc")  # noqa: RUF023
     name: str
     arity: int | None
     attrs: tuple[str, ...]
     rule: Callable
     impl: Callable
     kind: str
-    promote: str | None = None
-    doc: str = ""
+    promote: str | None
+    doc: str
+
+    __setattr__ = __delattr__ = frozen
+    __reduce__ = slotted_reduce
+    __repr__ = fields_repr
+
+    def __init__(self, name: str, arity: int | None, attrs: tuple[str, ...], rule: Callable,
+                 impl: Callable, kind: str, promote: str | None = None, doc: str = ""):
+        for field, value in zip(self.__slots__, (name, arity, attrs, rule, impl, kind,
+                                                 promote, doc)):
+            object.__setattr__(self, field, value)
+
+    def _fields(self) -> tuple:
+        return tuple(getattr(self, n) for n in self.__slots__)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
 
 
 OPS: dict[str, OpDef] = {}

@@ -6,8 +6,8 @@ start's loading. ``encode`` instead numbers the types, values, ops and functions
 reachable from some roots (each object once, so sharing survives: a segment's ops are
 its program's) into tables of tuples, strings and numbers, which ``pickle`` writes and
 reads in C; ``decode`` makes the objects again in one loop, setting their slots
-directly (a frozen dataclass's ``__init__`` sets each field through
-``object.__setattr__``, three times slower).
+directly (a record's ``__init__`` sets each field through ``object.__setattr__``,
+three times slower).
 
 The form: ``(VERSION, types, values, items, roots)``; ``types``: ``(shape, dtype
 name)``; ``values``: ``(type number, hint)``; ``items``, in an order where everything

@@ -5,13 +5,15 @@ the op table's NumPy reference; inside a transform it records IR. The same
 functions back NumPy's protocols, so ``np.sin(tracer)`` records ``sin``.
 
 Here: elementwise functions and reductions; ``_shape``: shape ops, gathers and array
-creation; ``_contract``: dot, inner, outer, tensordot, einsum; ``linalg``: norms.
+creation; ``_contract``: dot, inner, outer, tensordot, einsum; ``linalg``: norms, solves
+and decompositions, and ``fft`` (both loaded on first use).
 A surface: it may import ``ir`` (and anything below the surfaces); nothing in the
 layers below imports it.
 """
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
@@ -39,7 +41,6 @@ from ..ir.array import (  # also re-exported as NumPy names
 )
 from ..ir.array import implements as _implements
 from ..ir.bind import aval as _aval
-from . import fft  # noqa: F401  (fnp.fft, as np.fft)
 from ._complex import (  # noqa: F401
     angle,
     complex,
@@ -335,10 +336,26 @@ _implements(np.transpose)(lambda a, axes=None: transpose(a, axes))
 _implements(np.squeeze)(lambda a, axis=None: squeeze(a, axis))
 _implements(np.broadcast_to)(lambda array, shape, subok=False: broadcast_to(array, shape))
 
-from . import linalg  # noqa: E402, F401  (fusegrad.numpy.linalg.norm)
 from ._arrays import *  # noqa: E402, F403  (tril, diag, roll, pad, r_, meshgrid, ...)
 from ._calculus import *  # noqa: E402, F403  (cumprod, diff, gradient, interp, cross)
 from ._contract import *  # noqa: E402, F403  (dot, tensordot, einsum, outer)
 from ._math import *  # noqa: E402, F403  (hypot, sinc, nan-aware functions, isclose)
 from ._shape import *  # noqa: E402, F403  (shape ops, take, creation)
 from ._sorting import *  # noqa: E402, F403  (sort, argsort, partition, searchsorted)
+
+
+def _submodule(name: str):
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def __getattr__(name: str):
+    """``fnp.fft`` and ``fnp.linalg`` (as ``np.fft``, ``np.linalg``), imported on first use,
+    as is either by the first call of one of NumPy's functions it implements on a fusegrad
+    array (``np.linalg.norm(x)``): a gradient that uses neither does not load them."""
+    if name in ("fft", "linalg"):
+        return _submodule(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+A.defer("numpy.fft", lambda: _submodule("fft"))
+A.defer("numpy.linalg", lambda: _submodule("linalg"))

@@ -5,11 +5,4 @@ May import ``config``, ``ir`` and ``tracer`` (passes replay a Function into a ne
 trace); never ``codegen``, ``runtime`` or anything above.
 """
 
-from . import (  # noqa: F401  (register the region ops' and conv's batching rules)
-    batching_control,
-    batching_conv,
-    batching_fft,
-    batching_pool,
-    matmul_rewrites,  # adds the matrix-product rules to simplify's REWRITES
-)
-from .batching_linalg import linalg_batch  # noqa: F401  (registers the linalg ops' rules)
+from . import matmul_rewrites  # noqa: F401  (adds the matrix-product rules to simplify's REWRITES)

@@ -131,3 +131,4 @@ def replay(fn: Function, size: int, args: Sequence, batched: Sequence[bool]):
                 out = bind(op.name, *xs, regions=op.regions, **op.attrs)
         env.update(zip(op.results, out if len(op.results) > 1 else (out,)))
     return [env[r] for r in fn.results], [r in is_batched for r in fn.results]
+

@@ -10,8 +10,6 @@ a zero (``x + 0 -> x``); ``x * 0`` is never folded (``inf * 0`` is NaN).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from ..ir import Function, Op, TensorType, Value
@@ -19,7 +17,7 @@ from ..ir.bind import eval_numpy
 from ..ir.optable import OPS
 from ..ir.shapes import broadcast_shapes
 from ..ir.stats import timed
-from ..ir.types import dtype_name
+from ..ir.types import dtype_name, fields_repr, frozen
 
 
 def dce(fn: Function) -> Function:
@@ -38,25 +36,39 @@ def dce(fn: Function) -> Function:
 # --- the pattern language -----------------------------------------------------------
 
 
-@dataclass(frozen=True)
 class Const:
     """Matches a value that is the scalar ``value`` (a constant, possibly broadcast)."""
 
+    __slots__ = ("value",)
     value: float
+
+    __setattr__ = __delattr__ = frozen
+    __repr__ = fields_repr
+
+    def __init__(self, value: float):
+        object.__setattr__(self, "value", value)
 
 
 ZERO, ONE, MINUS_ONE = Const(0), Const(1), Const(-1)
 
 
-@dataclass(frozen=True)
 class Rule:
     """``pattern -> replacement``. Patterns: a name binds any value, ``Const`` matches a
     scalar constant, ``(op, *operand patterns)`` matches an op. Replacements: a bound
     name, ``(op, *names)``, or a function ``(bindings, op, emit) -> Value``."""
 
+    __slots__ = ("pattern", "replacement", "broadcast_ok")  # noqa: RUF023
     pattern: object
     replacement: object
-    broadcast_ok: bool = False
+    broadcast_ok: bool
+
+    __setattr__ = __delattr__ = frozen
+    __repr__ = fields_repr
+
+    def __init__(self, pattern: object, replacement: object, broadcast_ok: bool = False):
+        object.__setattr__(self, "pattern", pattern)
+        object.__setattr__(self, "replacement", replacement)
+        object.__setattr__(self, "broadcast_ok", broadcast_ok)
 
 
 def _same_type_as_result(b, op, emit):

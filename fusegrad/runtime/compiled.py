@@ -12,7 +12,6 @@ fallback.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import sys
 import threading
@@ -20,6 +19,7 @@ import time
 from collections import OrderedDict
 
 from .. import _forksafe, config
+from .._sources import sha256
 from ..codegen import compile as cg_compile
 from ..ir import Function
 from ..ir.errors import FusegradError
@@ -56,7 +56,7 @@ def _log(message: str) -> None:
 
 def _internal(fn: Function, err: Exception) -> CodegenError:
     text = print_function(fn, locs=True)
-    name = hashlib.sha256(text.encode()).hexdigest()[:16]
+    name = sha256(text.encode()).hexdigest()[:16]
     try:
         path = os.path.join(cg_compile._directory(), f"repro_{name}.fgir")
         cg_compile.write_atomic(path, text)  # replaces a symlink there, never its target

@@ -21,7 +21,7 @@ from ..ir import Function, Op
 from ..ir.control_ops import CONTROL_OPS, RUNNER
 from ..ir.printer import print_function
 from ..ir.stats import take_phases
-from . import blas_threads, debug_nans, threading_layer
+from . import blas_threads, threading_layer
 from .interpreter import run, run_op
 
 
@@ -222,14 +222,14 @@ class LeanExecutable:
             return run(self.fn, *args)  # the interpreter raises the precise error
         out = tuple(self._native(conv))
         if config.DEBUG_NANS:
-            debug_nans.check(self.fn, args, out)
+            _check_nans(self.fn, args, out)
         return out
 
     def call_unchecked(self, args):
         out = self._native([a if a.flags.c_contiguous and a.flags.aligned
                             else np.ascontiguousarray(a) for a in args])
         if config.DEBUG_NANS:
-            debug_nans.check(self.fn, args, out)
+            _check_nans(self.fn, args, out)
         return out
 
     def fast_caller(self, extra: tuple = ()):
@@ -247,6 +247,12 @@ class LeanExecutable:
                     return native([np.ascontiguousarray(a) for a in (*args, *extra)])[first:]
             return native((*args, *extra))[first:]
         return call
+
+
+def _check_nans(fn: Function, args, out) -> None:
+    from . import debug_nans  # (loaded by the first call with FUSEGRAD_DEBUG_NANS set)
+
+    debug_nans.check(fn, args, out)
 
 
 def _region_runner(executable):

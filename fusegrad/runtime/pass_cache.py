@@ -26,13 +26,13 @@ The directory is the private one the machine code lives in, as trusted as that c
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import pickle
 from collections import OrderedDict
 from collections.abc import Callable
 
 from .. import _forksafe, _sources
+from .._sources import sha256
 from ..codegen import compile as cg_compile
 from ..ir import Function
 from ..ir.fingerprint import fingerprint
@@ -54,10 +54,10 @@ def _passes_salt() -> str:
     (versions included)."""
     if not _salt:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        memo = cg_compile._directory()  # checked first: the salts' digests are kept there
         sources = _sources.digest(root, ("ir", "passes", "tracer"),
-                                  (os.path.join("runtime", "lean_exec.py"),), memo=memo)
-        _salt.append(hashlib.sha256((cg_compile.salt() + sources).encode()).hexdigest())
+                                  (os.path.join("runtime", "lean_exec.py"),),
+                                  memo=cg_compile.sources_memo())
+        _salt.append(sha256((cg_compile.salt() + sources).encode()).hexdigest())
     return _salt[0]
 
 
@@ -90,7 +90,7 @@ def _read(name: str):
     try:
         with open(_path(name), "rb") as f:
             data = f.read()
-        if hashlib.sha256(data[32:]).digest() != data[:32]:
+        if sha256(data[32:]).digest() != data[:32]:
             return None
         return pickle.loads(data[32:])
     except Exception:  # unreadable: the passes run again
@@ -100,7 +100,7 @@ def _read(name: str):
 def _write(name: str, body) -> None:
     with contextlib.suppress(Exception):  # an unwritable or unpicklable result: no entry
         data = pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
-        cg_compile.write_atomic(_path(name, create=True), hashlib.sha256(data).digest() + data)
+        cg_compile.write_atomic(_path(name, create=True), sha256(data).digest() + data)
 
 
 def load(name: str) -> tuple[Function, list] | None:

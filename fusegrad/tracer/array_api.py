@@ -1,8 +1,8 @@
 """The array API standard's array attributes on tracers: ``__array_namespace__``,
 ``device``, ``to_device`` and ``mT``.
 
-The namespace itself (``fusegrad.numpy.array_api``) lives in a higher layer and
-registers itself here when it is imported.
+The namespace itself (``fusegrad.array_api``) lives in a higher layer and registers
+itself here when it is imported; ``import fusegrad`` registers what imports it.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from ..ir import array as A
 #: the array API versions the namespace follows
 API_VERSIONS = ("2021.12", "2022.12", "2023.12")
 
-_NAMESPACE: list[ModuleType] = []
+_NAMESPACE: list = []
 
 
-def register_namespace(module: ModuleType) -> None:
-    _NAMESPACE[:] = [module]
+def register_namespace(namespace) -> None:
+    """The namespace: its module, or a function that imports it and returns it (called
+    by the first ``__array_namespace__``)."""
+    _NAMESPACE[:] = [namespace]
 
 
 class Device:
@@ -56,9 +58,10 @@ class ArrayAPIMethods:
             raise ValueError(f"fusegrad supports array API versions {', '.join(API_VERSIONS)}; "
                              f"got api_version={api_version!r}")
         if not _NAMESPACE:
-            raise RuntimeError("import fusegrad (which imports fusegrad.numpy.array_api) to "
+            raise RuntimeError("import fusegrad (which registers fusegrad.array_api) to "
                                "use the array API namespace")
-        return _NAMESPACE[0]
+        namespace = _NAMESPACE[0]
+        return namespace if isinstance(namespace, ModuleType) else namespace()
 
     @property
     def device(self) -> Device:

@@ -35,6 +35,10 @@ Four mechanisms, none costing anything per traced op:
   functions) are compared before and after the trace; the line reported for a
   generator whose state changed is the first line of the user's code that names it.
 
+``numpy.random`` is not imported here (NumPy 2 loads it on first use; it and the
+modules it loads cost a first gradient 20 ms): a trace that begins without it watches
+for its import (``_ImportWatch``) and from then on watches it as above.
+
 Not seen: a generator object reached another way (e.g. returned by a call) and
 created before tracing, and a legacy ``np.random`` Gaussian that only takes the
 cached second deviate of a pair (it leaves the MT19937 state unchanged).
@@ -42,6 +46,7 @@ cached second deviate of a pair (it leaves the MT19937 state unchanged).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dis
 import functools
@@ -60,33 +65,111 @@ from .messages import library_dirs
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _LIB_DIRS = (os.path.dirname(os.path.abspath(np.__file__)) + os.sep, _PKG_DIR)
 _LIB_FILES = (random.__file__, os.path.abspath(random.__file__))
-_NP_RNG_TYPES = (np.random.RandomState, np.random.Generator, np.random.BitGenerator)
-_NP_GLOBAL = np.random.mtrand._rand
-_NP_FUNCS = tuple(n for n in dir(np.random)
-                  if getattr(getattr(np.random, n), "__self__", None) is _NP_GLOBAL)
 _CLOCKS = ("time", "time_ns", "perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns",
            "process_time", "process_time_ns")
 _RANDOM_METHODS = tuple(n for n in dir(random.Random) if not n.startswith("_")
                         and n != "getstate" and callable(getattr(random.Random, n)))
 #: (owner, attribute, name shown to the user; None: ``<generator>.<attribute>``). Every
 #: public method of ``random.Random`` (of any instance), and the ``random`` module's
-#: functions, which are methods bound to one instance when ``random`` is imported.
+#: functions, which are methods bound to one instance when ``random`` is imported
+#: (``np.random``'s functions: ``_NumpyRandom.targets``).
 _TARGETS = (
     [(random.Random, n, None) for n in _RANDOM_METHODS]
     + [(random, n, f"random.{n}") for n in _RANDOM_METHODS
        if getattr(getattr(random, n, None), "__self__", None) is random._inst]
-    + [(np.random, n, f"np.random.{n}") for n in _NP_FUNCS]
     + [(time, n, f"time.{n}") for n in _CLOCKS]
     + [(os, "urandom", "os.urandom")]
 )
 _CLOCK_NAMES = frozenset(what for owner, _, what in _TARGETS if owner in (time, os))
 _LOADS = frozenset(("LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FAST", "LOAD_ATTR",
                     "LOAD_METHOD", "LOAD_CLASSDEREF"))
+#: the state of NumPy's global generator before a trace that began without ``numpy.random``
+_ABSENT = object()
+
+
+class _NumpyRandom:
+    """What the watch uses of ``numpy.random``: its generator types, its global
+    generator and the module functions that draw from it."""
+
+    def __init__(self, module):
+        self.module = module
+        self.types = (module.RandomState, module.Generator, module.BitGenerator)
+        self.rand = module.mtrand._rand
+        self.funcs = tuple(n for n in dir(module)
+                           if getattr(getattr(module, n), "__self__", None) is self.rand)
+        self.targets = [(module, n, f"np.random.{n}") for n in self.funcs]
+        self.fast = _mt_bytes(self.rand._bit_generator) is not None
+
+
+_numpy: list[_NumpyRandom] = []
+
+
+def _numpy_random() -> _NumpyRandom | None:
+    """``numpy.random`` as the watch uses it; None while it is not (fully) loaded: then no
+    generator of it exists and nothing has drawn from it. (NumPy 2 loads it on first use,
+    and ``import fusegrad`` and a first gradient do not: 20 ms.)"""
+    if not _numpy:
+        module = sys.modules.get("numpy.random")
+        if module is None or getattr(module.__spec__, "_initializing", False):
+            return None
+        _numpy.append(_NumpyRandom(module))
+    return _numpy[0]
+
+
+class _ImportWatch:
+    """First on ``sys.meta_path`` once a trace began without ``numpy.random`` loaded: finds
+    nothing itself, but an import of ``numpy.random`` while a trace is open (the traced
+    code's ``np.random.rand()``) runs ``_numpy_random_loaded`` when it is done, so the
+    draws that follow are watched as if it had been loaded before. Seeding its global
+    generator from the OS, which the import does, is not the traced code's draw. It stays
+    there (a name compared per import): taking it out while another thread imports could
+    make that thread skip the finder after it."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != "numpy.random" or not _patch_count:
+            return None
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = None if finder is _ImportWatch or find is None else find(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            _local.importing += 1
+            try:
+                run(module)
+            finally:
+                _local.importing -= 1
+            _numpy_random_loaded(module)
+
+        with contextlib.suppress(AttributeError):  # (a loader that takes no attribute)
+            spec.loader.exec_module = exec_module
+        return spec
+
+
+def _numpy_random_loaded(module) -> None:
+    """``numpy.random`` was imported while a trace was open: its functions are wrapped
+    (if the wrappers are on) and the open traces that began without it take its global
+    generator's state now, as seeded by the import, as their state before."""
+    if not _numpy:  # (its import is not over yet: ``_numpy_random`` would wait)
+        _numpy.append(_NumpyRandom(module))
+    state = _np_global_state()
+    with _patch_lock:
+        if _patch_count:
+            _patch_numpy()
+        for rec in _active:
+            if rec.globals and rec.globals[0] is _ABSENT:
+                rec.globals = (state, *rec.globals[1:])
 
 
 class _Local(threading.local):
     def __init__(self):
         self.recorders: list[Recorder] = []
+        self.importing = 0  # importing ``numpy.random`` (``_ImportWatch``)
 
 
 _local = _Local()
@@ -148,7 +231,7 @@ def _wrap_entropy(orig):
 
     @functools.wraps(orig)
     def wrapper(n):
-        if _local.recorders:
+        if _local.recorders and not _local.importing:
             caller = sys._getframe(1)
             while caller is not None and caller.f_code.co_filename in _LIB_FILES:
                 caller = caller.f_back  # random.py's SystemRandom / secrets.randbits
@@ -175,26 +258,50 @@ def _wrap_random_init(orig):
 
 
 _wrappers: list = []  # (owner, attribute, original or None if inherited, wrapper)
+_np_wrappers: list = []  # the same for ``np.random``'s functions
+_np_patched = False
 
 
 def _patch() -> None:
     if not _wrappers:  # made once: functools.wraps costs microseconds per entry point
-        for owner, attr, what in _TARGETS:
-            own = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
-            _wrappers.append((owner, attr, own, _wrap(getattr(owner, attr), what)))
+        _wrappers.extend(_wrapped(_TARGETS))
         _wrappers.append((random, "_urandom", random._urandom, _wrap_entropy(random._urandom)))
         init = random.Random.__dict__["__init__"]
         _wrappers.append((random.Random, "__init__", init, _wrap_random_init(init)))
     for owner, attr, _, wrapper in _wrappers:
         setattr(owner, attr, wrapper)
+    if _numpy_random() is None:
+        if _ImportWatch not in sys.meta_path:
+            sys.meta_path.insert(0, _ImportWatch)
+    else:
+        _patch_numpy()
+
+
+def _patch_numpy() -> None:
+    global _np_patched
+    if not _np_wrappers:
+        _np_wrappers.extend(_wrapped(_numpy_random().targets))
+    for owner, attr, _, wrapper in _np_wrappers:
+        setattr(owner, attr, wrapper)
+    _np_patched = True
+
+
+def _wrapped(targets) -> list:
+    out = []
+    for owner, attr, what in targets:
+        own = owner.__dict__.get(attr) if isinstance(owner, type) else getattr(owner, attr)
+        out.append((owner, attr, own, _wrap(getattr(owner, attr), what)))
+    return out
 
 
 def _unpatch() -> None:
-    for owner, attr, own, _ in _wrappers:
+    global _np_patched
+    for owner, attr, own, _ in (*_wrappers, *(_np_wrappers if _np_patched else ())):
         if own is None:  # random.Random inherits random/getrandbits from its C base
             delattr(owner, attr)
         else:
             setattr(owner, attr, own)
+    _np_patched = False
 
 
 class Recorder:
@@ -255,14 +362,17 @@ class Recorder:
         changed while tracing and no other thread drew from it meanwhile."""
         np_before, py_before, others = self.globals
         for kind, prefix, names, changed in (
-            ("np", "np.random", frozenset(_NP_FUNCS), lambda: _np_global_state() != np_before),
-            ("py", "random", frozenset(_RANDOM_METHODS), lambda: random.getstate() != py_before),
+            ("np", "np.random", lambda: frozenset(_numpy_random().funcs),
+             lambda: _np_global_state() != np_before),
+            ("py", "random", lambda: frozenset(_RANDOM_METHODS),
+             lambda: random.getstate() != py_before),
         ):
             if kind in self.foreign or any(what.startswith((prefix + ".", prefix + " ("))
                                            for what, _ in self.effects):
                 continue  # another thread's draw, or seen with its line by the wrappers
             if not changed():
                 continue
+            names = names()
             site = _site_of(_Codes(self.codes), names) if self.codes else None
             if site is not None or not _drew_elsewhere(others, names):
                 self.add((f"{prefix} (the global generator)", site or self._site()))
@@ -313,22 +423,24 @@ def _mt_bytes(bg):
     return raw if raw == want else None
 
 
-_FAST_NP = _mt_bytes(_NP_GLOBAL._bit_generator) is not None
-
-
 def _np_global_state():
     """What a draw from NumPy's global generator changes: its MT19937 state (a draw that
-    only takes the cached second normal deviate of a pair changes nothing here)."""
-    if _FAST_NP and isinstance(_NP_GLOBAL._bit_generator, np.random.MT19937):
-        return ctypes.string_at(_NP_GLOBAL._bit_generator.ctypes.state_address, 2500)
-    return _state(_NP_GLOBAL)
+    only takes the cached second normal deviate of a pair changes nothing here);
+    ``_ABSENT`` while ``numpy.random`` is not loaded."""
+    info = _numpy_random()
+    if info is None:
+        return _ABSENT
+    bg = info.rand._bit_generator
+    if info.fast and isinstance(bg, info.module.MT19937):
+        return ctypes.string_at(bg.ctypes.state_address, 2500)
+    return _state(info.rand)
 
 
 def _state(g):
-    if isinstance(g, np.random.RandomState):
+    if isinstance(g, _numpy_random().module.RandomState):
         s = g.get_state(legacy=False)
     else:
-        s = (g.bit_generator if isinstance(g, np.random.Generator) else g).state
+        s = (g.bit_generator if isinstance(g, _numpy_random().module.Generator) else g).state
     return _frozen(s)
 
 
@@ -342,7 +454,9 @@ def _frozen(x):
 
 def _reachable(fn, depth: int = 4):
     """``(generator, code, name)`` for the NumPy generators ``fn`` can name, and every
-    user code object reached."""
+    user code object reached (no generator while ``numpy.random`` is not loaded)."""
+    info = _numpy_random()
+    rng_types = info.types if info is not None else ()
     found, seen, codes = [], set(), []
     todo = [(fn, depth)]
     while todo:
@@ -355,7 +469,7 @@ def _reachable(fn, depth: int = 4):
             continue
         if isinstance(obj, types.MethodType):
             todo.append((obj.__func__, d))
-            _attrs(obj.__self__, getattr(obj.__func__, "__code__", None), found)
+            _attrs(obj.__self__, getattr(obj.__func__, "__code__", None), found, rng_types)
             continue
         if not isinstance(obj, types.FunctionType):
             continue
@@ -370,15 +484,15 @@ def _reachable(fn, depth: int = 4):
                   if _filled(c)]
         named += [(f"default {i}", v) for i, v in enumerate(obj.__defaults__ or ())]
         for n, v in named:
-            if isinstance(v, _NP_RNG_TYPES):
+            if isinstance(v, rng_types):
                 found.append((v, code, n))
             elif isinstance(v, types.FunctionType | types.MethodType | functools.partial):
                 todo.append((v, d - 1))
             elif not isinstance(v, type | types.ModuleType):
-                _attrs(v, code, found)
+                _attrs(v, code, found, rng_types)
     out, ids = [], set()
     for g, code, n in found:
-        if id(g) not in ids and g is not _NP_GLOBAL:
+        if id(g) not in ids and g is not info.rand:
             ids.add(id(g))
             out.append((g, code, n))
     return out, codes
@@ -388,10 +502,10 @@ class _Codes(list):
     """Several code objects, searched in order by ``_site_of``."""
 
 
-def _attrs(v, code, found) -> None:
+def _attrs(v, code, found, rng_types) -> None:
     attrs = getattr(v, "__dict__", None)
-    if type(attrs) is dict and len(attrs) < 256:
-        found += [(a, code, k) for k, a in attrs.items() if isinstance(a, _NP_RNG_TYPES)]
+    if rng_types and type(attrs) is dict and len(attrs) < 256:
+        found += [(a, code, k) for k, a in attrs.items() if isinstance(a, rng_types)]
 
 
 def _filled(cell) -> bool:

@@ -15,11 +15,11 @@ its insertion order, which is part of its structure (as its equality is).
 from __future__ import annotations
 
 import collections
-import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any
 
-from ..ir.types import TensorType
+from ..ir.types import TensorType, frozen, slotted_reduce
 
 _REGISTRY: dict[type, tuple[Callable, Callable]] = {}
 #: Dataclasses that are leaves, not containers.
@@ -41,16 +41,34 @@ def register(cls: type, flatten: Callable, unflatten: Callable) -> type:
     return cls
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
 class TreeDef:
     """Structure of a pytree: node kind, hashable aux data, child structures."""
 
+    __slots__ = ("kind", "aux", "children", "order")  # noqa: RUF023
     kind: Any
     aux: Any
     children: tuple[TreeDef, ...]
     #: A dict's keys in insertion order when that differs from ``aux`` (the sorted keys);
     #: used only to rebuild the dict, so it is not part of equality or the hash.
-    order: tuple | None = dataclasses.field(default=None, compare=False)
+    order: tuple | None
+
+    __setattr__ = __delattr__ = frozen
+    __reduce__ = slotted_reduce
+
+    def __init__(self, kind: Any, aux: Any, children: tuple[TreeDef, ...],
+                 order: tuple | None = None):
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "aux", aux)
+        object.__setattr__(self, "children", children)
+        object.__setattr__(self, "order", order)
+
+    def __eq__(self, other):
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.kind, self.aux, self.children) == (other.kind, other.aux, other.children)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.aux, self.children))
 
     @property
     def num_leaves(self) -> int:
@@ -92,7 +110,8 @@ def _node(x):
     if t is collections.defaultdict:
         keys = _sorted_keys(x)
         return t, [x[k] for k in keys], (x.default_factory, keys)
-    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+    dataclasses = sys.modules.get("dataclasses")  # (none exists while it is not loaded)
+    if dataclasses is not None and dataclasses.is_dataclass(x) and not isinstance(x, type):
         names = tuple(f.name for f in dataclasses.fields(x))
         return t, [getattr(x, n) for n in names], names
     _KNOWN_LEAVES.add(t)
@@ -164,6 +183,8 @@ _END = object()
 
 def _build_dataclass(cls: type, values: dict):
     """``cls(**init fields)``, then the ``init=False`` fields set to their flattened values."""
+    import dataclasses  # (loaded: ``cls`` is one)
+
     init = {f.name for f in dataclasses.fields(cls) if f.init}
     obj = cls(**{k: v for k, v in values.items() if k in init})
     for k, v in values.items():

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -12,6 +11,7 @@ from ..ir import Function, TensorType
 from ..ir.bind import aval, is_weak
 from ..ir.errors import ShapeError, TracerConversionError
 from ..ir.stats import count_trace, timed
+from ..ir.types import fields_repr, frozen, slotted_reduce
 from . import gc_pause
 from .concrete import Concrete, concrete_leaves
 from .core import Trace, Tracer, located
@@ -19,7 +19,6 @@ from .effects import Recorder
 from .pytree import TreeDef, tree_flatten, tree_unflatten
 
 
-@dataclass(frozen=True)
 class Traced:
     """A traced function: its IR plus how to call it with pytrees.
 
@@ -31,12 +30,23 @@ class Traced:
     the traced values the function turned into Python values (``tracer.concrete``).
     """
 
+    __slots__ = ("function", "in_tree", "out_tree", "free", "effects", "guards")  # noqa: RUF023
     function: Function
     in_tree: TreeDef
     out_tree: TreeDef
     free: tuple
-    effects: tuple = ()
-    guards: tuple = ()  # concrete.Guard s: Python values the trace depends on
+    effects: tuple
+    guards: tuple  # concrete.Guard s: Python values the trace depends on
+
+    __setattr__ = __delattr__ = frozen
+    __reduce__ = slotted_reduce
+    __repr__ = fields_repr
+
+    def __init__(self, function: Function, in_tree: TreeDef, out_tree: TreeDef, free: tuple,
+                 effects: tuple = (), guards: tuple = ()):
+        for field, value in zip(self.__slots__, (function, in_tree, out_tree, free, effects,
+                                                 guards)):
+            object.__setattr__(self, field, value)
 
 
 def leaf_type(x) -> TensorType:

@@ -448,9 +448,3 @@ def cfunc(fun: Callable, *example_args):
     """
     ex = _export(fun, example_args)
     return _load(ex, cfunc=True)["c_entry"]
-
-
-def attach(obj) -> None:
-    """Give ``obj`` (a fusegrad callable) its ``.njit(*example)`` and ``.cfunc(*example)``."""
-    obj.njit = lambda *example_args: export_njit(obj, *example_args)
-    obj.cfunc = lambda *example_args: cfunc(obj, *example_args)

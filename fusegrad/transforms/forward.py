@@ -24,7 +24,7 @@ from ..passes.simplify import simplify
 from ..tracer import trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from . import guards
-from .export import attach
+from .attach import attach
 from .jacobian import forward_program
 from .plan import (
     GradError,

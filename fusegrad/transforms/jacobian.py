@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from .. import _forksafe
 from ..ir import Function, evaluate, ops
 from ..ir.types import TensorType, dtype_name
-from ..passes.batching import batch
 from ..passes.simplify import simplify
+from ..passes.vmap import batch
 from ..tracer import Trace, trace_pytree
 from ..tracer.pytree import tree_flatten, tree_map, tree_unflatten
 from . import guards

@@ -28,7 +28,6 @@ from ..passes.autodiff import vjp as _vjp_pass
 from ..passes.simplify import simplify
 from ..runtime import pass_cache
 from ..runtime.compiled import CodegenError, executable
-from ..runtime.debug_nans import run_checked
 from ..tracer import Tracer
 from ..tracer.core import _state as _trace_state
 from ..tracer.effects import describe as _describe_effects
@@ -82,6 +81,14 @@ def vjp_pass(fn: Function, wrt, seeds=None, name=None) -> Function:
                           lambda: simplify(_vjp_pass(fn, wrt, seeds=seeds, name=name)))
 
 
+def _run_checked(fn: Function, *args):
+    """``fn`` run by the interpreter, checking every op for NaNs (``FUSEGRAD_DEBUG_NANS``,
+    whose module loads with its first use)."""
+    from ..runtime.debug_nans import run_checked
+
+    return run_checked(fn, *args)
+
+
 def _concrete(x) -> bool:
     return not isinstance(x, Tracer)
 
@@ -93,7 +100,7 @@ def call(fn: Function, *args) -> tuple:
     args = tuple(_leaf(a) if isinstance(a, _EAGER_TYPES) else a for a in args)
     if all(_concrete(a) for a in args) and not _trace_state.stack:
         if config.DISABLE_JIT:
-            return run_checked(fn, *args)
+            return _run_checked(fn, *args)
         return executable(fn)(*args)
     return evaluate(fn, *args)
 
@@ -191,7 +198,7 @@ class _Plan:
         if _trace_state.stack or not all(_concrete(a) for a in leaves):
             return evaluate(self.fn, *args)
         if config.DISABLE_JIT or self.interpret or (self.traced.effects and not self.kept):
-            return run_checked(self.fn, *args)
+            return _run_checked(self.fn, *args)
         if self.exe is None:
             self.exe = executable(self.fn, self.reason, self.donated)
         return self.exe(*args)

@@ -22,8 +22,8 @@ from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
 from . import guards
+from .attach import attach
 from .complex_checks import check_holomorphic_inputs
-from .export import attach
 from .plan import (
     GradError,
     _argnums_tuple,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from .. import _forksafe
 from ..ir.bind import aval
 from ..ir.types import TensorType
-from ..passes.batching import BatchingError, batch
+from ..passes.vmap import BatchingError, batch
 from ..tracer import trace_pytree
 from ..tracer.pytree import _node, tree_flatten, tree_map, tree_unflatten
 from ..tracer.trace import arg_hints, fn_name

@@ -19,8 +19,8 @@ import pytest
 
 from fusegrad.ir import OPS, TensorType, bind, evaluate, verify
 from fusegrad.passes.autodiff import vjp
-from fusegrad.passes.batching import BatchingError, batch
 from fusegrad.passes.batching_rules import BATCH_RULES, NO_OPERANDS
+from fusegrad.passes.vmap import BatchingError, batch
 from fusegrad.tracer import trace
 from tests.helpers import assert_close, check_grads
 from tests.passes.test_vjp_rules import (

@@ -7,7 +7,11 @@ function, naming the line of the draw and pointing to ``fg.random``.
 
 from __future__ import annotations
 
+import os
 import random
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 import warnings
@@ -177,3 +181,37 @@ def test_library_clock_reads_do_not_count(caplog):
         vg(X)
         vg(X)
     assert len(vg._plans) == 1 and "tracing" in caplog.text
+
+
+_FIRST_IMPORT = """
+import sys, warnings
+import numpy as np
+import fusegrad as fg
+assert "numpy.random" not in sys.modules
+g = fg.grad(lambda x: fg.numpy.sum(x * {draw}))
+with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    a, b = g(np.ones(3)), g(np.ones(3))
+print([str(w.message) for w in record if issubclass(w.category, fg.SideEffectWarning)])
+print(bool(np.array_equal(a, b)))
+"""
+
+
+@pytest.mark.skipif(int(np.__version__.split(".")[0]) < 2,
+                    reason="NumPy 1 imports numpy.random with numpy")
+@pytest.mark.parametrize(("draw", "seen"), [("np.random.rand(3)", "np.random.rand at"),
+                                            ("np.random.default_rng(0).normal(size=3)", None)])
+def test_the_draw_that_imports_numpy_random_is_seen(draw, seen):
+    """fusegrad does not import ``numpy.random`` (NumPy loads it on first use): the traced
+    code's first ``np.random`` call imports it, and is seen as a draw, with its line; a
+    seeded generator made there (the import seeds the global one from the OS) is not one."""
+    env = {k: v for k, v in os.environ.items() if k != "FUSEGRAD_DISABLE_JIT"}
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(_FIRST_IMPORT).format(draw=draw)],
+                         capture_output=True, text=True, env={**env, "FUSEGRAD_DISABLE_JIT": "1"},
+                         timeout=600)
+    assert out.returncode == 0, out.stderr
+    messages, equal = out.stdout.splitlines()[-2:]
+    if seen is None:
+        assert messages == "[]" and equal == "True", out.stdout
+    else:
+        assert seen in messages and "<string>:6" in messages and equal == "False", out.stdout

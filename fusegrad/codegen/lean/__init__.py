@@ -13,7 +13,6 @@ May import ``config``, ``ir`` and ``codegen``'s own modules; never ``runtime``.
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 import time
@@ -22,6 +21,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ... import config
+from ..._sources import sha256
 from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
@@ -195,7 +195,7 @@ def digest(fused: Function) -> str | None:
         text = print_function(fused, locs=any(op.name in LOWERED for op in walk(fused)))
     except TypeError:
         return None
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256(text.encode()).hexdigest()
 
 
 def _manifest_key(fused: Function, threads: bool, text_digest: str | None,

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import hashlib
 import json
 import os
 import re
@@ -28,8 +27,9 @@ import time
 import warnings
 
 from ... import _forksafe, config
+from ..._sources import sha256
 from ...ir.stats import add_phase
-from ..compile import _directory, salt, write_atomic
+from ..compile import _directory, machine_folder, salt, write_atomic
 
 _lock = _forksafe.lock()
 _state: dict[str, object] = {}
@@ -183,26 +183,6 @@ def _add_module(ee, mod) -> None:
     _by_address[ctypes.cast(mod._ptr, ctypes.c_void_p).value] = mod
 
 
-def machine_folder() -> str:
-    """Where what is built once per machine is kept (the math library's bitcode, the
-    runtime's own modules): beside Numba's cache of the math library, in the package,
-    as trusted as the package itself; where the package cannot be written, in the
-    cache directory."""
-    folder = _state.get("machine_folder")
-    if folder is None:
-        here = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "mathlib", "__pycache__")
-        with contextlib.suppress(OSError):
-            os.makedirs(here, exist_ok=True)
-        if os.access(here, os.W_OK):
-            folder = here
-        else:
-            folder = os.path.join(_directory(), "lean")
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-        _state["machine_folder"] = folder
-    return folder
-
-
 def _object_path(name: str, create: bool = False, folder: str | None = None) -> str:
     """Where module ``name``'s object file is kept; ``create``: make the folder (to
     write it; a read needs none: a missing folder is a missing file); ``folder``: the
@@ -220,7 +200,7 @@ def _keep_object(name: str, buffer: bytes) -> None:
     # unwritable cache costs a compile next time, nothing else
     with contextlib.suppress(OSError):
         write_atomic(_object_path(name, create=True),
-                     hashlib.sha256(buffer).digest() + buffer)
+                     sha256(buffer).digest() + buffer)
 
 
 def _read_object(name: str, folder: str | None = None) -> bytes | None:
@@ -233,7 +213,7 @@ def _read_object(name: str, folder: str | None = None) -> bytes | None:
     except OSError:
         return None
     digest, body = data[:32], data[32:]
-    if hashlib.sha256(body).digest() == digest:
+    if sha256(body).digest() == digest:
         return body
     if not _state.get("warned damage"):  # one warning per process, however many
         _state["warned damage"] = True
@@ -252,7 +232,7 @@ def _get_buffer(module):
 def module_name(ir_text: str) -> str:
     """The content hash naming a module: its IR, the code generator's salt and the
     optimisation level."""
-    return "fgl_" + hashlib.sha256(f"{salt()}{config.OPT}{ir_text}".encode()).hexdigest()[:32]
+    return "fgl_" + sha256(f"{salt()}{config.OPT}{ir_text}".encode()).hexdigest()[:32]
 
 
 #: how hard LLVM works on each kind of module: ``(pass pipeline level, code generation
@@ -415,13 +395,13 @@ def read_manifest(key: str) -> dict | None:
         manifest = json.loads(data[32:])
     except (OSError, ValueError):
         return None
-    return manifest if hashlib.sha256(data[32:]).digest() == data[:32] else None
+    return manifest if sha256(data[32:]).digest() == data[:32] else None
 
 
 def write_manifest(key: str, manifest: dict) -> None:
     body = json.dumps(manifest).encode()
     with contextlib.suppress(OSError):
-        write_atomic(_manifest_path(key, create=True), hashlib.sha256(body).digest() + body)
+        write_atomic(_manifest_path(key, create=True), sha256(body).digest() + body)
 
 
 def address(symbol: str) -> int:

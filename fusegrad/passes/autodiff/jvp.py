@@ -24,7 +24,7 @@ from ...tracer import Trace
 from ..simplify import dce
 from .jvp_rules import JVP_RULES
 from .reverse import NotDifferentiableError
-from .vjp_rules import NON_DIFFERENTIABLE, zeros
+from .vjp_rules import NON_DIFFERENTIABLE, rule_of, zeros
 
 
 @timed("passes")
@@ -66,7 +66,7 @@ def jvp(fn: Function, wrt: Sequence[int] | None = None, name: str | None = None)
 
 def _push(op, env, tangents) -> None:
     """Run ``op``'s JVP rule and record the tangents of its float results."""
-    rule = JVP_RULES.get(op.name)
+    rule = rule_of(JVP_RULES, op.name)
     if rule is None:
         where = f" (at {op.loc})" if op.loc else ""
         raise NotDifferentiableError(

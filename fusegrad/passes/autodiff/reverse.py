@@ -18,8 +18,7 @@ from ...ir.location import at
 from ...ir.stats import timed
 from ...tracer import Trace
 from ..simplify import dce
-from .logdet_cholesky import logdet_via_cholesky
-from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, unbroadcast, zeros
+from .vjp_rules import NON_DIFFERENTIABLE, VJP_RULES, rule_of, unbroadcast, zeros
 
 
 class NotDifferentiableError(FusegradError, TypeError):
@@ -55,7 +54,10 @@ def vjp(
     """
     wrt = tuple(range(len(fn.params))) if wrt is None else tuple(wrt)
     seeds = tuple(range(len(fn.results))) if seeds is None else tuple(seeds)
-    fn = logdet_via_cholesky(fn, wrt)
+    if any(op.name == "slogdet" for op in fn.ops):  # (its module loads with a first slogdet)
+        from .logdet_cholesky import logdet_via_cholesky
+
+        fn = logdet_via_cholesky(fn, wrt)
     active, ops_active = _active_ops(fn, wrt)
     with Trace(name or f"{fn.name}_vjp") as t:
         env = {p: t.new_arg(p.type, p.hint) for p in fn.params}
@@ -94,7 +96,7 @@ def _accumulate(cts: dict, v, ct) -> None:
 
 
 def _backprop(op, env, cts, active) -> None:
-    rule = VJP_RULES.get(op.name)
+    rule = rule_of(VJP_RULES, op.name)
     if rule is None:
         where = f" (at {op.loc})" if op.loc else ""
         raise NotDifferentiableError(

@@ -40,6 +40,10 @@ NON_DIFFERENTIABLE = frozenset({
 
 VJP_RULES: dict = {}
 
+#: what imports the rule families (``autodiff._load_families``), run by the first lookup
+#: that finds no rule (``rule_of``)
+_FAMILIES: list = []
+
 
 def rule(name):
     def deco(f):
@@ -47,6 +51,24 @@ def rule(name):
         return f
 
     return deco
+
+
+def rule_of(rules: dict, name: str):
+    """``rules[name]`` (``VJP_RULES`` or ``JVP_RULES``), or None: the rule families
+    (control flow, linear algebra, convolution, ...) register theirs when they are
+    imported, by the first lookup that misses (a gradient of elementwise code imports
+    none)."""
+    found = rules.get(name)
+    if found is None and _FAMILIES:
+        load_families()
+        found = rules.get(name)
+    return found
+
+
+def load_families() -> None:
+    """Import the rule families, if that is not done yet (for a whole table)."""
+    for load in tuple(_FAMILIES):
+        load()
 
 
 def zeros(shape, dtype):
