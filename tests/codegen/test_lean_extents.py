@@ -48,7 +48,7 @@ def test_new_shape_compiles_nothing():
     rng = np.random.default_rng(1)
     counts = []
     # rows of another length: the nests' kernels (row and column sums) compile anew;
-    # (kernels of at most ``SMALL_KERNEL`` iterations are others, compiled lightly:
+    # (kernels of at most ``SMALL_KERNEL`` iterations are others, compiled apart:
     # every kernel here has more, those over the rows alone too)
     assert lean.SMALL_KERNEL < 130
     for shape in [(130, 4), (200, 4), (300, 4), (400, 4), (300, 9)]:
@@ -61,7 +61,7 @@ def test_new_shape_compiles_nothing():
 
 def test_small_kernels_are_compiled_once_lightly_then_in_full():
     """A small program's kernels (at most ``SMALL_KERNEL`` iterations) are compiled at
-    the light level under names of their own; at sizes past it they compile once in
+    their own level (``engine.LEVELS``) under names of their own; at sizes past it they compile once in
     full; each is then reused at any size on its side (no axis of 16 or fewer here:
     such extents are constants of the text)."""
     def model(x, y, s):  # kernels no other test compiles

@@ -128,8 +128,8 @@ SMALL_KERNEL = 128
 
 
 def small(op) -> bool:
-    """Whether kernel ``op`` is compiled as small (``engine.LEVELS``: little optimisation,
-    no vectorising), under a name of its own (``s_``, so the same kernel at more
+    """Whether kernel ``op`` is compiled as small (``engine.LEVELS``: the fast instruction
+    selector), under a name of its own (``s_``, so the same kernel at more
     iterations compiles once more, in full); never in ``extents.all_read`` (the sizes
     are not known then)."""
     return not extents.reading_all() and math.prod(space_of(op)) <= SMALL_KERNEL
