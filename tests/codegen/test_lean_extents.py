@@ -59,11 +59,11 @@ def test_new_shape_compiles_nothing():
     assert counts[0] > 1 and counts[1:4] == [0, 0, 0] and counts[4] > 0
 
 
-def test_small_kernels_are_compiled_once_lightly_then_in_full():
+def test_small_kernels_are_compiled_once_apart_then_in_full():
     """A small program's kernels (at most ``SMALL_KERNEL`` iterations) are compiled at
-    their own level (``engine.LEVELS``) under names of their own; at sizes past it they compile once in
-    full; each is then reused at any size on its side (no axis of 16 or fewer here:
-    such extents are constants of the text)."""
+    their own level (``engine.LEVELS``) under names of their own; at sizes past it
+    they compile once in full; each is then reused at any size on its side (no axis
+    of 16 or fewer here: such extents are constants of the text)."""
     def model(x, y, s):  # kernels no other test compiles
         return _model(x * 1.375, y, s)
 
