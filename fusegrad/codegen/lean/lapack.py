@@ -25,7 +25,8 @@ does, the first three compute float32 matrices in float64 (the copies convert) a
 round the answers to float32. A matrix that is not positive definite, or singular
 for ``solve`` / ``triangular_solve``, makes the loop return LAPACK's ``info`` (> 0); the
 entry then raises NumPy's ``LinAlgError`` with the interpreter's message
-(``indexing.Indexing._leave``).
+(``indexing.Indexing._leave``). ``decompositions.py`` lowers ``eigh``, ``svd`` and ``qr``
+with the same calls (``_Fortran``) and copies (``_transpose``).
 """
 
 from __future__ import annotations
