@@ -208,9 +208,9 @@ def test_new_extents_reuse_the_entry():
     from fusegrad.codegen.lean import engine
 
     g = fg.grad(lambda x: fnp.sum(fnp.sin(x) * x * 1.375))
-    exported = g.njit(np.ones(100))  # above extents.SMALL: its extent is read at run time
+    exported = g.njit(np.ones(200))  # above SMALL_KERNEL: its extent is read at run time
     before = engine.stats()["compiled"]
-    for n in (70, 300, 70):
+    for n in (170, 300, 170):
         x = np.linspace(-1.0, 1.0, n)
         np.testing.assert_allclose(exported(x), np.sin(x) * 1.375 + x * np.cos(x) * 1.375,
                                    rtol=1e-13, atol=1e-14)
