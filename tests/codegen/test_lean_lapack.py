@@ -21,6 +21,7 @@ from tests.helpers import check_grads, interpreted, lowered_natively
 pytestmark = pytest.mark.compiled
 L = fnp.linalg
 DTYPES = [np.float64, np.float32]
+SLOW = pytest.mark.slow  # the rest of a sweep (``pytest -m slow``)
 
 
 def _spd(rng, *shape):
@@ -48,7 +49,9 @@ def _triangular(lower, trans, unit):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(4, 4), (3, 5, 5), (2, 2, 3, 3), (1, 1), (2, 1, 1)])
+@pytest.mark.parametrize("shape", [(3, 5, 5), (1, 1), pytest.param((4, 4), marks=SLOW),
+                                   pytest.param((2, 2, 3, 3), marks=SLOW),
+                                   pytest.param((2, 1, 1), marks=SLOW)])
 def test_values_are_numpys_bits(shape, dtype):
     rng = np.random.default_rng(sum(shape))
     spd = _spd(rng, *shape).astype(dtype)
@@ -63,7 +66,9 @@ def test_values_are_numpys_bits(shape, dtype):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(4, 4), (2, 5, 5), (6, 3), (3, 6), (2, 3, 4, 2), (1, 1)])
+@pytest.mark.parametrize("shape", [(2, 5, 5), (6, 3), (3, 6), pytest.param((4, 4), marks=SLOW),
+                                   pytest.param((2, 3, 4, 2), marks=SLOW),
+                                   pytest.param((1, 1), marks=SLOW)])
 def test_decompositions_are_numpys_bits(shape, dtype):
     rng = np.random.default_rng(sum(shape) + 7)
     a = rng.standard_normal(shape).astype(dtype)
@@ -90,7 +95,8 @@ def test_decompositions_that_fail_raise_numpys_linalgerror():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("n,k", [(5, 3), (1, 2), (4, 1)])
+@pytest.mark.parametrize("n,k", [(5, 3), pytest.param(1, 2, marks=SLOW),
+                                 pytest.param(4, 1, marks=SLOW)])
 def test_triangular_solves_are_scipys_bits(n, k, dtype):
     rng = np.random.default_rng(n + k)
     a = (_spd(rng, n, n) + np.triu(rng.standard_normal((n, n)))).astype(dtype)

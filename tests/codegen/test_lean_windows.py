@@ -137,8 +137,10 @@ def _fd_check(f, args, seed: int = 0) -> None:
     check(second)
 
 
-@pytest.mark.parametrize("case", [c for c in CONV_CASES if c[4] == np.float64][:4]
-                         + [CONV_CASES[7]], ids=lambda c: c[0])
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=[pytest.mark.slow] if i in (1, 2) else [])  # (pytest -m slow)
+    for i, c in enumerate([c for c in CONV_CASES if c[4] == np.float64][:4] + [CONV_CASES[7]])
+], ids=lambda c: c[0])
 def test_conv_gradients_to_second_order(case):
     _, xs, ws, attrs, _ = case
     rng = np.random.default_rng(1)

@@ -140,7 +140,7 @@ def test_linear_algebra_calls_lapack_and_raises_linalgerror(tmp_path):
     ns = _module(tmp_path, {"value": (gp, ex), "grads": (fg.grad(gp, argnums=(0, 1)), ex),
                             "factor": (fnp.linalg.cholesky, ex[:1])})
     rng = np.random.default_rng(2)
-    for n in (4, 7):
+    for n in (7,):  # (the example's size is the others' case)
         a, y = rng.standard_normal((n, n)), rng.standard_normal((n, 2))
         np.testing.assert_allclose(ns["value"](a, y, np.eye(n)), fg.jit(gp)(a, y, np.eye(n)),
                                    rtol=1e-13)
