@@ -22,6 +22,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
+from . import lapack
 from .kernel import I64, loop_nest
 from .lapack import _ZERO, I32, _Fortran, _transpose, wide
 
@@ -37,7 +38,8 @@ _F64 = ir.DoubleType()
 
 
 def lowered(op: Op) -> bool:
-    return 0 not in op.operands[0].type.shape[-2:]
+    """Real float32 / float64 (``lapack.lowered``) matrices of no empty axis."""
+    return lapack.lowered(op) and 0 not in op.operands[0].type.shape[-2:]
 
 
 def work(op: Op) -> int:

@@ -60,18 +60,22 @@ def check_op(op: Op) -> None:
         raise Unsupported(f"op {op.name!r}")
 
 
+#: the families of ops the entry runs as loop functions of their own: each module's
+#: ``LOWERED``, ``lowered(op)`` and ``work(op)``, and the ``Entry`` method running one
+#: of its ops (None: ``_<op name>``)
+_FAMILIES = {scans: None, lapack: "_linalg", decompositions: "_decomposition",
+             windows: "_window"}
+_FAMILY = {name: (module, method) for module, method in _FAMILIES.items()
+           for name in module.LOWERED}
+
+
 def _driver_op(op: Op) -> bool:
     """Whether ``op``, outside kernels, is lowered here."""
     if op.name in ("count", *_VIEW_OPS, *_COPY_OPS, *indexing.LOWERED):
         return True
-    if op.name in scans.LOWERED:
-        return scans.lowered(op)
-    if op.name in lapack.LOWERED:
-        return lapack.lowered(op)
-    if op.name in decompositions.LOWERED:
-        return lapack.lowered(op) and decompositions.lowered(op)
-    if op.name in windows.LOWERED:
-        return windows.lowered(op)
+    family = _FAMILY.get(op.name)
+    if family is not None:
+        return family[0].lowered(op)
     if op.name == "matmul":
         return products.lowered(op)
     if op.name.startswith("reduce_"):
@@ -161,14 +165,9 @@ class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
             return getattr(self, "_" + op.name)(op)
         if op.name in indexing.LOWERED:
             return self._indexing(op)
-        if op.name in scans.LOWERED:
-            return getattr(self, "_" + op.name)(op)
-        if op.name in lapack.LOWERED:
-            return self._linalg(op)
-        if op.name in decompositions.LOWERED:
-            return self._decomposition(op)
-        if op.name in windows.LOWERED:
-            return self._window(op)
+        family = _FAMILY.get(op.name)
+        if family is not None:
+            return getattr(self, family[1] or "_" + op.name)(op)
         if op.name == "fused":
             return self._kernel(op)
         if op.name == "constant":
@@ -471,15 +470,8 @@ def _work(op: Op) -> int:
         return products.work(op)
     if op.name in indexing.LOWERED:
         return indexing.work(op)
-    if op.name in scans.LOWERED:
-        return scans.work(op)
-    if op.name in lapack.LOWERED:
-        return lapack.work(op)
-    if op.name in decompositions.LOWERED:
-        return decompositions.work(op)
-    if op.name in windows.LOWERED:
-        return windows.work(op)
-    return 0
+    family = _FAMILY.get(op.name)
+    return family[0].work(op) if family is not None else 0
 
 
 def _c_strides(shape) -> list[int]:
