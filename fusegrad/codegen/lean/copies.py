@@ -23,8 +23,8 @@ from llvmlite import ir
 from . import engine
 
 I64 = ir.IntType(64)
-#: element widths there is a copy for (bool and int8 up to int64 and float64)
-BITS = (8, 16, 32, 64)
+#: element widths there is a copy for (bool and int8 up to int64, float64 and complex128)
+BITS = (8, 16, 32, 64, 128)
 
 
 def symbol(itemsize: int) -> str:

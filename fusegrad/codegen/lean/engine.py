@@ -140,6 +140,14 @@ def target_machine(level: int = 3):
     return tm
 
 
+def host_has_fma() -> bool:
+    """Whether the host CPU fuses multiply-adds (NumPy's complex products use them there)."""
+    fma = _state.get("fma")
+    if fma is None:
+        fma = _state["fma"] = bool(_llvm().get_host_cpu_features().get("fma", False))
+    return fma
+
+
 def triple_and_layout() -> tuple[str, str]:
     tm = target_machine()
     return tm.triple, str(tm.target_data)

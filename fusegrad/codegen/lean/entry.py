@@ -71,6 +71,8 @@ _FAMILY = {name: (module, method) for module, method in _FAMILIES.items()
 
 def _driver_op(op: Op) -> bool:
     """Whether ``op``, outside kernels, is lowered here."""
+    if op.name == "index_add" and op.results[0].type.dtype.kind == "c":
+        return False  # no complex sum there
     if op.name in ("count", *_VIEW_OPS, *_COPY_OPS, *indexing.LOWERED):
         return True
     family = _FAMILY.get(op.name)
@@ -214,8 +216,9 @@ class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
         g = ir.GlobalVariable(self.mod, arr, f"const{len(self.mod.globals)}")
         g.global_constant = True
         g.linkage = "internal"
-        g.initializer = ir.Constant(arr, [int(v) if isinstance(ety, ir.IntType) else float(v)
-                                          for v in data])
+        g.initializer = ir.Constant(arr, [
+            int(v) if isinstance(ety, ir.IntType) else sc.constant(v, out.type)
+            for v in data])
         src = self.b.bitcast(g, PTR)
         dst = self._place(out)
         self._memcpy(dst, src, out.type)

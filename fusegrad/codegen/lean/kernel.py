@@ -88,8 +88,9 @@ def check(op: Op) -> None:
         if bop.name in ("reduce_sum", "reduce_max", "reduce_min"):
             if bop.operands[0].type.shape != space:
                 raise Unsupported("a reduction over less than the iteration space")
-            if not sc.supported_dtype(bop.results[0].type.dtype):
-                raise Unsupported(f"dtype {bop.results[0].type.dtype}")
+            if (not sc.supported_dtype(bop.results[0].type.dtype)
+                    or bop.results[0].type.dtype.kind == "c"):
+                raise Unsupported(f"{bop.name} of dtype {bop.results[0].type.dtype}")
             reduced.add(bop.results[0])
         elif not sc.supports(bop):
             raise Unsupported(f"op {bop.name!r} on {[str(v.type) for v in bop.operands]}")
@@ -402,11 +403,11 @@ def _reset(b, body, kind, outs, accs, sizes, bounds, axis, split) -> None:
     ``split`` (its output is then the chunk's own)."""
     producer = {r: o for o in body.ops for r in o.results}
     for r, k, out, own in zip(body.results, kind, outs, split):
+        if k == "array":
+            continue
         init = reduce_init(producer[r].name, r.type)
         if k == "full":
             b.store(init, accs[r])
-            continue
-        if k != "partial":
             continue
         keep = [ax for ax in range(len(sizes.space)) if ax not in producer[r].attrs["axes"]]
         if bounds is None or own:

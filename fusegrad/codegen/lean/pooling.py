@@ -51,7 +51,8 @@ _UNROLLED = 32
 def lowered(op: Op) -> bool:
     """Whether the entry runs pooling op ``op``: an operand of a dtype with a register type
     (the op's rule allows floating types, and integers for ``max_pool``/``max_pool_argmax``)."""
-    return sc.supported_dtype(op.operands[0].type.dtype)
+    dtype = op.operands[0].type.dtype
+    return dtype.kind in "iuf" and sc.supported_dtype(dtype)
 
 
 def _nd(op: Op) -> int:

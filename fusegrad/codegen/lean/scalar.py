@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from ...ir.threefry import PARITY, ROTATIONS
 from ...ir.types import TensorType, dtype_name
-from . import mathcalls, mathlib_ir
+from . import complexes, mathcalls, mathlib_ir
 
 F64, F32, I1, I8 = ir.DoubleType(), ir.FloatType(), ir.IntType(1), ir.IntType(8)
 I32 = ir.IntType(32)
@@ -35,7 +35,7 @@ def reg_type(t: TensorType | np.dtype) -> ir.Type:
         return I1
     if name in _INT_BITS:
         return ir.IntType(_INT_BITS[name])
-    raise KeyError(name)
+    return complexes.TYPES[name]
 
 
 def mem_type(t: TensorType | np.dtype) -> ir.Type:
@@ -72,6 +72,8 @@ def store(b: ir.IRBuilder, value, ptr, t) -> None:
 
 def constant(value, t) -> ir.Constant:
     ty = reg_type(t)
+    if complexes.is_complex_type(ty):
+        return complexes.constant(value, ty)
     if isinstance(ty, ir.IntType):
         return ir.Constant(ty, int(bool(value)) if ty is I1 else int(value))
     return ir.Constant(ty, float(value))
@@ -423,11 +425,15 @@ FLOAT_ONLY = frozenset(SCALAR_OPS) - {
 
 def supports(op) -> bool:
     """Whether ``op`` (elementwise, one result) has an element rule here for its types."""
-    if op.name not in SCALAR_OPS or len(op.results) != 1:
+    if len(op.results) != 1:
         return False
     for v in (*op.operands, *op.results):
         if not supported_dtype(v.type.dtype):
             return False
+    if any(v.type.dtype.kind == "c" for v in (*op.operands, *op.results)):
+        return complexes.supports(op)
+    if op.name not in SCALAR_OPS:
+        return False
     if op.name in FLOAT_ONLY:
         floats = [t for t in (*(v.type for v in op.operands), op.results[0].type)
                   if t.dtype != np.bool_]
@@ -461,6 +467,9 @@ def emit(b: ir.IRBuilder, op, args: list, variant: str = "full",
     the math library (``variant``: ``full`` is right for every input, ``fast`` may
     miss the rare inputs its ``rare`` variant flags), called, not inlined, if
     ``outline``."""
+    if any(complexes.is_complex_type(a.type) for a in args) or (
+            op.results and op.results[0].type.dtype.kind == "c"):
+        return complexes.OPS[op.name](b, op, args)
     if op.name in mathlib_ir.OPS:
         call = library_call(b, op.name, args, variant if op.name in mathlib_ir.RARE_OPS
                             else "fast", outline)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
@@ -29,7 +28,7 @@ def lowered(op: Op) -> bool:
     """Whether the entry runs ``op`` (of ``LOWERED``): a numeric operand that is not
     boolean; for ``argmax``/``argmin``, a nonempty axis (NumPy raises on an empty one)."""
     x = op.operands[0].type
-    if x.shape == () or x.dtype == np.bool_ or not sc.supported_dtype(x.dtype):
+    if x.shape == () or x.dtype.kind not in "iuf" or not sc.supported_dtype(x.dtype):
         return False
     if op.name == "cumsum":
         return op.results[0].type.dtype == x.dtype
