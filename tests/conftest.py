@@ -1,20 +1,15 @@
 """Test-wide settings.
 
-Which executor a test's transforms use:
-
-- ``@pytest.mark.compiled``: compiled code (the compiled == interpreter tests, and
-  whatever checks the code generator);
-- ``@pytest.mark.interpreted``: the NumPy interpreter (tests of the interpreter itself);
-- otherwise compiled code for the directories in ``COMPILED_DIRS`` and the interpreter
-  elsewhere. ``FUSEGRAD_TEST_EXECUTOR=compiled`` runs every unmarked test compiled
-  (``interpreted`` every one interpreted), for a full run of the path users take.
+Which executor a test's transforms use: compiled code, the path users run, unless the
+test is marked ``@pytest.mark.interpreted`` (tests of the NumPy interpreter itself, the
+oracle compiled results are checked against). ``FUSEGRAD_TEST_EXECUTOR=interpreted``
+runs every unmarked test with the interpreter instead (``compiled``: the default).
 
 One disk cache is shared by the whole run.
 """
 
 import os
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -23,16 +18,9 @@ os.environ.setdefault("FUSEGRAD_CACHE_DIR", tempfile.mkdtemp(prefix="fusegrad-te
 import fusegrad as fg
 from fusegrad import config
 
-#: test directories whose unmarked tests run compiled code by default (those where it
-#: costs the run little; the others would add about five minutes: ``FUSEGRAD_TEST_EXECUTOR``)
-COMPILED_DIRS = frozenset({"autograd", "complex", "distributed", "ir", "nn", "optim",
-                           "random", "runtime", "semantics", "serialization", "tracer",
-                           "utils"})
-_TESTS = Path(__file__).resolve().parent
-_DEFAULT = os.environ.get("FUSEGRAD_TEST_EXECUTOR", "default")
-if _DEFAULT not in ("default", "compiled", "interpreted"):
-    raise ValueError(f"FUSEGRAD_TEST_EXECUTOR={_DEFAULT!r}: choose compiled, interpreted "
-                     "or default")
+_DEFAULT = os.environ.get("FUSEGRAD_TEST_EXECUTOR", "compiled")
+if _DEFAULT not in ("compiled", "interpreted"):
+    raise ValueError(f"FUSEGRAD_TEST_EXECUTOR={_DEFAULT!r}: choose compiled or interpreted")
 
 
 def _compiled(node) -> bool:
@@ -40,10 +28,7 @@ def _compiled(node) -> bool:
         return True
     if node.get_closest_marker("interpreted") is not None:
         return False
-    if _DEFAULT != "default":
-        return _DEFAULT == "compiled"
-    parts = Path(str(node.path)).resolve().relative_to(_TESTS).parts
-    return len(parts) > 1 and parts[0] in COMPILED_DIRS
+    return _DEFAULT == "compiled"
 
 
 @pytest.fixture(autouse=True)
