@@ -2,9 +2,11 @@
 
 What compiled code keeps on disk (machine code per module, manifests, the math
 library's bitcode, pass results, reproducers) lives in one directory
-(``_directory``), under names hashed with ``salt``: the code generator's own sources
-and the versions of fusegrad, Numba, llvmlite, NumPy and Python, so any of those
-changing is a miss, never a stale load. Writes are atomic (``write_atomic``: a new
+(``_directory``), under names hashed with ``salt``: the code generator's own sources,
+the versions of fusegrad, Numba, llvmlite, NumPy and Python, and the CPU the machine
+code is made for, so any of those changing is a miss, never a stale load (a cache
+shared by machines of different CPUs, as a home directory on a cluster is, keeps
+each one's machine code apart). Writes are atomic (``write_atomic``: a new
 file renamed over the name, a symlink there replaced, never followed).
 
 Trust: whoever can write to the cache directory can change the code every process
@@ -62,7 +64,33 @@ def _salt() -> str:
     versions = (__version__, numba_version, llvmlite.__version__, numpy.__version__,
                 sys.version)
     h.update(repr(versions).encode())
+    h.update(_machine().encode())
     return h.hexdigest()
+
+
+#: what ``/proc/cpuinfo`` says of a CPU that decides the machine code made for it
+_CPU_FIELDS = ("vendor_id", "cpu family", "model", "model name", "flags", "isa",
+               "Features", "CPU implementer", "CPU architecture", "CPU variant", "CPU part")
+
+
+def _machine() -> str:
+    """The CPU machine code is made for (LLVM targets the host's own): its vendor, model
+    and instruction-set features, from the first processor's entry in ``/proc/cpuinfo``
+    on Linux (cheap; what LLVM's detection reads, as the kernel reports it), else from
+    LLVM."""
+    keep = []
+    with contextlib.suppress(OSError):
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if not line.strip():
+                    break
+                if line.split(":", 1)[0].strip() in _CPU_FIELDS:
+                    keep.append(" ".join(line.split()))
+    if keep:
+        return "\n".join(keep)
+    import llvmlite.binding as llvm
+
+    return f"{llvm.get_host_cpu_name()} {llvm.get_host_cpu_features().flatten()}"
 
 
 _SALT: str | None = None

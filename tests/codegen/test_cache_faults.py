@@ -161,6 +161,24 @@ def test_a_version_change_changes_every_module_key(monkeypatch, field):
     assert engine.module_name("define void @f() { ret void }") != before
 
 
+def test_another_cpu_has_its_own_module_keys(monkeypatch):
+    # a cache directory shared by machines of different CPUs (a home directory on a
+    # cluster) must never give one the other's machine code: its instructions may be
+    # missing there
+    from fusegrad.codegen import compile as cg
+    from fusegrad.codegen.lean import engine
+
+    here = cg._machine()
+    if sys.platform.startswith("linux"):
+        assert "flags" in here or "Features" in here or "isa" in here
+    monkeypatch.setattr(cg, "_SALT", None)
+    before = engine.module_name("define void @f() { ret void }")
+    other = here.replace("avx512f", "").replace("avx2", "") + " (another model)"
+    monkeypatch.setattr(cg, "_machine", lambda: other)
+    monkeypatch.setattr(cg, "_SALT", None)
+    assert engine.module_name("define void @f() { ret void }") != before
+
+
 @pytest.mark.parametrize("source", ["lean/kernel.py", "mathlib/exp.py"])
 def test_a_code_generator_change_changes_every_module_key(monkeypatch, tmp_path, source):
     # the key hashes every source under codegen/, the math library's subpackage too
