@@ -79,13 +79,13 @@ def _machine() -> str:
     on Linux (cheap; what LLVM's detection reads, as the kernel reports it), else from
     LLVM."""
     keep = []
-    with contextlib.suppress(OSError):
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                if line.split(":", 1)[0].strip() in _CPU_FIELDS:
-                    keep.append(" ".join(line.split()))
+    with (contextlib.suppress(OSError),
+          open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f):
+        for line in f:
+            if not line.strip():
+                break
+            if line.split(":", 1)[0].strip() in _CPU_FIELDS:
+                keep.append(" ".join(line.split()))
     if keep:
         return "\n".join(keep)
     import llvmlite.binding as llvm
