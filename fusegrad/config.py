@@ -25,6 +25,10 @@ DEBUG_NANS: bool = _flag("FUSEGRAD_DEBUG_NANS")
 #: Verify the IR after every pass (always on in the test suite).
 VERIFY: bool = _flag("FUSEGRAD_VERIFY")
 
+#: Load cached machine code through LLVM's MCJIT rather than fusegrad's own loader of
+#: object files (``codegen/lean/elf.py``), which a warm start uses to skip loading LLVM.
+LOAD_WITH_LLVM: bool = _flag("FUSEGRAD_LOAD_WITH_LLVM")
+
 #: Remove fusegrad's own frames from the tracebacks of errors raised through its
 #: transforms (``off`` shows them, e.g. to debug fusegrad itself).
 TRACEBACK_FILTERING: bool = _flag("FUSEGRAD_TRACEBACK_FILTERING", True)

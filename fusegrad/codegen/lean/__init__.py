@@ -228,11 +228,15 @@ def _from_manifest(fused: Function, key: str | None, host: bool = True):
     if manifest is None:
         return None
     engine.provide(manifest["symbols"])
-    if manifest["copies"]:
-        copies.ensure()
-    if not (mathcalls.ensure(manifest["mathlib"])
-            and engine.load_objects(manifest["modules"])):
+    # the runtime's modules by their recorded names, loaded in one batch with the
+    # program's (naming them anew would need LLVM's target)
+    copied, library = manifest["copies"], manifest["mathlib"]
+    if not engine.load_objects([*([copied] if copied else []), *library.values(),
+                                *manifest["modules"]]):
         return None
+    if copied:
+        copies.loaded(copied)
+    mathcalls.loaded(library)
     call, address = _loaded(manifest["symbol"], fused.name, host)
     return Compiled(call, manifest["arena"], manifest["kernels"], 0, address,
                     manifest.get("sizes"), manifest.get("table", 0))
@@ -268,10 +272,12 @@ def compile_function(fused: Function, threads: bool = False,
     if key is not None:
         engine.write_manifest(key, {
             "symbol": symbol, "modules": ["m" + n for _, n in modules] + ["m" + symbol],
-            "arena": entry.arena_bytes, "kernels": len(modules), "copies": entry.uses_copies,
+            "arena": entry.arena_bytes, "kernels": len(modules),
+            "copies": copies.ensure() if entry.uses_copies else None,
             "sizes": entry.size_values.tolist(),
             "table": entry.table_offset,
-            "mathlib": mathcalls.keys("\n".join(text for text, _ in [*modules, (bare, "")])),
+            "mathlib": mathcalls.modules(
+                mathcalls.keys("\n".join(text for text, _ in [*modules, (bare, "")]))),
             "symbols": sorted({x for text, _ in [*modules, (bare, "")]
                                for x in engine.host_symbols(text)})})
     # its annotated text comes from ``source``, when asked for (kernels from the memo

@@ -152,13 +152,21 @@ def name() -> str:
     return "rt_" + engine.module_name(f"; copies {BITS} for {triple} {layout}")[4:]
 
 
-def ensure() -> None:
-    """Add the copies to the engine (compiled once per machine, then loaded)."""
+def ensure() -> str:
+    """Add the copies to the engine (compiled once per machine, then loaded); their
+    module's name."""
     if not _added:
         rt = name()
         if not engine.load_objects([rt]):
             engine.add(module_text(), rt, kind="runtime")
-        _added.append(True)
+        _added.append(rt)
+    return _added[0]
 
 
-_added: list[bool] = []
+def loaded(rt: str) -> None:
+    """Note that the copies were loaded as module ``rt`` (``ensure``'s name)."""
+    if not _added:
+        _added.append(rt)
+
+
+_added: list[str] = []

@@ -30,6 +30,7 @@ from ... import _forksafe, config
 from ..._sources import sha256
 from ...ir.stats import add_phase
 from ..compile import _directory, machine_folder, salt, write_atomic
+from . import elf
 
 _lock = _forksafe.lock()
 _state: dict[str, object] = {}
@@ -47,29 +48,65 @@ def _llvm():
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        _register_symbols(llvm)
+        _register_host()
+        for name, address_ in _symbols.items():  # (those loaded without LLVM too)
+            llvm.add_symbol(name, address_)
         _state["llvm"] = llvm
     return llvm
 
 
-def _register_symbols(llvm) -> None:
+#: the addresses of symbols generated code calls that no module defines (the host's:
+#: ``_register_host``, ``provide``) and of the symbols of modules loaded without LLVM
+#: (``elf``); LLVM is given every one when it loads
+_symbols: dict[str, int] = {}
+
+
+def define(name: str, address_: int) -> None:
+    """Make ``name`` resolve to ``address_`` in every module loaded from now on."""
+    _symbols[name] = address_
+    llvm = _state.get("llvm")
+    if llvm is not None:
+        llvm.add_symbol(name, address_)
+
+
+def _register_host() -> None:
+    if _state.get("host"):
+        return
+    _state["host"] = True
     api = ctypes.pythonapi
     for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_Format"):
-        llvm.add_symbol(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
-    llvm.add_symbol("fusegrad_PyExc_IndexError",
-                    ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_IndexError")))
+        define(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
+    define("fusegrad_PyExc_IndexError",
+           ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_IndexError")))
     import numpy as np
 
     # a variable holding the class (as ``PyExc_IndexError`` holds its), kept alive here
     _state["LinAlgError"] = cell = ctypes.c_void_p(id(np.linalg.LinAlgError))
-    llvm.add_symbol("fusegrad_LinAlgError", ctypes.addressof(cell))
+    define("fusegrad_LinAlgError", ctypes.addressof(cell))
     libm = ctypes.CDLL(None)
     for name in _LIBM:
         try:
             fn = getattr(libm, name)
         except AttributeError:
             continue
-        llvm.add_symbol(name, ctypes.cast(fn, ctypes.c_void_p).value)
+        define(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+def _resolve(name: str) -> int | None:
+    """The address of ``name`` for a module loaded without LLVM: a symbol defined here,
+    one LLVM knows (if loaded: its modules, libraries it loaded), else the process's."""
+    _register_host()
+    found = _symbols.get(name)
+    if found:
+        return found
+    llvm = _state.get("llvm")
+    if llvm is not None:
+        found = llvm.address_of_symbol(name) or (
+            _state["ee"].get_function_address(name) if "ee" in _state else 0)
+        if found:
+            return found
+    fn = getattr(ctypes.CDLL(None), name, None)
+    return ctypes.cast(fn, ctypes.c_void_p).value if fn is not None else None
 
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
@@ -337,58 +374,71 @@ def provide(symbols: list[str]) -> None:
     """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
     a program with products), LAPACK (SciPy's, ``lapack:<routine>``, or NumPy's,
     ``lapack64:<routine>``) and special functions (``special:<cname>``)."""
-    llvm = _llvm()
     done = _state.setdefault("provided", set())
     for sym in symbols:
         if sym in done:
             continue
         kind, name = sym.split(":")
         if kind == "blas":
-            llvm.add_symbol(f"fusegrad_{name}", blas_address(name))
+            define(f"fusegrad_{name}", blas_address(name))
         elif kind == "lapack":
-            llvm.add_symbol(f"fusegrad_lapack_{name}", blas_address(name, "cython_lapack"))
+            define(f"fusegrad_lapack_{name}", blas_address(name, "cython_lapack"))
         elif kind == "lapack64":
             from .loader import numpy_lapack_address
 
-            llvm.add_symbol(f"fusegrad_lapack64_{name}", numpy_lapack_address(name))
+            define(f"fusegrad_lapack64_{name}", numpy_lapack_address(name))
         else:
             from .loader import capsule_address
 
-            llvm.add_symbol(f"fusegrad_cs_{name}",
-                            capsule_address("scipy.special.cython_special", name))
+            define(f"fusegrad_cs_{name}", capsule_address("scipy.special.cython_special", name))
         done.add(sym)
 
 
 def load_objects(names: list[str]) -> bool:
-    """Add modules ``names`` from their cached machine code alone (no IR: MCJIT takes
-    the object file for an empty module of that name). False if one is not cached;
-    those already added stay."""
-    llvm = _llvm()
+    """Add modules ``names`` from their cached machine code alone (no IR). False if one
+    is not cached (none is added then). Loaded without LLVM where the objects allow
+    (``elf``), else by MCJIT, given the object file for an empty module of each name."""
     with _lock:
-        ee = _engine()
         t0 = time.perf_counter()
         folder = os.path.join(_directory(), "lean")  # once, not per module
-        pending: list[str] = []
-        try:
-            for name in names:
-                if name in _added or name in pending:
-                    _stats["reused"] += 1
-                    continue
-                data = _read_object(name, folder)
-                if data is None:
-                    return False
-                mod = llvm.parse_assembly("")
-                mod.name = name
-                _pending_objects[name] = data
-                _add_module(ee, mod)
-                pending.append(name)
-        finally:  # those added are finalised together (also when one was missing)
-            if pending:
-                ee.finalize_object()
-                _added.update(pending)
-                _stats["loaded"] += len(pending)
-            add_phase("cache load", time.perf_counter() - t0)
+        found: dict[str, bytes] = {}
+        for name in names:
+            if name in _added or name in found:
+                _stats["reused"] += 1
+                continue
+            data = _read_object(name, folder)
+            if data is None:
+                return False
+            found[name] = data
+        if found and not _load_elf(found):
+            _load_mcjit(found)
+        _added.update(found)
+        _stats["loaded"] += len(found)
+        add_phase("cache load", time.perf_counter() - t0)
     return True
+
+
+def _load_elf(objects: dict[str, bytes]) -> bool:
+    if not elf.supported() or config.LOAD_WITH_LLVM:
+        return False
+    try:
+        exports = elf.load(list(objects.values()), _resolve)
+    except elf.Unloadable:
+        return False
+    for name, address_ in exports.items():
+        define(name, address_)
+    return True
+
+
+def _load_mcjit(objects: dict[str, bytes]) -> None:
+    llvm = _llvm()
+    ee = _engine()
+    for name, data in objects.items():
+        mod = llvm.parse_assembly("")
+        mod.name = name
+        _pending_objects[name] = data
+        _add_module(ee, mod)
+    ee.finalize_object()
 
 
 def _manifest_path(key: str, create: bool = False) -> str:
@@ -413,6 +463,9 @@ def write_manifest(key: str, manifest: dict) -> None:
 
 
 def address(symbol: str) -> int:
+    found = _symbols.get(symbol)
+    if found:
+        return found
     with _lock:
         return _engine().get_function_address(symbol)
 

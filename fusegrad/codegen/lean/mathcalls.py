@@ -49,7 +49,8 @@ _CALL = re.compile(r'call \w+ @"fgm\.([\w.]+)"\(')
 _DECLARE = re.compile(r'^(declare \w+ @"fgm\.([\w.]+)"\([^)]*\))', re.MULTILINE)
 _USED = re.compile(r'@"fgm\.([\w.]+)"')
 _LLVM = {"float64": "double", "float32": "float"}
-_added: set[str] = set()
+#: library functions added to the engine -> the name of the runtime module holding them
+_added: dict[str, str] = {}
 
 
 def key(name: str, dtype, variant: str) -> str:
@@ -84,17 +85,27 @@ def ensure(needed: list[str]) -> bool:
         kept = mathlib_ir.kept_symbol(name, dtype, variant)
         if kept is not None:
             text = _runtime_text(k, kept, nargs)
-            if engine.load_objects(["rt_" + engine.module_name(text)[4:]]):
-                _added.add(k)
+            if engine.load_objects([rt := "rt_" + engine.module_name(text)[4:]]):
+                _added[k] = rt
                 continue
         sym = mathlib_ir.symbol(name, dtype, variant)
         if sym is None:
             return False
         text = _runtime_text(k, sym, nargs)
-        engine.add(text, "rt_" + engine.module_name(text)[4:], mathlib_ir.link_into,
+        engine.add(text, rt := "rt_" + engine.module_name(text)[4:], mathlib_ir.link_into,
                    kind="runtime")
-        _added.add(k)
+        _added[k] = rt
     return True
+
+
+def modules(needed: list[str]) -> dict[str, str]:
+    """The runtime module of each of library functions ``needed`` (added before)."""
+    return {k: _added[k] for k in needed}
+
+
+def loaded(names: dict[str, str]) -> None:
+    """Note that runtime modules ``names`` (as ``modules`` gives them) were loaded."""
+    _added.update(names)
 
 
 def _runtime_text(k: str, sym: str, nargs: int) -> str:
