@@ -1,0 +1,204 @@
+"""Discrete Fourier transforms in an entry: the ``fft`` op by NumPy's own pocketfft loops.
+
+``np.fft.fftn`` / ``ifftn`` / ``rfftn`` / ``irfftn`` are sequences of one-dimensional
+transforms, each one call of a gufunc of ``numpy.fft._pocketfft_umath`` (``fft``,
+``ifft``, ``rfft_n_even``, ``rfft_n_odd``, ``irfft``) over one axis, the others a batch.
+The entry calls the same loops (``PyUFuncGenericFunction``: ``loop(args, dimensions,
+steps, data)``) by address, in NumPy's order and with NumPy's scale factors, so the
+results have NumPy's bits:
+
+- ``fftn`` / ``ifftn``: ``fft`` / ``ifft`` over the axes from the last to the first;
+- ``rfftn``: ``rfft_n_even`` or ``rfft_n_odd`` (by the parity of the length) over the
+  last axis, then ``fft`` over the others from the last to the first;
+- ``irfftn``: ``ifft`` over the axes but the last, from the first, then ``irfft`` over
+  the last (``last`` samples).
+
+Each transform's factor is NumPy's ``fct`` in the array's precision: 1, ``1 / n`` or
+``1 / sqrt(n)`` by the norm (its direction swapped for the inverse transforms), from
+the length ``n`` read at run time. The transforms run in one loop function of their own
+module (``Entry._helper``), intermediates in two arena places; its sizes are arguments
+and the loop of ``rfft`` is chosen by the length's parity at run time, so one module
+serves every size and a standalone module is the same text at every size. For each
+transform over axis ``k`` of a C-ordered ``(A, n, C)`` array the loop is called once for
+the ``A`` rows of length ``n`` if ``C`` is 1, else ``A`` times for the ``C`` strided
+rows of each block (as NumPy's iterator calls it; the bits of a row do not depend on
+the batching). float32 / complex64 arrays use NumPy's float loops.
+
+The loops are found by the ufunc objects' ``functions`` and ``data`` arrays
+(``loader.pocketfft_address``), registered as ``fusegrad_pocketfft_<ufunc>_<d|f>`` (and
+``..._data``). They take the GIL only to report a C++ exception (``PyGILState``), so
+they run with the GIL released like any other loop.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from ...ir import Op
+from .kernel import I64, PTR, loop_nest
+
+#: the ops lowered here
+LOWERED = ("fft",)
+_FLOATS = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
+_F64, _F32 = ir.DoubleType(), ir.FloatType()
+
+
+def lowered(op: Op) -> bool:
+    """Whether the entry lowers ``fft`` op ``op``: float32/64, complex64/128."""
+    return all(v.type.dtype in _FLOATS for v in (*op.operands, *op.results))
+
+
+def steps(op: Op) -> list[tuple[str, int, tuple, tuple]]:
+    """The one-dimensional transforms of ``op`` in NumPy's order: ``(kind, axis, input
+    shape, output shape)``, ``kind`` one of ``fft``, ``ifft``, ``rfft``, ``irfft``."""
+    kind, axes, last = op.attrs["kind"], tuple(op.attrs["axes"]), op.attrs["last"]
+    if kind in ("fft", "ifft"):
+        order = [(kind, a) for a in reversed(axes)]
+    elif kind == "rfft":
+        order = [("rfft", axes[-1])] + [("fft", a) for a in reversed(axes[:-1])]
+    else:
+        order = [("ifft", a) for a in axes[:-1]] + [("irfft", axes[-1])]
+    shape = tuple(op.operands[0].type.shape)
+    out = []
+    for k, a in order:
+        new = list(shape)
+        if k == "rfft":
+            new[a] = shape[a] // 2 + 1
+        elif k == "irfft":
+            new[a] = last
+        out.append((k, a, shape, tuple(new)))
+        shape = tuple(new)
+    return out
+
+
+def work(op: Op) -> int:
+    """Elements of loop work of ``op``, about: each transform's elements times the
+    binary logarithm of its length."""
+    return sum(math.prod(max(i, o) for i, o in zip(src, dst))
+               * max(1, math.ceil(math.log2(max(src[a], dst[a]))))
+               for _, a, src, dst in steps(op))
+
+
+def _precision(op: Op) -> str:
+    """``d`` (NumPy's double loops) or ``f`` (its float loops)."""
+    return "d" if op.operands[0].type.dtype in (np.float64, np.complex128) else "f"
+
+
+class Fourier:
+    """Mixed into ``entry.Entry`` (uses ``b``, ``vals``, ``_place``, ``_scratch``,
+    ``_size`` and ``_helper``)."""
+
+    def _fft(self, op: Op) -> None:
+        out = op.results[0]
+        plan = steps(op)
+        dst = self._place(out)
+        complex_bytes = 16 if _precision(op) == "d" else 8
+        inner = [math.prod(s[3]) * complex_bytes for s in plan[:-1]]
+        places = [self._scratch(max(inner)) for _ in range(min(2, len(inner)))]
+        sizes = []
+        for _, a, src, res in plan:
+            sizes += [math.prod(src[:a]), math.prod(src[a + 1:]), src[a], res[a]]
+        args = [self.vals[op.operands[0]], dst, *places, *(self._size(n) for n in sizes)]
+        self._helper(args, lambda f: _build(f, op, plan, len(places)))
+        self.vals[out] = dst
+
+
+# --- the loop ----------------------------------------------------------------------
+
+
+def _loop(mod: ir.Module, name: str) -> ir.Function:
+    """NumPy's gufunc loop registered as ``name``, declared in ``mod``."""
+    fn = mod.globals.get(name)
+    if fn is None:
+        fnty = ir.FunctionType(ir.VoidType(), [PTR.as_pointer(), I64.as_pointer(),
+                                               I64.as_pointer(), PTR])
+        fn = ir.Function(mod, fnty, name)
+    return fn
+
+
+def _data(mod: ir.Module, name: str) -> ir.Value:
+    """The loop's ``data`` (the byte NumPy's ufunc holds for it: its direction)."""
+    g = mod.globals.get(name + "_data")
+    if g is None:
+        g = ir.GlobalVariable(mod, ir.IntType(8), name + "_data")
+        g.linkage = "external"
+    return g
+
+
+def symbol(ufunc: str, precision: str) -> str:
+    """The name a module calls the loop of ``ufunc`` in ``precision`` (``d``/``f``) by."""
+    return f"fusegrad_pocketfft_{ufunc}_{precision}"
+
+
+def _factor(b: ir.IRBuilder, kind: str, norm: str, n: ir.Value, ty: ir.Type) -> ir.Value:
+    """NumPy's ``fct`` for a transform of length ``n``: ``1``, ``1 / n`` or
+    ``1 / sqrt(n)`` computed in ``ty`` as ``np.reciprocal`` and ``np.sqrt`` do."""
+    if kind in ("ifft", "irfft"):
+        norm = {"backward": "forward", "forward": "backward"}.get(norm, norm)
+    one = ir.Constant(ty, 1.0)
+    if norm == "backward":
+        return one
+    x = b.sitofp(n, ty)
+    if norm == "ortho":
+        name = "llvm.sqrt.f64" if ty == _F64 else "llvm.sqrt.f32"
+        sqrt = b.module.globals.get(name) or ir.Function(
+            b.module, ir.FunctionType(ty, [ty]), name)
+        x = b.call(sqrt, [x])
+    return b.fdiv(one, x)
+
+
+def _build(f: ir.Function, op: Op, plan, scratches: int) -> None:
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    src_ptr, dst_ptr = f.args[0], f.args[1]
+    places = list(f.args[2:2 + scratches])
+    sizes = f.args[2 + scratches:]
+    prec = _precision(op)
+    ty = _F64 if prec == "d" else _F32
+    real, cplx = (8, 16) if prec == "d" else (4, 8)
+    args, dims, strides = b.alloca(PTR, 3), b.alloca(I64, 3), b.alloca(I64, 5)
+    fct = b.alloca(ty)
+    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
+
+    def put(b, slot, i, v):
+        b.store(v, b.gep(slot, [ir.Constant(I64, i)]))
+
+    for k, (kind, _, _, _) in enumerate(plan):
+        a, c, n_in, n_out = sizes[4 * k:4 * k + 4]
+        src = src_ptr if k == 0 else places[(k - 1) % 2]
+        dst = dst_ptr if k == len(plan) - 1 else places[k % 2]
+        isz = ir.Constant(I64, real if kind == "rfft" else cplx)
+        osz = ir.Constant(I64, real if kind == "irfft" else cplx)
+        if kind == "rfft":
+            odd = b.trunc(n_in, ir.IntType(1))
+            fn = b.select(odd, _loop(f.module, symbol("rfft_n_odd", prec)),
+                          _loop(f.module, symbol("rfft_n_even", prec)))
+            data = ir.Constant(PTR, None)
+        else:
+            fn = _loop(f.module, symbol(kind, prec))
+            data = _data(f.module, symbol(kind, prec)) if kind in ("fft", "ifft") else \
+                ir.Constant(PTR, None)
+        b.store(_factor(b, kind, op.attrs["norm"], n_out if kind == "irfft" else n_in, ty),
+                fct)
+        rows = b.icmp_signed("==", c, one)  # the transform's axis is the last of extent > 1
+        reps = b.select(rows, one, a)
+        put(b, dims, 0, b.select(rows, a, c))
+        put(b, dims, 1, n_in)
+        put(b, dims, 2, n_out)
+        put(b, strides, 0, b.select(rows, b.mul(n_in, isz), isz))
+        put(b, strides, 1, zero)
+        put(b, strides, 2, b.select(rows, b.mul(n_out, osz), osz))
+        put(b, strides, 3, b.mul(c, isz))
+        put(b, strides, 4, b.mul(c, osz))
+        block_in, block_out = b.mul(b.mul(n_in, c), isz), b.mul(b.mul(n_out, c), osz)
+        put(b, args, 1, b.bitcast(fct, PTR))
+
+        def each(b, idx, src=src, dst=dst, fn=fn, data=data, block_in=block_in,
+                 block_out=block_out):
+            put(b, args, 0, b.gep(src, [b.mul(idx[0], block_in)]))
+            put(b, args, 2, b.gep(dst, [b.mul(idx[0], block_out)]))
+            b.call(fn, [args, dims, strides, data])
+        b = loop_nest(b, f, (reps,), each)
+    b.ret_void()
