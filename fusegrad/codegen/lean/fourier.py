@@ -22,7 +22,10 @@ serves every size and a standalone module is the same text at every size. For ea
 transform over axis ``k`` of a C-ordered ``(A, n, C)`` array the loop is called once for
 the ``A`` rows of length ``n`` if ``C`` is 1, else ``A`` times for the ``C`` strided
 rows of each block (as NumPy's iterator calls it; the bits of a row do not depend on
-the batching). float32 / complex64 arrays use NumPy's float loops.
+the batching). float32 / complex64 arrays use NumPy's float loops, but for a transform
+whose factor is 1: NumPy passes it as the Python integer 1, with which the ufunc picks
+its double loop, so the transform runs in float64 on a converted copy (two more arena
+places) and its result is rounded, as NumPy's casts do.
 
 The loops are found by the ufunc objects' ``functions`` and ``data`` arrays
 (``loader.pocketfft_address``), registered as ``fusegrad_pocketfft_<ufunc>_<d|f>`` (and
@@ -87,6 +90,13 @@ def _precision(op: Op) -> str:
     return "d" if op.operands[0].type.dtype in (np.float64, np.complex128) else "f"
 
 
+def _unit(kind: str, norm: str) -> bool:
+    """Whether a transform's factor is NumPy's Python integer 1 (no scaling), with which
+    the ufunc picks its double loop whatever the array's precision: float32 and
+    complex64 arrays are then transformed in float64 and the result rounded."""
+    return norm == ("forward" if kind in ("ifft", "irfft") else "backward")
+
+
 class Fourier:
     """Mixed into ``entry.Entry`` (uses ``b``, ``vals``, ``_place``, ``_scratch``,
     ``_size`` and ``_helper``)."""
@@ -98,6 +108,9 @@ class Fourier:
         complex_bytes = 16 if _precision(op) == "d" else 8
         inner = [math.prod(s[3]) * complex_bytes for s in plan[:-1]]
         places = [self._scratch(max(inner)) for _ in range(min(2, len(inner)))]
+        wide = [s for s in plan if _precision(op) == "f" and _unit(s[0], op.attrs["norm"])]
+        if wide:  # the float64 copies of the input and the result of such a transform
+            places += [self._scratch(max(math.prod(s[i]) for s in wide) * 16) for i in (2, 3)]
         sizes = []
         for _, a, src, res in plan:
             sizes += [math.prod(src[:a]), math.prod(src[a + 1:]), src[a], res[a]]
@@ -151,54 +164,78 @@ def _factor(b: ir.IRBuilder, kind: str, norm: str, n: ir.Value, ty: ir.Type) -> 
 
 
 def _build(f: ir.Function, op: Op, plan, scratches: int) -> None:
+    """The loop function: each transform of ``plan`` in turn, from the operand (its first
+    argument) through the arena places after the result (its second) to the result."""
     b = ir.IRBuilder(f.append_basic_block("entry"))
-    src_ptr, dst_ptr = f.args[0], f.args[1]
     places = list(f.args[2:2 + scratches])
     sizes = f.args[2 + scratches:]
-    prec = _precision(op)
-    ty = _F64 if prec == "d" else _F32
-    real, cplx = (8, 16) if prec == "d" else (4, 8)
-    args, dims, strides = b.alloca(PTR, 3), b.alloca(I64, 3), b.alloca(I64, 5)
-    fct = b.alloca(ty)
-    zero, one = ir.Constant(I64, 0), ir.Constant(I64, 1)
-
-    def put(b, slot, i, v):
-        b.store(v, b.gep(slot, [ir.Constant(I64, i)]))
-
+    prec, norm = _precision(op), op.attrs["norm"]
+    wide = places[-2:] if prec == "f" and any(_unit(s[0], norm) for s in plan) else None
+    slots = (b.alloca(PTR, 3), b.alloca(I64, 3), b.alloca(I64, 5),
+             b.alloca(_F64), b.alloca(_F32))
     for k, (kind, _, _, _) in enumerate(plan):
         a, c, n_in, n_out = sizes[4 * k:4 * k + 4]
-        src = src_ptr if k == 0 else places[(k - 1) % 2]
-        dst = dst_ptr if k == len(plan) - 1 else places[k % 2]
-        isz = ir.Constant(I64, real if kind == "rfft" else cplx)
-        osz = ir.Constant(I64, real if kind == "irfft" else cplx)
-        if kind == "rfft":
-            odd = b.trunc(n_in, ir.IntType(1))
-            fn = b.select(odd, _loop(f.module, symbol("rfft_n_odd", prec)),
-                          _loop(f.module, symbol("rfft_n_even", prec)))
-            data = ir.Constant(PTR, None)
+        src = f.args[0] if k == 0 else places[(k - 1) % 2]
+        dst = f.args[1] if k == len(plan) - 1 else places[k % 2]
+        if prec == "f" and _unit(kind, norm):  # NumPy's double loop, the result rounded
+            count_in = b.mul(b.mul(a, c), b.mul(n_in, ir.Constant(I64, 1 + (kind != "rfft"))))
+            count_out = b.mul(b.mul(a, c), b.mul(n_out, ir.Constant(I64, 1 + (kind != "irfft"))))
+            b = _convert(b, f, src, wide[0], count_in, _F32, _F64)
+            b = _transform(b, f, kind, "d", norm, wide[0], wide[1], (a, c, n_in, n_out), slots)
+            b = _convert(b, f, wide[1], dst, count_out, _F64, _F32)
         else:
-            fn = _loop(f.module, symbol(kind, prec))
-            data = _data(f.module, symbol(kind, prec)) if kind in ("fft", "ifft") else \
-                ir.Constant(PTR, None)
-        b.store(_factor(b, kind, op.attrs["norm"], n_out if kind == "irfft" else n_in, ty),
-                fct)
-        rows = b.icmp_signed("==", c, one)  # the transform's axis is the last of extent > 1
-        reps = b.select(rows, one, a)
-        put(b, dims, 0, b.select(rows, a, c))
-        put(b, dims, 1, n_in)
-        put(b, dims, 2, n_out)
-        put(b, strides, 0, b.select(rows, b.mul(n_in, isz), isz))
-        put(b, strides, 1, zero)
-        put(b, strides, 2, b.select(rows, b.mul(n_out, osz), osz))
-        put(b, strides, 3, b.mul(c, isz))
-        put(b, strides, 4, b.mul(c, osz))
-        block_in, block_out = b.mul(b.mul(n_in, c), isz), b.mul(b.mul(n_out, c), osz)
-        put(b, args, 1, b.bitcast(fct, PTR))
-
-        def each(b, idx, src=src, dst=dst, fn=fn, data=data, block_in=block_in,
-                 block_out=block_out):
-            put(b, args, 0, b.gep(src, [b.mul(idx[0], block_in)]))
-            put(b, args, 2, b.gep(dst, [b.mul(idx[0], block_out)]))
-            b.call(fn, [args, dims, strides, data])
-        b = loop_nest(b, f, (reps,), each)
+            b = _transform(b, f, kind, prec, norm, src, dst, (a, c, n_in, n_out), slots)
     b.ret_void()
+
+
+def _convert(b, f, src, dst, count, frm, to) -> ir.IRBuilder:
+    """``dst[i] = src[i]`` for ``i < count``, from float type ``frm`` to ``to``."""
+    src, dst = b.bitcast(src, frm.as_pointer()), b.bitcast(dst, to.as_pointer())
+
+    def body(b, idx):
+        v = b.load(b.gep(src, [idx[0]]))
+        v = b.fpext(v, to) if to == _F64 else b.fptrunc(v, to)
+        b.store(v, b.gep(dst, [idx[0]]))
+    return loop_nest(b, f, (count,), body)
+
+
+def _put(b, slot, i, v) -> None:
+    b.store(v, b.gep(slot, [ir.Constant(I64, i)]))
+
+
+def _transform(b, f, kind, prec, norm, src, dst, sizes, slots) -> ir.IRBuilder:
+    """Calls of NumPy's loop of ``kind`` in ``prec`` over the rows of a C-ordered ``(A,
+    n_in, C)`` array at ``src``, to ``(A, n_out, C)`` at ``dst`` (``sizes``: ``(A, C,
+    n_in, n_out)``; ``slots``: the calls' argument arrays and factors)."""
+    a, c, n_in, n_out = sizes
+    args, dims, strides = slots[:3]
+    ty, fct = (_F64, slots[3]) if prec == "d" else (_F32, slots[4])
+    real, cplx = (8, 16) if prec == "d" else (4, 8)
+    isz = ir.Constant(I64, real if kind == "rfft" else cplx)
+    osz = ir.Constant(I64, real if kind == "irfft" else cplx)
+    data = ir.Constant(PTR, None)
+    if kind == "rfft":  # the loop for the length's parity
+        fn = b.select(b.trunc(n_in, ir.IntType(1)), _loop(f.module, symbol("rfft_n_odd", prec)),
+                      _loop(f.module, symbol("rfft_n_even", prec)))
+    else:
+        fn = _loop(f.module, symbol(kind, prec))
+        if kind != "irfft":
+            data = _data(f.module, symbol(kind, prec))
+    b.store(_factor(b, kind, norm, n_out if kind == "irfft" else n_in, ty), fct)
+    one = ir.Constant(I64, 1)
+    rows = b.icmp_signed("==", c, one)  # rows of length n, one after another
+    _put(b, dims, 0, b.select(rows, a, c))
+    _put(b, dims, 1, n_in)
+    _put(b, dims, 2, n_out)
+    for i, v in enumerate((b.select(rows, b.mul(n_in, isz), isz), ir.Constant(I64, 0),
+                           b.select(rows, b.mul(n_out, osz), osz), b.mul(c, isz),
+                           b.mul(c, osz))):
+        _put(b, strides, i, v)
+    _put(b, args, 1, b.bitcast(fct, PTR))
+    block_in, block_out = b.mul(b.mul(n_in, c), isz), b.mul(b.mul(n_out, c), osz)
+
+    def each(b, idx):
+        _put(b, args, 0, b.gep(src, [b.mul(idx[0], block_in)]))
+        _put(b, args, 2, b.gep(dst, [b.mul(idx[0], block_out)]))
+        b.call(fn, [args, dims, strides, data])
+    return loop_nest(b, f, (b.select(rows, one, a),), each)
