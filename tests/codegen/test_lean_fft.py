@@ -107,6 +107,30 @@ def test_a_spectral_program_is_the_interpreters_bits():
         _same_bits(got, want)
 
 
+def test_transforms_in_loop_bodies_and_of_empty_batches():
+    def loop(x):
+        def body(i, y):
+            return F.irfft(F.rfft(y) * (0.5 + 0.1j), n=y.shape[-1])
+        return fg.fori_loop(0, 3, body, x)
+
+    def scan(x):
+        def step(c, row):
+            z = F.rfft(row + c)
+            return c + fnp.real(z[0]), fnp.imag(z)
+        return fg.scan(step, 0.0, x)
+
+    x = np.random.default_rng(7).standard_normal((4, 9))
+    for f in (loop, scan):
+        assert lowered_natively(f, x)
+        got, want = fg.jit(f)(x), interpreted(f, x)
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            _same_bits(g, w)
+    _same_bits(fg.jit(F.rfft)(np.zeros((0, 8))), np.fft.rfft(np.zeros((0, 8))))
+    empty = np.zeros((3, 0, 8), np.complex64)
+    _same_bits(fg.jit(lambda z: F.fftn(z, axes=(0, 2)))(empty), np.fft.fftn(empty, axes=(0, 2)))
+
+
 def loss(x, w):
     """A real loss through rfft, fft, ifft and irfft (2-d, with norms)."""
     z = F.rfft2(x * w, norm="ortho")
