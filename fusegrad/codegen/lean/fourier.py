@@ -30,7 +30,10 @@ places) and its result is rounded, as NumPy's casts do.
 The loops are found by the ufunc objects' ``functions`` and ``data`` arrays
 (``loader.pocketfft_address``), registered as ``fusegrad_pocketfft_<ufunc>_<d|f>`` (and
 ``..._data``). They take the GIL only to report a C++ exception (``PyGILState``), so
-they run with the GIL released like any other loop.
+they run with the GIL released like any other loop. Such an exception (memory
+exhausted by a plan) sets a Python error and leaves the result unwritten; the entry
+does not test for it, and CPython turns the call's return with an error set into a
+``SystemError`` caused by it.
 """
 
 from __future__ import annotations
