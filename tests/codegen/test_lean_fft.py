@@ -13,6 +13,11 @@ import pytest
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
+from fusegrad.codegen import lean
+from fusegrad.ir import TensorType
+from fusegrad.passes.fusion import fuse
+from fusegrad.passes.simplify import simplify
+from fusegrad.tracer import trace_pytree
 from tests.helpers import check_grads, interpreted, lowered_natively
 
 pytestmark = pytest.mark.compiled
@@ -105,6 +110,13 @@ def test_a_spectral_program_is_the_interpreters_bits():
     x, k = rng.standard_normal((64, 512)), rng.standard_normal(512)
     for got, want in zip(fg.jit(power)(x, k), interpreted(power, x, k)):
         _same_bits(got, want)
+    assert _releases_gil(lambda x: F.rfft(x), x) and not _releases_gil(lambda x: F.rfft(x), k)
+
+
+def _releases_gil(f, *args) -> bool:
+    types = tuple(TensorType(a.shape, a.dtype) for a in args)
+    fused = fuse(simplify(trace_pytree(f, types, name="f").function))
+    return "PyEval_SaveThread" in lean.source(fused)
 
 
 def test_transforms_in_loop_bodies_and_of_empty_batches():
