@@ -38,6 +38,7 @@ does not test for it, and CPython turns the call's return with an error set into
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -53,8 +54,22 @@ _F64, _F32 = ir.DoubleType(), ir.FloatType()
 
 
 def lowered(op: Op) -> bool:
-    """Whether the entry lowers ``fft`` op ``op``: float32/64, complex64/128."""
-    return all(v.type.dtype in _FLOATS for v in (*op.operands, *op.results))
+    """Whether the entry lowers ``fft`` op ``op``: float32/64, complex64/128, with a NumPy
+    whose loops are found (``available``)."""
+    return all(v.type.dtype in _FLOATS for v in (*op.operands, *op.results)) and available()
+
+
+@functools.cache
+def available() -> bool:
+    """Whether this NumPy has the pocketfft loops where ``loader.pocketfft_address``
+    looks for them (else the op runs with NumPy between native segments)."""
+    from .loader import pocketfft_address
+
+    try:
+        pocketfft_address("fft_d")
+    except ImportError:
+        return False
+    return True
 
 
 def steps(op: Op) -> list[tuple[str, int, tuple, tuple]]:

@@ -66,12 +66,15 @@ def pocketfft_address(name: str) -> tuple[int, int]:
     double or float loop, by the type of its factor) and of the ``data`` NumPy passes it
     (0 for none), read from the ufunc object in ``numpy.fft._pocketfft_umath``."""
     ufunc_name, _, letter = name.rpartition("_")
-    ufunc = getattr(importlib.import_module("numpy.fft._pocketfft_umath"), ufunc_name)
-    types = list(ufunc.types)
-    if ctypes.c_int.from_address(id(ufunc) + _UFUNC_NTYPES).value != len(types):
+    module = importlib.import_module("numpy.fft._pocketfft_umath")
+    ufunc = getattr(module, ufunc_name, None)
+    types = list(getattr(ufunc, "types", ()))
+    index = [i for i, t in enumerate(types) if t[1:2] == letter]
+    if (type(ufunc).__name__ != "ufunc" or not index
+            or ctypes.c_int.from_address(id(ufunc) + _UFUNC_NTYPES).value != len(types)):
         raise ImportError(f"the compiled code calls NumPy's FFT loop {name}, which this "
-                          "NumPy does not keep where the code expects it")
-    index = next(i for i, t in enumerate(types) if t[1] == letter)
+                          "NumPy does not have where the code looks for it")
+    index = index[0]
 
     def entry(offset):
         table = ctypes.c_void_p.from_address(id(ufunc) + offset).value
