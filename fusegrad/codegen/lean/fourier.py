@@ -32,8 +32,9 @@ The loops are found by the ufunc objects' ``functions`` and ``data`` arrays
 ``..._data``). They take the GIL only to report a C++ exception (``PyGILState``), so
 they run with the GIL released like any other loop. Such an exception (memory
 exhausted by a plan) sets a Python error and leaves the result unwritten; the entry
-does not test for it, and CPython turns the call's return with an error set into a
-``SystemError`` caused by it.
+does not test for it: a call from CPython then fails with CPython's ``SystemError``
+(a result returned with an error set) caused by it, and a C entry's caller is not
+told.
 """
 
 from __future__ import annotations
@@ -108,11 +109,19 @@ def _precision(op: Op) -> str:
     return "d" if op.operands[0].type.dtype in (np.float64, np.complex128) else "f"
 
 
+def _scaling(kind: str, norm: str) -> str:
+    """How NumPy scales a transform of ``kind``: ``backward`` (not), ``ortho`` (by ``1 /
+    sqrt(n)``) or ``forward`` (by ``1 / n``): ``norm`` swapped for the inverse ones."""
+    if kind in ("ifft", "irfft"):
+        return {"backward": "forward", "forward": "backward"}.get(norm, norm)
+    return norm
+
+
 def _unit(kind: str, norm: str) -> bool:
     """Whether a transform's factor is NumPy's Python integer 1 (no scaling), with which
     the ufunc picks its double loop whatever the array's precision: float32 and
     complex64 arrays are then transformed in float64 and the result rounded."""
-    return norm == ("forward" if kind in ("ifft", "irfft") else "backward")
+    return _scaling(kind, norm) == "backward"
 
 
 class Fourier:
@@ -167,13 +176,12 @@ def symbol(ufunc: str, precision: str) -> str:
 def _factor(b: ir.IRBuilder, kind: str, norm: str, n: ir.Value, ty: ir.Type) -> ir.Value:
     """NumPy's ``fct`` for a transform of length ``n``: ``1``, ``1 / n`` or
     ``1 / sqrt(n)`` computed in ``ty`` as ``np.reciprocal`` and ``np.sqrt`` do."""
-    if kind in ("ifft", "irfft"):
-        norm = {"backward": "forward", "forward": "backward"}.get(norm, norm)
+    scaling = _scaling(kind, norm)
     one = ir.Constant(ty, 1.0)
-    if norm == "backward":
+    if scaling == "backward":
         return one
     x = b.sitofp(n, ty)
-    if norm == "ortho":
+    if scaling == "ortho":
         name = "llvm.sqrt.f64" if ty == _F64 else "llvm.sqrt.f32"
         sqrt = b.module.globals.get(name) or ir.Function(
             b.module, ir.FunctionType(ty, [ty]), name)
