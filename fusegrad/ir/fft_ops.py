@@ -14,8 +14,8 @@ last one is the real axis of rfft/irfft). ``norm`` is ``"backward"``, ``"ortho"`
 ``fusegrad.numpy.fft`` with slices and concatenations, so the op's input lengths are
 the transform lengths. f32/c64 stay single precision, as in NumPy 2.
 
-Compiled code has no FFT of its own: compiled programs run the op on this reference
-(``scipy.fft``, pocketfft) between their native segments (``runtime.lean_exec``).
+Compiled code calls the same pocketfft loops NumPy's ufuncs call, in the same order
+and with the same factors (``codegen.lean.fourier``), so its results are these bits.
 """
 
 from __future__ import annotations

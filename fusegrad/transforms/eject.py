@@ -18,9 +18,9 @@ BLAS or special functions when the program calls them.
 
 A callable whose structure depends on its sizes, or whose sizes the rule cannot fit
 (the bytes of an ``(N, C, H, W)`` array are of degree 4 in the extents; a
-convolution's output extents floors of several), is ejected for the example's shapes
-only; one with an op the lean generator does not lower (sorts,
-linear algebra, FFT, complex numbers, ...) cannot be ejected (``EjectError`` names
+convolution's output extents floors of several, a real FFT's ``n // 2 + 1``), is
+ejected for the example's shapes only; one with an op the lean generator does not lower (sorts,
+linear algebra, complex numbers, ...) cannot be ejected (``EjectError`` names
 it): ``.njit``/``.cfunc`` run those from Numba code.
 """
 

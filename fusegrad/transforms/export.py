@@ -10,7 +10,7 @@ the dispatcher allocates the results and the entry's scratch and calls it throug
 with no Python at all; other shapes of the same ranks and dtypes are traced and
 compiled on their first call, and each call at them looks their entry up in Python
 (``numba.objmode``: it takes the GIL for about a microsecond). A program whose ops the
-code generator does not all lower (sorts, LAPACK, FFT, ...) runs its compiled segments
+code generator does not all lower (sorts, LAPACK, ...) runs its compiled segments
 from Python the same way. Every call allocates its own results and scratch, so
 concurrent calls share nothing. The machine code is cached on disk like every
 compiled program, by content.

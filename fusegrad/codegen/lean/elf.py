@@ -174,7 +174,7 @@ def _relocate(o: _Object, exports: dict[str, int], resolve) -> None:
     for section, offset, kind, sym, addend in o.relocations():
         s = known.get(sym)
         if s is None:
-            name, bind, stype, shndx, value = o.symbols[sym]
+            name, _, stype, shndx, value = o.symbols[sym]
             if shndx != _SHN_UNDEF:
                 s = o._defined(shndx, 0 if stype == _STT_SECTION else value)
             else:

@@ -111,6 +111,7 @@ def _resolve(name: str) -> int | None:
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
 _LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?)_(\w+)")
+_POCKETFFT = re.compile(r"@\"?fusegrad_pocketfft_([a-z_]+_[df])\b")
 
 
 def blas_address(name: str, module: str = "cython_blas") -> int:
@@ -364,16 +365,19 @@ def count_compiled(names: int) -> None:
 
 
 def host_symbols(ir_text: str) -> list[str]:
-    """The SciPy routines module ``ir_text`` calls by address (``provide`` them)."""
+    """The SciPy and NumPy routines module ``ir_text`` calls by address (``provide``
+    them)."""
     out = [f"blas:{r}" for r in ("dgemm", "sgemm") if f'@"fusegrad_{r}"' in ir_text]
     out += [f"{kind}:{r}" for kind, r in sorted(set(_LAPACK.findall(ir_text)))]
+    out += [f"pocketfft:{r}" for r in sorted(set(_POCKETFFT.findall(ir_text)))]
     return out + [f"special:{c}" for c in sorted(set(_SPECIAL.findall(ir_text)))]
 
 
 def provide(symbols: list[str]) -> None:
     """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
     a program with products), LAPACK (SciPy's, ``lapack:<routine>``, or NumPy's,
-    ``lapack64:<routine>``) and special functions (``special:<cname>``)."""
+    ``lapack64:<routine>``), special functions (``special:<cname>``) and NumPy's FFT
+    loops (``pocketfft:<ufunc>_<d|f>``, ``fourier``)."""
     done = _state.setdefault("provided", set())
     for sym in symbols:
         if sym in done:
@@ -387,6 +391,13 @@ def provide(symbols: list[str]) -> None:
             from .loader import numpy_lapack_address
 
             define(f"fusegrad_lapack64_{name}", numpy_lapack_address(name))
+        elif kind == "pocketfft":  # NumPy's FFT loop and its data
+            from .loader import pocketfft_address
+
+            loop, data = pocketfft_address(name)
+            define(f"fusegrad_pocketfft_{name}", loop)
+            if data:
+                define(f"fusegrad_pocketfft_{name}_data", data)
         else:
             from .loader import capsule_address
 

@@ -57,10 +57,36 @@ def numpy_lapack_address(name: str) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
+#: where a ``PyUFuncObject`` keeps its ``functions`` and ``data`` arrays and ``ntypes``
+_UFUNC_FUNCTIONS, _UFUNC_DATA, _UFUNC_NTYPES = 32, 40, 48
+
+
+def pocketfft_address(name: str) -> tuple[int, int]:
+    """The addresses of the loop of NumPy's pocketfft gufunc ``<ufunc>_<d|f>`` (its
+    double or float loop, by the type of its factor) and of the ``data`` NumPy passes it
+    (0 for none), read from the ufunc object in ``numpy.fft._pocketfft_umath``."""
+    ufunc_name, _, letter = name.rpartition("_")
+    module = importlib.import_module("numpy.fft._pocketfft_umath")
+    ufunc = getattr(module, ufunc_name, None)
+    types = list(getattr(ufunc, "types", ()))
+    index = [i for i, t in enumerate(types) if t[1:2] == letter]
+    if (type(ufunc).__name__ != "ufunc" or not index
+            or ctypes.c_int.from_address(id(ufunc) + _UFUNC_NTYPES).value != len(types)):
+        raise ImportError(f"the compiled code calls NumPy's FFT loop {name}, which this "
+                          "NumPy does not have where the code looks for it")
+    index = index[0]
+
+    def entry(offset):
+        table = ctypes.c_void_p.from_address(id(ufunc) + offset).value
+        return ctypes.c_void_p.from_address(table + 8 * index).value or 0 if table else 0
+    return entry(_UFUNC_FUNCTIONS), entry(_UFUNC_DATA)
+
+
 def provide(symbols) -> None:
     """Register the functions the modules call by name: ``blas:<routine>`` and
     ``lapack:<routine>`` (SciPy's BLAS and LAPACK), ``lapack64:<routine>`` (NumPy's
-    LAPACK), ``special:<cname>`` (``scipy.special``'s C functions) and C library
+    LAPACK), ``special:<cname>`` (``scipy.special``'s C functions), ``pocketfft:<loop>``
+    (NumPy's FFT loops and their data: ``pocketfft_address``) and C library
     functions (libm's, ``_setjmp``) by their own name."""
     libc = ctypes.CDLL(None)
     for symbol in symbols:
@@ -77,6 +103,11 @@ def provide(symbols) -> None:
         elif kind == "special":
             address = capsule_address("scipy.special.cython_special", name)
             name = "fusegrad_cs_" + name
+        elif kind == "pocketfft":
+            address, data = pocketfft_address(name)
+            name = "fusegrad_pocketfft_" + name
+            if data:
+                llvm.add_symbol(name + "_data", data)
         else:
             address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
         llvm.add_symbol(name, address)

@@ -40,10 +40,13 @@ class Standalone:
 
 def _host(symbol: str) -> str:
     """How a module's external ``symbol`` is found: ``blas:<routine>``,
-    ``lapack:<routine>``, ``lapack64:<routine>``, ``special:<cname>`` (as
+    ``lapack:<routine>``, ``lapack64:<routine>``, ``special:<cname>``,
+    ``pocketfft:<loop>`` (as
     ``engine.provide`` names them) or the C function."""
     if symbol.startswith("fusegrad_cs_"):
         return "special:" + symbol[len("fusegrad_cs_"):]
+    if symbol.startswith("fusegrad_pocketfft_"):
+        return "pocketfft:" + symbol[len("fusegrad_pocketfft_"):]
     for kind in ("lapack64", "lapack"):
         if symbol.startswith(f"fusegrad_{kind}_"):
             return f"{kind}:" + symbol[len(f"fusegrad_{kind}_"):]
