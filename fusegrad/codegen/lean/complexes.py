@@ -7,6 +7,7 @@ into its two parts. ``OPS`` maps an op name to its element rule for operands or
 results of a complex dtype, with ``scalar.SCALAR_OPS``'s signature
 ``(b, op, args) -> value``; an op with a complex operand or result and no rule here is
 not lowered (``scalar.supports``), so it runs with NumPy between native segments.
+Division, modulus, powers and transcendental functions are in ``complex_math``.
 """
 
 from __future__ import annotations
@@ -115,6 +116,12 @@ def mul(b, op, a):
                 _muladd(b, xr, yi, b.fmul(xi, yr)))
 
 
+def accumulate(b: ir.IRBuilder, acc: ir.Value, x: ir.Value) -> ir.Value:
+    """``acc + x`` of a sum, each part reassociable as a float sum's (``kernel``)."""
+    (ar, ai), (xr, xi) = parts(b, acc), parts(b, x)
+    return make(b, b.fadd(ar, xr, flags=("reassoc",)), b.fadd(ai, xi, flags=("reassoc",)))
+
+
 def neg(b, op, a):
     re, im = parts(b, a[0])
     return make(b, b.fneg(re), b.fneg(im))
@@ -142,6 +149,11 @@ OPS = {
     "add": add, "sub": sub, "mul": mul, "neg": neg, "convert": convert,
     "select": select, "stop_gradient": identity, "broadcast_to": identity,
 }  # fmt: skip
+
+
+from . import complex_math  # noqa: E402  (its rules use the helpers above)
+
+OPS.update(complex_math.OPS)
 
 
 def supports(op) -> bool:

@@ -64,7 +64,9 @@ def _register_symbols(llvm) -> None:
     _state["LinAlgError"] = cell = ctypes.c_void_p(id(np.linalg.LinAlgError))
     llvm.add_symbol("fusegrad_LinAlgError", ctypes.addressof(cell))
     libm = ctypes.CDLL(None)
-    for name in _LIBM:
+    from .complex_math import SYMBOLS
+
+    for name in (*_LIBM, *SYMBOLS):
         try:
             fn = getattr(libm, name)
         except AttributeError:
