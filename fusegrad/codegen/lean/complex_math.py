@@ -12,8 +12,8 @@ each computing NumPy's bits (NumPy 2 on Linux, its loops as measured against the
   f(double, double)``, ``float complex f(float complex)`` is ``<2 x float> f(<2 x
   float>)``.
 - ``expm1`` and ``log1p``: NumPy's own formulas on the real C functions.
-- ``pow``: NumPy's ``nc_pow``: ``z ** 0`` is 1, ``0 ** w`` is 0 for a positive real
-  ``w`` and NaN otherwise, a real integer exponent below 100 in magnitude multiplies
+- ``pow``: NumPy's ``nc_pow``: ``z ** 0`` is 1, ``0 ** w`` is 0 where ``w`` has a positive
+  real part and NaN otherwise, a real integer exponent below 100 in magnitude multiplies
   (binary powers with unfused products, a negative one then ``1 / z**n`` by ``div``),
   anything else the C library's ``cpow``.
 - ``sign``: NumPy 2's ``z / |z|`` with ``hypot``, 0 at 0, a unit on an axis for one
@@ -226,8 +226,7 @@ def pow_(b, op, a):
     out = _select(b, b.icmp_signed("==", n, ir.Constant(i64, 1)), z, out)
     out = _select(b, integer, out, parts(b, _libc_call(b, "cpow", [x, y])))
     nan = _c(xr, math.nan)
-    positive = b.and_(b.fcmp_ordered(">", yr, zero), b.fcmp_ordered("==", yi, zero))
-    at_zero = _select(b, positive, (zero, zero), (nan, nan))
+    at_zero = _select(b, b.fcmp_ordered(">", yr, zero), (zero, zero), (nan, nan))
     base_zero = b.and_(b.fcmp_ordered("==", xr, zero), b.fcmp_ordered("==", xi, zero))
     out = _select(b, base_zero, at_zero, out)
     exp_zero = b.and_(b.fcmp_ordered("==", yr, zero), b.fcmp_ordered("==", yi, zero))
