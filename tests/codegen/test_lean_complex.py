@@ -73,6 +73,21 @@ def test_complex_from_real_parts_and_back(dtype):
     _same_results(fg.jit(f)(x, y), interpreted(f, x, y))
 
 
+@pytest.mark.parametrize("dtype", CDTYPES)
+def test_conversions_between_complex_and_integers_or_bools(dtype):
+    """Integers and bools become the real part; complex to an integer truncates the real
+    part, to bool tests it (the interpreter's ``convert`` drops the imaginary part)."""
+    z = np.array([1.7 + 2j, -2.5 - 0j, 0j, -0.5j, 3e9 + 1j, np.nan + 0j], dtype)
+    i, flags = np.array([3, -4, 0, 7, 1, 2], np.int32), np.array([True, False] * 3)
+
+    def f(z, i, flags):
+        ints = fnp.where(fnp.isnan(z), 0, z).astype(np.int64)
+        return ints, z.astype(bool), i.astype(z.dtype) + flags.astype(z.dtype), z * i
+
+    assert lowered_natively(f, z, i, flags)
+    _same_results(fg.jit(f)(z, i, flags), interpreted(fg.jit(f), z, i, flags))
+
+
 def test_array_and_scalar_complex_constants():
     c = np.array([1 + 2j, -0.5j, 3.0, np.inf - 1j])
 

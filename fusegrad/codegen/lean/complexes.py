@@ -128,12 +128,23 @@ def neg(b, op, a):
 
 
 def convert(b, op, a):
-    """Between complex and float dtypes (complex to float keeps the real part, as
-    NumPy's cast does); conversions to or from integers and bool are not here."""
-    dst = op.results[0].type.dtype
+    """To or from a complex dtype as the interpreter's ``convert``: complex to any other
+    dtype casts the real part (to an integer truncated, to bool "nonzero", NaN true); a
+    real value becomes the real part."""
+    x, src, dst = a[0], op.operands[0].type.dtype, op.results[0].type.dtype
+    if dst.kind == "c":
+        ty = C128 if dst == np.complex128 else C64
+        if src.kind in "iub":
+            part = part_type(ty)
+            x = b.uitofp(x, part) if src.kind in "ub" else b.sitofp(x, part)
+        return promote(b, x, ty)
+    re = b.extract_value(x, 0)
     if dst.kind == "f":
-        return _widen(b, b.extract_value(a[0], 0), F64 if dst == np.float64 else F32)
-    return promote(b, a[0], C128 if dst == np.complex128 else C64)
+        return _widen(b, re, F64 if dst == np.float64 else F32)
+    if dst == np.bool_:
+        return b.fcmp_unordered("!=", re, ir.Constant(re.type, 0.0))
+    to = ir.IntType(8 * dst.itemsize)
+    return b.fptoui(re, to) if dst.kind == "u" else b.fptosi(re, to)
 
 
 def identity(b, op, a):
@@ -162,6 +173,5 @@ def supports(op) -> bool:
     if rule is None:
         return False
     if op.name == "convert":
-        return all(v.type.dtype.kind in "fc" and v.type.dtype != np.float16
-                   for v in (*op.operands, *op.results))
+        return all(v.type.dtype != np.float16 for v in (*op.operands, *op.results))
     return True
