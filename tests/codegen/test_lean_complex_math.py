@@ -69,7 +69,8 @@ def _binary(z, w):
 
 
 def _powers(z, p):
-    return z ** p, z ** 2, z ** 3, z ** -1, z ** 2.5, z ** (0.5 - 1j)
+    return (z ** p, z ** 2, z ** 3, z ** -1, z ** 7, z ** -4, z ** 0.0, z ** 2.5,
+            z ** (0.5 - 1j))
 
 
 def _compare(f, *args):

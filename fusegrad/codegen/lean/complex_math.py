@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from llvmlite import ir
 
 from .complexes import F64, _muladd, _operands, make, parts
@@ -187,48 +188,88 @@ def _plain_mul(b, x, y):
 
 
 def _select(b, cond, x, y):
+    """``x if cond else y`` of ``(re, im)`` pairs; ``cond`` an i1 register or a bool known
+    when the kernel is built."""
+    if isinstance(cond, bool):
+        return x if cond else y
     return tuple(b.select(cond, p, q) for p, q in zip(x, y))
 
 
-def _integer_power(b, z, n, negative):
-    """``z ** n`` for ``0 <= n < 128`` (an i64 register) by NumPy's binary powers: the
-    product ``aa`` of the squares ``p`` whose bit is set in ``n``, in that order;
-    ``1 / aa`` by the complex divide if ``negative``."""
+def _is(b, n, k: int):
+    """``n == k`` of an i64 register or a Python int ``n``."""
+    return n == k if isinstance(n, int) else b.icmp_signed("==", n, ir.Constant(n.type, k))
+
+
+def _integer_power(b, z, n):
+    """``z ** n`` for an integer ``|n| < 100`` (an i64 register, or an int known when the
+    kernel is built) as NumPy's ``nc_pow``: ``z``, ``z * z`` and ``z * (z * z)`` for 1, 2
+    and 3; else the product ``aa`` of the squares ``p`` of ``z`` whose bit is set in
+    ``|n|``, in that order, then ``1 / aa`` by the complex divide if ``n < 0``."""
     re = z[0]
+    negative = n < 0 if isinstance(n, int) else b.icmp_signed("<", n, ir.Constant(n.type, 0))
+    m = abs(n) if isinstance(n, int) else b.select(negative, b.neg(n), n)
     aa, p = (_c(re, 1.0), _c(re, 0.0)), z
     for bit in range(7):
-        has = b.icmp_unsigned("!=", b.and_(n, ir.Constant(n.type, 1 << bit)),
-                              ir.Constant(n.type, 0))
-        aa = _select(b, has, _plain_mul(b, aa, p), aa)
-        if bit < 6:
+        has = (bool(m & (1 << bit)) if isinstance(m, int) else
+               b.icmp_unsigned("!=", b.and_(m, ir.Constant(m.type, 1 << bit)),
+                               ir.Constant(m.type, 0)))
+        if has is not False:
+            aa = _select(b, has, _plain_mul(b, aa, p), aa)
+        if bit < 6 and not (isinstance(m, int) and m < 2 << bit):
             p = _plain_mul(b, p, p)
-    inverse = _quotient(b, _c(re, 1.0), _c(re, 0.0), *aa)
-    return _select(b, negative, inverse, aa)
+    if negative is not False:
+        aa = _select(b, negative, _quotient(b, _c(re, 1.0), _c(re, 0.0), *aa), aa)
+    square = _plain_mul(b, z, z)
+    out = _select(b, _is(b, n, 3), _plain_mul(b, z, square), aa)
+    out = _select(b, _is(b, n, 2), square, out)
+    return _select(b, _is(b, n, 1), z, out)
+
+
+def _constant_parts(y) -> tuple[float, float] | None:
+    """The parts of a complex constant register, rounded to its part type; else None."""
+    if not isinstance(y, ir.Constant) or not isinstance(y.constant, list | tuple):
+        return None
+    rnd = float if y.type.elements[0] == F64 else np.float32
+    return tuple(float(rnd(c.constant)) for c in y.constant)
 
 
 def pow_(b, op, a):
+    """NumPy's ``nc_pow`` (the module's docstring); with a constant exponent, only its
+    branch is built."""
     x, y = _operands(b, op, a)
     (xr, xi), (yr, yi) = parts(b, x), parts(b, y)
-    zero = _c(xr, 0.0)
-    i64 = ir.IntType(64)
-    # an integer exponent below 100 in magnitude (fptosi of larger ones is not used)
-    small = b.fcmp_ordered("<", _fabs(b, yr), _c(yr, 100.0))
-    n = b.fptosi(b.select(small, yr, zero), i64)
-    integer = b.and_(b.and_(small, b.fcmp_ordered("==", b.sitofp(n, yr.type), yr)),
-                     b.fcmp_ordered("==", yi, zero))
-    negative = b.icmp_signed("<", n, ir.Constant(i64, 0))
-    m = b.select(negative, b.neg(n), n)
-    z = (xr, xi)
-    square = _plain_mul(b, z, z)
-    out = _integer_power(b, z, m, negative)
-    out = _select(b, b.icmp_signed("==", n, ir.Constant(i64, 3)), _plain_mul(b, z, square), out)
-    out = _select(b, b.icmp_signed("==", n, ir.Constant(i64, 2)), square, out)
-    out = _select(b, b.icmp_signed("==", n, ir.Constant(i64, 1)), z, out)
-    out = _select(b, integer, out, parts(b, _libc_call(b, "cpow", [x, y])))
-    nan = _c(xr, math.nan)
-    at_zero = _select(b, b.fcmp_ordered(">", yr, zero), (zero, zero), (nan, nan))
+    z, zero, nan = (xr, xi), _c(xr, 0.0), _c(xr, math.nan)
+    known = _constant_parts(y)
+    if known is not None:
+        cr, ci = known
+        if cr == 0 and ci == 0:
+            return make(b, _c(xr, 1.0), zero)
+        integer = ci == 0 and abs(cr) < 100 and cr == int(cr)
+        out = (_integer_power(b, z, int(cr)) if integer
+               else parts(b, _libc_call(b, "cpow", [x, y])))
+        at_zero = (zero, zero) if cr > 0 else (nan, nan)
+    else:
+        i64 = ir.IntType(64)
+        # an integer exponent below 100 in magnitude (fptosi of larger ones is not used)
+        small = b.fcmp_ordered("<", _fabs(b, yr), _c(yr, 100.0))
+        n = b.fptosi(b.select(small, yr, zero), i64)
+        integer = b.and_(b.and_(small, b.fcmp_ordered("==", b.sitofp(n, yr.type), yr)),
+                         b.fcmp_ordered("==", yi, zero))
+        powers = _integer_power(b, z, n)
+        start = b.block
+        with b.if_then(b.not_(integer)):  # cpow only where it is needed
+            general, block = parts(b, _libc_call(b, "cpow", [x, y])), b.block
+        out = []
+        for g, p in zip(general, powers):
+            phi = b.phi(g.type)
+            phi.add_incoming(g, block)
+            phi.add_incoming(p, start)
+            out.append(phi)
+        at_zero = _select(b, b.fcmp_ordered(">", yr, zero), (zero, zero), (nan, nan))
     base_zero = b.and_(b.fcmp_ordered("==", xr, zero), b.fcmp_ordered("==", xi, zero))
     out = _select(b, base_zero, at_zero, out)
+    if known is not None:
+        return make(b, *out)
     exp_zero = b.and_(b.fcmp_ordered("==", yr, zero), b.fcmp_ordered("==", yi, zero))
     return make(b, *_select(b, exp_zero, (_c(xr, 1.0), zero), out))
 
