@@ -65,7 +65,7 @@ def _inverse(z):
 
 
 def _binary(z, w):
-    return z / w, w / z, z == w, z != w, z == z
+    return z / w, w / z, z == w, z != w, z == z, z * w, z + w, z - w, -z, fnp.conj(w)
 
 
 def _powers(z, p):
@@ -95,8 +95,9 @@ def test_inverse_functions_are_the_c_librarys_bits(dtype):
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
-def test_division_and_comparisons_are_numpys_bits(dtype):
-    """Every pair of special values divided both ways, zero divisors included."""
+def test_arithmetic_and_comparisons_are_numpys_bits(dtype):
+    """Every pair of special values divided both ways (zero divisors included),
+    multiplied, added, subtracted and compared."""
     z = _grid(dtype)
     w = z[np.random.default_rng(1).permutation(z.size)]
     _compare(_binary, z, w)
