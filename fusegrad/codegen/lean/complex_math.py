@@ -19,7 +19,7 @@ each computing NumPy's bits (NumPy 2 on Linux, its loops as measured against the
 - ``sign``: NumPy 2's ``z / |z|`` with ``hypot``, 0 at 0, a unit on an axis for one
   infinite part, NaN for two or a NaN.
 
-Registered into ``complexes.OPS`` from the end of that module.
+Added to ``complexes.OPS`` when this module is imported (from the end of that one).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import math
 import numpy as np
 from llvmlite import ir
 
+from . import complexes
 from .complexes import F64, _muladd, _operands, make, parts
 
 #: IR op -> the C library's complex function (``f`` appended for complex64)
@@ -300,3 +301,5 @@ OPS = {
     "eq": eq, "ne": ne, "isnan": isnan, "isfinite": isfinite,
     **{name: _libc(c) for name, c in LIBC.items()},
 }  # fmt: skip
+
+complexes.OPS.update(OPS)
