@@ -7,6 +7,7 @@ into its two parts. ``OPS`` maps an op name to its element rule for operands or
 results of a complex dtype, with ``scalar.SCALAR_OPS``'s signature
 ``(b, op, args) -> value``; an op with a complex operand or result and no rule here is
 not lowered (``scalar.supports``), so it runs with NumPy between native segments.
+Division, modulus, powers and transcendental functions are in ``complex_math``.
 """
 
 from __future__ import annotations
@@ -115,18 +116,35 @@ def mul(b, op, a):
                 _muladd(b, xr, yi, b.fmul(xi, yr)))
 
 
+def accumulate(b: ir.IRBuilder, acc: ir.Value, x: ir.Value) -> ir.Value:
+    """``acc + x`` of a sum, each part reassociable as a float sum's (``kernel``)."""
+    (ar, ai), (xr, xi) = parts(b, acc), parts(b, x)
+    return make(b, b.fadd(ar, xr, flags=("reassoc",)), b.fadd(ai, xi, flags=("reassoc",)))
+
+
 def neg(b, op, a):
     re, im = parts(b, a[0])
     return make(b, b.fneg(re), b.fneg(im))
 
 
 def convert(b, op, a):
-    """Between complex and float dtypes (complex to float keeps the real part, as
-    NumPy's cast does); conversions to or from integers and bool are not here."""
-    dst = op.results[0].type.dtype
+    """To or from a complex dtype as the interpreter's ``convert``: complex to any other
+    dtype casts the real part (to an integer truncated, to bool "nonzero", NaN true); a
+    real value becomes the real part."""
+    x, src, dst = a[0], op.operands[0].type.dtype, op.results[0].type.dtype
+    if dst.kind == "c":
+        ty = C128 if dst == np.complex128 else C64
+        if src.kind in "iub":
+            part = part_type(ty)
+            x = b.uitofp(x, part) if src.kind in "ub" else b.sitofp(x, part)
+        return promote(b, x, ty)
+    re = b.extract_value(x, 0)
     if dst.kind == "f":
-        return _widen(b, b.extract_value(a[0], 0), F64 if dst == np.float64 else F32)
-    return promote(b, a[0], C128 if dst == np.complex128 else C64)
+        return _widen(b, re, F64 if dst == np.float64 else F32)
+    if dst == np.bool_:
+        return b.fcmp_unordered("!=", re, ir.Constant(re.type, 0.0))
+    to = ir.IntType(8 * dst.itemsize)
+    return b.fptoui(re, to) if dst.kind == "u" else b.fptosi(re, to)
 
 
 def identity(b, op, a):
@@ -144,12 +162,14 @@ OPS = {
 }  # fmt: skip
 
 
+from . import complex_math  # noqa: E402,F401  (adds its rules to OPS; they use the helpers above)
+
+
 def supports(op) -> bool:
     """Whether ``op``, with a complex operand or result, has an element rule here."""
     rule = OPS.get(op.name)
     if rule is None:
         return False
     if op.name == "convert":
-        return all(v.type.dtype.kind in "fc" and v.type.dtype != np.float16
-                   for v in (*op.operands, *op.results))
+        return all(v.type.dtype != np.float16 for v in (*op.operands, *op.results))
     return True

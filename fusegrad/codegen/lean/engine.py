@@ -84,7 +84,9 @@ def _register_host() -> None:
     _state["LinAlgError"] = cell = ctypes.c_void_p(id(np.linalg.LinAlgError))
     define("fusegrad_LinAlgError", ctypes.addressof(cell))
     libm = ctypes.CDLL(None)
-    for name in _LIBM:
+    from .complex_math import SYMBOLS
+
+    for name in (*_LIBM, *SYMBOLS):
         try:
             fn = getattr(libm, name)
         except AttributeError:

@@ -72,8 +72,6 @@ _FAMILY = {name: (module, method) for module, method in _FAMILIES.items()
 
 def _driver_op(op: Op) -> bool:
     """Whether ``op``, outside kernels, is lowered here."""
-    if op.name == "index_add" and op.results[0].type.dtype.kind == "c":
-        return False  # no complex sum there
     if op.name in ("count", *_VIEW_OPS, *_COPY_OPS, *indexing.LOWERED):
         return True
     family = _FAMILY.get(op.name)

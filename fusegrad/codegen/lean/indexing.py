@@ -30,7 +30,7 @@ import re
 from llvmlite import ir
 
 from ...ir import Op
-from . import control, decompositions, lapack
+from . import complexes, control, decompositions, lapack
 from . import scalar as sc
 from .kernel import I64, PTR, loop_nest
 from .sizes import ERROR_AT
@@ -233,6 +233,7 @@ def _build(f: ir.Function, op: Op) -> None:
             at, y = b.gep(dst, q), b.load(b.gep(src, q))
             s = b.load(at)
             b.store(b.fadd(s, y) if t.dtype.kind == "f" else
+                    complexes.add(b, None, [s, y]) if t.dtype.kind == "c" else
                     b.or_(s, y) if t.dtype.kind == "b" else b.add(s, y), at)
         loop_nest(b, f, (post,), add)
     b = loop_nest(b, f, (pre, k), move)

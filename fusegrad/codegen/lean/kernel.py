@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from ...ir import Op
 from ...ir.printer import format_op_header, value_names
-from . import engine
+from . import complexes, engine
 from . import extents as ex
 from . import scalar as sc
 from .mathlib_ir import RARE_OPS
@@ -88,8 +88,8 @@ def check(op: Op) -> None:
         if bop.name in ("reduce_sum", "reduce_max", "reduce_min"):
             if bop.operands[0].type.shape != space:
                 raise Unsupported("a reduction over less than the iteration space")
-            if (not sc.supported_dtype(bop.results[0].type.dtype)
-                    or bop.results[0].type.dtype.kind == "c"):
+            dtype = bop.results[0].type.dtype
+            if not sc.supported_dtype(dtype) or (dtype.kind == "c" and bop.name != "reduce_sum"):
                 raise Unsupported(f"{bop.name} of dtype {bop.results[0].type.dtype}")
             reduced.add(bop.results[0])
         elif not sc.supports(bop):
@@ -119,6 +119,8 @@ def _strides(shape, space) -> list[int]:
 def _reduce(b, name, acc, x, t):
     if name == "reduce_sum":
         # reassociable: LLVM sums in vector lanes (the same order on every call)
+        if complexes.is_complex_type(x.type):
+            return complexes.accumulate(b, acc, x)
         return b.fadd(acc, x, flags=("reassoc",)) if sc._is_float(x) else b.add(acc, x)
     fake = _FakeOp(t)
     return (sc.maximum if name == "reduce_max" else sc.minimum)(b, fake, [acc, x])

@@ -1,5 +1,10 @@
 """Matrix products in an entry: BLAS ``gemm``, once per matrix of a batch.
 
+Real products call SciPy's ``dgemm``/``sgemm``; complex ones ``zgemm``/``cgemm`` of the
+OpenBLAS NumPy bundles, which ``np.matmul`` calls for contiguous matrices (the same
+bits where it calls gemm; where it calls gemv or a dot, for a one-row or one-column
+operand, or multiplies itself, to rounding).
+
 ``matmul`` of ``(..., m, k)`` by ``(..., k, n)`` (batch axes broadcast, NumPy's rule)
 is one ``gemm`` per matrix of the result's batch, in a loop whose per-matrix offsets
 into each operand are constant tables of the entry (an operand broadcast along a
@@ -18,6 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Function, Op, Value
+from . import engine
 from . import scalar as sc
 from .kernel import loop_nest
 
@@ -25,10 +31,27 @@ I64 = ir.IntType(64)
 I32 = ir.IntType(32)
 
 
+#: the gemm each dtype calls: (symbol, integer type); complex products call NumPy's own
+#: OpenBLAS (ILP64, the library ``np.matmul`` calls, found as ``lapack64`` routines are)
+_GEMM = {np.dtype(np.float64): ("fusegrad_dgemm", I32),
+         np.dtype(np.float32): ("fusegrad_sgemm", I32),
+         np.dtype(np.complex128): ("fusegrad_lapack64_zgemm", I64),
+         np.dtype(np.complex64): ("fusegrad_lapack64_cgemm", I64)}
+
+
 def lowered(op: Op) -> bool:
-    """Whether the entry lowers product ``op``: real floating point, any batch."""
+    """Whether the entry lowers product ``op``: floating point or complex, any batch
+    (complex where NumPy bundles its OpenBLAS)."""
     a, b = op.operands
-    return a.type.dtype == b.type.dtype and a.type.dtype in (np.float64, np.float32)
+    dtype = a.type.dtype
+    if dtype != b.type.dtype or dtype not in _GEMM:
+        return False
+    return dtype.kind != "c" or _numpy_gemm(_GEMM[dtype][0])
+
+
+def _numpy_gemm(symbol: str) -> bool:
+    lib = engine.numpy_blas()
+    return lib is not None and hasattr(lib, f"scipy_{symbol.rsplit('_', 1)[1]}_64_")
 
 
 def work(op: Op) -> int:
@@ -92,10 +115,10 @@ class Products:
         ty = y in self.folded  # y = U^T, U stored (..., n, k)
         flags = [ref(ir.Constant(ir.IntType(8), ord("T" if t else "N")), ir.IntType(8))
                  for t in (ty, tx)]
-        ints = [ref(self._size32(v), I32) for v in (
+        name, ity = _GEMM[out.type.dtype]
+        ints = [ref(self._size(v) if ity is I64 else self._size32(v), ity) for v in (
             n, m, k, max(1, k if ty else n), max(1, m if tx else k), max(1, n))]
-        one, zero = ref(ir.Constant(ety, 1.0), ety), ref(ir.Constant(ety, 0.0), ety)
-        name = "fusegrad_dgemm" if out.type.dtype == np.float64 else "fusegrad_sgemm"
+        one, zero = (ref(sc.constant(c, out.type), ety) for c in (1.0, 0.0))
         xp, yp, cp = (self._typed(p, out.type) for p in (self.vals[x], self.vals[y], dst))
         batch = out.type.shape[:-2]
 

@@ -18,6 +18,7 @@ import math
 from llvmlite import ir
 
 from ...ir import Op
+from . import complexes
 from . import scalar as sc
 from .kernel import I64, loop_nest
 
@@ -26,13 +27,14 @@ LOWERED = ("cumsum", "argmax", "argmin", "argsort")
 
 def lowered(op: Op) -> bool:
     """Whether the entry runs ``op`` (of ``LOWERED``): a numeric operand that is not
-    boolean; for ``argmax``/``argmin``, a nonempty axis (NumPy raises on an empty one)."""
+    boolean (complex: ``cumsum`` only); for ``argmax``/``argmin``, a nonempty axis (NumPy
+    raises on an empty one)."""
     x = op.operands[0].type
-    if x.shape == () or x.dtype.kind not in "iuf" or not sc.supported_dtype(x.dtype):
+    if x.shape == () or x.dtype.kind not in "iufc" or not sc.supported_dtype(x.dtype):
         return False
-    if op.name == "cumsum":
+    if op.name == "cumsum":  # (the one scan of complex values)
         return op.results[0].type.dtype == x.dtype
-    return op.name == "argsort" or x.shape[_axis(op)] > 0
+    return x.dtype.kind != "c" and (op.name == "argsort" or x.shape[_axis(op)] > 0)
 
 
 def _axis(op: Op) -> int:
@@ -98,7 +100,9 @@ def _cumsum(f: ir.Function, t) -> None:
         at = b.add(b.mul(b.add(b.mul(i[0], n), row), post), i[2])
         prev = sc.load(b, b.gep(out, [b.sub(at, post)]), t)
         v = sc.load(b, b.gep(x, [at]), t)
-        sc.store(b, b.fadd(prev, v) if is_float else b.add(prev, v), b.gep(out, [at]), t)
+        total = (complexes.add(b, None, [prev, v]) if t.dtype.kind == "c" else
+                 b.fadd(prev, v) if is_float else b.add(prev, v))
+        sc.store(b, total, b.gep(out, [at]), t)
 
     with b.if_then(b.icmp_signed(">", n, ir.Constant(I64, 0))):
         b = loop_nest(b, f, (pre, post), first)
