@@ -73,6 +73,7 @@ def _register_symbols(llvm) -> None:
 
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
+_UFUNC = re.compile(r"@\"?fusegrad_ufunc_(\w+)")
 _LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?)_(\w+)")
 
 
@@ -330,6 +331,7 @@ def host_symbols(ir_text: str) -> list[str]:
     """The SciPy routines module ``ir_text`` calls by address (``provide`` them)."""
     out = [f"blas:{r}" for r in ("dgemm", "sgemm") if f'@"fusegrad_{r}"' in ir_text]
     out += [f"{kind}:{r}" for kind, r in sorted(set(_LAPACK.findall(ir_text)))]
+    out += [f"ufunc:{u}" for u in sorted(set(_UFUNC.findall(ir_text)))]
     return out + [f"special:{c}" for c in sorted(set(_SPECIAL.findall(ir_text)))]
 
 
@@ -351,6 +353,12 @@ def provide(symbols: list[str]) -> None:
             from .loader import numpy_lapack_address
 
             llvm.add_symbol(f"fusegrad_lapack64_{name}", numpy_lapack_address(name))
+        elif kind == "ufunc":  # a ufunc's loop and its data (``ufuncs.py``)
+            from .loader import UFUNCS, ufunc_loop
+
+            loop, data = ufunc_loop(UFUNCS[name])
+            llvm.add_symbol(f"fusegrad_ufunc_{name}", loop)
+            llvm.add_symbol(f"fusegrad_ufdata_{name}", data)
         else:
             from .loader import capsule_address
 

