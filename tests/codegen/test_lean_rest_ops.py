@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.linalg as sla
 import scipy.special as ss
 
 import fusegrad as fg
 import fusegrad.numpy as fnp
+from fusegrad.scipy import linalg as fsl
 from fusegrad.scipy import special as fss
 from tests.helpers import check_grads, interpreted, lowered_natively
 
@@ -58,3 +60,44 @@ def test_polygamma_gradients_to_second_order_compiled():
     assert lowered_natively(fg.grad(f), x)
     check_grads(f, [x], order=2)
     _same_bits(fg.grad(f)(x), interpreted(fg.grad(f), x))
+
+
+# --- sylvester ------------------------------------------------------------------------
+
+
+def _sylvester(a, b, q):
+    return fsl.solve_sylvester(a, b, q)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("m,n", [(4, 3), (1, 3), (3, 1), (1, 1), pytest.param(3, 3, marks=SLOW),
+                                 pytest.param(40, 30, marks=SLOW)])
+def test_sylvester_is_scipys_bits(m, n, dtype):
+    rng = np.random.default_rng(m * 10 + n)
+    a, b, q = (rng.standard_normal(s).astype(dtype) for s in ((m, m), (n, n), (m, n)))
+    assert lowered_natively(_sylvester, a, b, q)
+    _same_bits(fg.jit(_sylvester)(a, b, q), sla.solve_sylvester(a, b, q))
+
+
+def test_sylvester_stacks_and_errors():
+    rng = np.random.default_rng(1)
+    a, b, q = (rng.standard_normal(s) for s in ((2, 3, 3), (2, 2, 2), (2, 3, 2)))
+    _same_bits(fg.jit(_sylvester)(a, b, q), interpreted(_sylvester, a, b, q))
+    for bad in (0, 1):  # a NaN in a, then in b, of the second matrix
+        args = [a.copy(), b.copy(), q]
+        args[bad][1, 0, 0] = np.inf if bad else np.nan
+        for run in (fg.jit(_sylvester), lambda *xs: interpreted(_sylvester, *xs)):
+            with pytest.raises(ValueError, match=r"^array must not contain infs or NaNs"):
+                run(*args)
+    _same_bits(fg.jit(_sylvester)(a, b, q), interpreted(_sylvester, a, b, q))  # (still works)
+
+
+def test_sylvester_gradients_to_second_order_compiled():
+    def f(a, b, q):
+        return fnp.sum(fnp.sin(_sylvester(a + 3.0 * np.eye(3), b + 3.0 * np.eye(2), q)))
+    rng = np.random.default_rng(2)
+    args = [rng.standard_normal(s) for s in ((3, 3), (2, 2), (3, 2))]
+    assert lowered_natively(fg.grad(f, argnums=(0, 1, 2)), *args)
+    check_grads(f, args, order=2)
+    _same_results(fg.grad(f, argnums=(0, 1, 2))(*args),
+                  interpreted(fg.grad(f, argnums=(0, 1, 2)), *args))

@@ -22,13 +22,13 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
-from . import lapack
+from . import lapack, schur
 from .kernel import I64, loop_nest
 from .lapack import _ZERO, I32, _Fortran, _transpose, wide
 
 LOWERED = ("eigh", "svd", "qr")
-#: each op's ``LinAlgError`` (as ``lapack.ERRORS``)
-ERRORS = {
+#: each op's ``LinAlgError`` (as ``lapack.ERRORS``; with ``schur.py``'s)
+ERRORS = {**schur.ERRORS,
     "eigh": (5, "Eigenvalues did not converge", "Eigenvalues did not converge"),
     "svd": (6, "SVD did not converge", "SVD did not converge"),
     "qr": (7, "Incorrect argument found while performing QR factorization",

@@ -56,8 +56,9 @@ def _register_symbols(llvm) -> None:
     api = ctypes.pythonapi
     for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_Format"):
         llvm.add_symbol(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
-    llvm.add_symbol("fusegrad_PyExc_IndexError",
-                    ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_IndexError")))
+    for exc in ("IndexError", "ValueError"):
+        llvm.add_symbol(f"fusegrad_PyExc_{exc}",
+                        ctypes.addressof(ctypes.c_void_p.in_dll(api, f"PyExc_{exc}")))
     import numpy as np
 
     # a variable holding the class (as ``PyExc_IndexError`` holds its), kept alive here
@@ -74,7 +75,7 @@ def _register_symbols(llvm) -> None:
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
 _UFUNC = re.compile(r"@\"?fusegrad_ufunc_(\w+)")
-_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?)_(\w+)")
+_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?|cblas64)_(\w+)")
 
 
 def blas_address(name: str, module: str = "cython_blas") -> int:
@@ -338,7 +339,8 @@ def host_symbols(ir_text: str) -> list[str]:
 def provide(symbols: list[str]) -> None:
     """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
     a program with products), LAPACK (SciPy's, ``lapack:<routine>``, or NumPy's,
-    ``lapack64:<routine>``) and special functions (``special:<cname>``)."""
+    ``lapack64:<routine>``), NumPy's CBLAS (``cblas64:<name>``), special functions
+    (``special:<cname>``) and ufunc loops (``ufunc:<name>``)."""
     llvm = _llvm()
     done = _state.setdefault("provided", set())
     for sym in symbols:
@@ -353,6 +355,10 @@ def provide(symbols: list[str]) -> None:
             from .loader import numpy_lapack_address
 
             llvm.add_symbol(f"fusegrad_lapack64_{name}", numpy_lapack_address(name))
+        elif kind == "cblas64":
+            from .loader import numpy_cblas_address
+
+            llvm.add_symbol(f"fusegrad_cblas64_{name}", numpy_cblas_address(name))
         elif kind == "ufunc":  # a ufunc's loop and its data (``ufuncs.py``)
             from .loader import UFUNCS, ufunc_loop
 

@@ -60,6 +60,16 @@ def numpy_lapack_address(name: str) -> int:
     return ctypes.cast(fn, ctypes.c_void_p).value
 
 
+def numpy_cblas_address(name: str) -> int:
+    """The address of CBLAS routine ``cblas_<name>`` in the ILP64 OpenBLAS NumPy's
+    wheels bundle (``np.dot``'s)."""
+    fn = getattr(bundled("numpy", "libscipy_openblas64_*"), f"scipy_cblas_{name}64_", None)
+    if fn is None:
+        raise ImportError(f"the compiled code calls NumPy's bundled BLAS ({name}), "
+                          "which this NumPy does not have")
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
 def ufunc_loop(name: str) -> tuple[int, int]:
     """The addresses of the float64 inner loop of ufunc ``scipy.special.<name>`` (its
     ``d...d->d`` loop) and of that loop's data, read from the ufunc object (NumPy's
@@ -79,7 +89,8 @@ def ufunc_loop(name: str) -> tuple[int, int]:
 def provide(symbols) -> None:
     """Register the functions the modules call by name: ``blas:<routine>`` and
     ``lapack:<routine>`` (SciPy's BLAS and LAPACK), ``lapack64:<routine>`` (NumPy's
-    LAPACK), ``special:<cname>`` (``scipy.special``'s C functions) and C library
+    LAPACK), ``cblas64:<name>`` (NumPy's CBLAS), ``special:<cname>`` (``scipy.special``'s
+    C functions), ``ufunc:<name>`` (a ufunc's loop and its data) and C library
     functions (libm's, ``_setjmp``) by their own name."""
     libc = ctypes.CDLL(None)
     for symbol in symbols:
@@ -93,6 +104,9 @@ def provide(symbols) -> None:
         elif kind == "lapack64":
             address = numpy_lapack_address(name)
             name = "fusegrad_lapack64_" + name
+        elif kind == "cblas64":
+            address = numpy_cblas_address(name)
+            name = "fusegrad_cblas64_" + name
         elif kind == "special":
             address = capsule_address("scipy.special.cython_special", name)
             name = "fusegrad_cs_" + name

@@ -47,7 +47,7 @@ def _host(symbol: str) -> str:
     for kind in ("ufunc", "ufdata"):  # a ufunc's loop, its data
         if symbol.startswith(f"fusegrad_{kind}_"):
             return "ufunc:" + symbol[len(f"fusegrad_{kind}_"):]
-    for kind in ("lapack64", "lapack"):
+    for kind in ("lapack64", "lapack", "cblas64"):
         if symbol.startswith(f"fusegrad_{kind}_"):
             return f"{kind}:" + symbol[len(f"fusegrad_{kind}_"):]
     if symbol.startswith("fusegrad_"):
