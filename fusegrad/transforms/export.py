@@ -274,7 +274,8 @@ def call_lines(held: list[str], callee: str, name: str, indent: str,
     """Lines calling a C entry on arrays ``held`` (its parameters, results and arena,
     last), raising what made it fail, which it wrote in the arena (``sizes.ERROR_AT``):
     NumPy's ``LinAlgError`` for a linear-algebra op (``lapack.ERRORS``), ``ValueError``
-    for a matrix that is not finite (``schur.NOT_FINITE``), else
+    for a matrix that is not finite (``schur.NOT_FINITE``; ``eig``'s is a
+    ``LinAlgError``), else
     ``IndexError``, the message ending in ``hint``; ``callee``: ``call_entry(<address>``
     or ``call_symbol(<name literal>`` (``native_call``). Uses ``as_pointer``."""
     lines = [f"objs = np.zeros({3 * len(held)}, np.int64)",
@@ -288,9 +289,10 @@ def call_lines(held: list[str], callee: str, name: str, indent: str,
     for code, _, message in (*lapack.ERRORS.values(), *decompositions.ERRORS.values()):
         lines += [f"    if failed == {code}:",
                   f"        raise np.linalg.LinAlgError(\"{message} in @{name}{hint}\")"]
-    code, message = schur.NOT_FINITE
-    lines += [f"    if failed == {code}:",
-              f"        raise ValueError(\"{message} in @{name}{hint}\")"]
+    for error, (code, message) in (("ValueError", schur.NOT_FINITE),
+                                   ("np.linalg.LinAlgError", decompositions.EIG_NOT_FINITE)):
+        lines += [f"    if failed == {code}:",
+                  f"        raise {error}(\"{message} in @{name}{hint}\")"]
     lines.append(f"    raise IndexError(\"an index is out of range in @{name}{hint}\")")
     return [indent + line for line in lines]
 
