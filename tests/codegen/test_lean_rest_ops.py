@@ -1,7 +1,9 @@
-"""Ops the lean generator lowers by calling SciPy's and NumPy's own routines:
-``polygamma`` (``scipy.special``'s ``_zeta`` ufunc loop), ``sylvester`` (SciPy's Schur
-decompositions and ``?trsyl``) and ``eig`` (NumPy's ``?geev``): compiled, bit for bit
-what the interpreter returns, with its errors, and their gradients to second order."""
+"""Ops the lean generator lowers by calling SciPy's, NumPy's and the interpreter's own
+routines: ``polygamma`` (``scipy.special``'s ``_zeta`` ufunc loop), ``sylvester``
+(SciPy's Schur decompositions and ``?trsyl``, NumPy's products), ``eig`` (NumPy's
+``?geev``), ``gammainc_da`` and ``betainc_grad`` (the interpreter's Numba functions as C
+functions): compiled, bit for bit what the interpreter returns, with its errors, and
+their gradients to second order where they have them."""
 
 from __future__ import annotations
 
@@ -11,10 +13,11 @@ import scipy.linalg as sla
 import scipy.special as ss
 
 import fusegrad as fg
+import fusegrad.ir as fir
 import fusegrad.numpy as fnp
 from fusegrad.scipy import linalg as fsl
 from fusegrad.scipy import special as fss
-from tests.helpers import check_grads, interpreted, lowered_natively
+from tests.helpers import assert_close, check_grads, interpreted, lowered_natively
 
 pytestmark = pytest.mark.compiled
 SLOW = pytest.mark.slow
@@ -150,3 +153,51 @@ def test_eig_gradients_to_second_order_compiled():
     check_grads(_eig_loss, [a], order=2)
     np.testing.assert_allclose(fg.grad(_eig_loss)(a), interpreted(fg.grad(_eig_loss), a),
                                rtol=1e-12, atol=1e-13)
+
+
+# --- gammainc_da, betainc_grad ----------------------------------------------------------
+
+_A = np.array([0.1, 0.5, 1.0, 2.5, 7.0, 30.0, 0.5, 1.0, 2.0, np.nan, -1.0, np.inf, 3.0])
+_X = np.array([0.3, 2.0, 0.7, 4.0, 5.5, 29.0, 0.0, np.inf, 1.0, 1.0, 1.0, 2.0, 1e-3])
+_P = np.array([0.0, 0.2, 0.5, 0.9, 1.0, 0.999, 0.35, 0.5, np.nan, 0.3, 1.5, 0.6, 0.1])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("n", [1, 2, pytest.param(4, marks=SLOW)])
+def test_gammainc_da_is_the_interpreters_bits(n, dtype):
+    def f(a, x):
+        return fir.ops.gammainc_da(a, x, n=n)
+    a, x = _A.astype(dtype), _X.astype(dtype)
+    assert lowered_natively(f, a, x)
+    _same_bits(fg.jit(f)(a, x), interpreted(f, a, x))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("wrt", [0, 1])
+def test_betainc_grad_is_the_interpreters_bits(wrt, dtype):
+    def f(a, b, x):
+        return fir.ops.betainc_grad(a, b, x, wrt=wrt)
+    a, b, x = _A.astype(dtype), (_X + 0.25).astype(dtype), _P.astype(dtype)
+    assert lowered_natively(f, a, b, x)
+    _same_bits(fg.jit(f)(a, b, x), interpreted(f, a, b, x))
+
+
+def test_incomplete_gamma_and_beta_gradients_compiled():
+    def gam(a, x):
+        return fnp.sum(fss.gammainc(a, x) * x + fss.gammaincc(a * a, x))
+
+    def beta(a, b, x):
+        return fnp.sum(fss.betainc(a, b, x) * (a + x))
+    a, x = np.array([0.7, 2.5, 6.0]), np.array([0.4, 3.0, 4.5])
+    assert lowered_natively(fg.grad(gam, argnums=(0, 1)), a, x)
+    check_grads(gam, [a, x], order=2)
+    # (the densities' exp and log are the math library's: within its ulps of NumPy's)
+    for got, want in zip(fg.grad(gam, argnums=(0, 1))(a, x),
+                         interpreted(fg.grad(gam, argnums=(0, 1)), a, x)):
+        assert_close(got, want, "exact64")
+    b, p = np.array([1.5, 0.8, 3.0]), np.array([0.3, 0.6, 0.9])
+    grad = fg.grad(beta, argnums=(0, 1, 2))
+    assert lowered_natively(grad, a, b, p)
+    check_grads(beta, [a, b, p])  # (betainc_grad has no derivative in the shapes)
+    for got, want in zip(grad(a, b, p), interpreted(grad, a, b, p)):
+        assert_close(got, want, "exact64")

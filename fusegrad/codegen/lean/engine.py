@@ -74,7 +74,7 @@ def _register_symbols(llvm) -> None:
 
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
-_UFUNC = re.compile(r"@\"?fusegrad_ufunc_(\w+)")
+_BY_ADDRESS = re.compile(r"@\"?fusegrad_(ufunc|nb)_(\w+)")
 _LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?|cblas64)_(\w+)")
 
 
@@ -332,7 +332,8 @@ def host_symbols(ir_text: str) -> list[str]:
     """The SciPy routines module ``ir_text`` calls by address (``provide`` them)."""
     out = [f"blas:{r}" for r in ("dgemm", "sgemm") if f'@"fusegrad_{r}"' in ir_text]
     out += [f"{kind}:{r}" for kind, r in sorted(set(_LAPACK.findall(ir_text)))]
-    out += [f"ufunc:{u}" for u in sorted(set(_UFUNC.findall(ir_text)))]
+    out += [f"{'ufunc' if k == 'ufunc' else 'numba'}:{u}"
+            for k, u in sorted(set(_BY_ADDRESS.findall(ir_text)))]
     return out + [f"special:{c}" for c in sorted(set(_SPECIAL.findall(ir_text)))]
 
 
@@ -340,7 +341,8 @@ def provide(symbols: list[str]) -> None:
     """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
     a program with products), LAPACK (SciPy's, ``lapack:<routine>``, or NumPy's,
     ``lapack64:<routine>``), NumPy's CBLAS (``cblas64:<name>``), special functions
-    (``special:<cname>``) and ufunc loops (``ufunc:<name>``)."""
+    (``special:<cname>``), ufunc loops (``ufunc:<name>``) and fusegrad's Numba C
+    functions (``numba:<name>``)."""
     llvm = _llvm()
     done = _state.setdefault("provided", set())
     for sym in symbols:
@@ -359,6 +361,10 @@ def provide(symbols: list[str]) -> None:
             from .loader import numpy_cblas_address
 
             llvm.add_symbol(f"fusegrad_cblas64_{name}", numpy_cblas_address(name))
+        elif kind == "numba":  # Numba C functions (``ufuncs.py``)
+            from .loader import numba_address
+
+            llvm.add_symbol(f"fusegrad_nb_{name}", numba_address(name))
         elif kind == "ufunc":  # a ufunc's loop and its data (``ufuncs.py``)
             from .loader import UFUNCS, ufunc_loop
 

@@ -22,6 +22,10 @@ import llvmlite.binding as llvm
 
 #: the ufuncs of ``scipy.special`` whose loops generated code calls (``ufuncs.UFUNCS``)
 UFUNCS = {"zeta": "_ufuncs._zeta"}
+#: fusegrad's Numba C functions generated code calls: name -> (module, function giving
+#: its address); a program calling them needs fusegrad (and Numba) where it runs
+NUMBA = {"gammainc_da": ("fusegrad.ir.incgamma_kernel", "gammainc_da_address"),
+         "betainc_grad": ("fusegrad.ir.betainc_kernel", "betainc_grad_address")}
 
 
 def capsule_address(module: str, name: str) -> int:
@@ -86,11 +90,18 @@ def ufunc_loop(name: str) -> tuple[int, int]:
             ctypes.c_void_p.from_address(data + i * size).value)
 
 
+def numba_address(name: str) -> int:
+    """The address of fusegrad's Numba C function ``name`` (``NUMBA``)."""
+    module, function = NUMBA[name]
+    return getattr(importlib.import_module(module), function)()
+
+
 def provide(symbols) -> None:
     """Register the functions the modules call by name: ``blas:<routine>`` and
     ``lapack:<routine>`` (SciPy's BLAS and LAPACK), ``lapack64:<routine>`` (NumPy's
     LAPACK), ``cblas64:<name>`` (NumPy's CBLAS), ``special:<cname>`` (``scipy.special``'s
-    C functions), ``ufunc:<name>`` (a ufunc's loop and its data) and C library
+    C functions), ``ufunc:<name>`` (a ufunc's loop and its data), ``numba:<name>``
+    (``NUMBA``) and C library
     functions (libm's, ``_setjmp``) by their own name."""
     libc = ctypes.CDLL(None)
     for symbol in symbols:
@@ -110,6 +121,8 @@ def provide(symbols) -> None:
         elif kind == "special":
             address = capsule_address("scipy.special.cython_special", name)
             name = "fusegrad_cs_" + name
+        elif kind == "numba":
+            address, name = numba_address(name), "fusegrad_nb_" + name
         elif kind == "ufunc":
             loop, data = ufunc_loop(UFUNCS[name])
             llvm.add_symbol("fusegrad_ufdata_" + name, data)

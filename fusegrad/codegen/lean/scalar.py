@@ -414,6 +414,8 @@ SCALAR_OPS = {
         ("arctanh", "atanh"), ("cbrt", "cbrt"), ("erf", "erf"))},
     **{n: _special(c) for n, c in SPECIAL.items()},
     "polygamma": ufuncs.polygamma(_special(SPECIAL["digamma"])),
+    "gammainc_da": ufuncs.numba_call("gammainc_da", "n"),
+    "betainc_grad": ufuncs.numba_call("betainc_grad", "wrt"),
 }  # fmt: skip
 
 #: ops whose operands and result must be floating point here (integer forms go elsewhere)

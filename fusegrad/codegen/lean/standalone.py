@@ -44,6 +44,8 @@ def _host(symbol: str) -> str:
     ``engine.provide`` names them) or the C function."""
     if symbol.startswith("fusegrad_cs_"):
         return "special:" + symbol[len("fusegrad_cs_"):]
+    if symbol.startswith("fusegrad_nb_"):
+        return "numba:" + symbol[len("fusegrad_nb_"):]
     for kind in ("ufunc", "ufdata"):  # a ufunc's loop, its data
         if symbol.startswith(f"fusegrad_{kind}_"):
             return "ufunc:" + symbol[len(f"fusegrad_{kind}_"):]

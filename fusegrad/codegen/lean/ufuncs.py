@@ -13,6 +13,14 @@ own, so the bits are those of the interpreter calling ``scipy.special``.
   ``(-1.0)**(n+1) * gamma(n+1.0) * zeta(n+1, x)`` (the Hurwitz zeta function, the ufunc
   ``_zeta``), the constant factor computed when the kernel is built as SciPy computes
   it; in float64, rounded to float32 for float32 operands.
+
+``gammainc_da`` and ``betainc_grad`` call the interpreter's own Numba functions
+(``fusegrad.ir.incgamma_kernel``, ``betainc_kernel``) compiled as C functions once per
+machine (``numba_call``; linked as ``fusegrad_nb_<name>``, so Numba loads only when a
+program calling them is): the same code, so the same bits. Porting them is not worth
+it: their Taylor arithmetic on arrays of ``n + 1`` coefficients, series and continued
+fractions of up to 20000 terms and Numba's own ``gamma``/``lgamma`` would all have to be
+reproduced operation for operation.
 """
 
 from __future__ import annotations
@@ -70,4 +78,22 @@ def polygamma(psi):
         zeta = b.call(_loop_function(b.module, "zeta"), [ir.Constant(F64, float(n + 1)), wide])
         out = b.fmul(ir.Constant(F64, factor), zeta)
         return out if isinstance(x.type, ir.DoubleType) else b.fptrunc(out, x.type)
+    return rule
+
+
+def numba_call(name: str, attr: str):
+    """The element rule calling Numba C function ``name`` on the operands (in float64)
+    and the op's integer attribute ``attr``, rounded to the operands' type."""
+
+    def rule(b, op, a):
+        ty = a[0].type
+        wide = [x if isinstance(ty, ir.DoubleType) else b.fpext(x, F64) for x in a]
+        sym = f"fusegrad_nb_{name}"
+        callee = b.module.globals.get(sym)
+        if callee is None:
+            callee = ir.Function(b.module, ir.FunctionType(F64, [F64] * len(a) + [I64]), sym)
+            callee.attributes.add("nounwind")
+        out = b.call(callee, [*wide, ir.Constant(I64, int(op.attrs[attr]))])
+        return out if isinstance(ty, ir.DoubleType) else b.fptrunc(out, ty)
+    rule.__name__ = name
     return rule
