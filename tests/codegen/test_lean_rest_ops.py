@@ -201,3 +201,34 @@ def test_incomplete_gamma_and_beta_gradients_compiled():
     check_grads(beta, [a, b, p])  # (betainc_grad has no derivative in the shapes)
     for got, want in zip(grad(a, b, p), interpreted(grad, a, b, p)):
         assert_close(got, want, "exact64")
+
+
+# --- while_grad_vjp -------------------------------------------------------------------
+
+
+def _looped(x):
+    """(Arithmetic only, no math library: the compiled bits are the interpreter's.)"""
+    c, _ = fg.while_loop(lambda c: fnp.sum(c[0] * c[0]) < 50.0,
+                         lambda c: (c[0] * c[0] * x * 0.25 + c[0] * 1.5 + 0.125, c[1] + 1),
+                         (x, 0))
+    return fnp.sum(c * c * x)
+
+
+def _reverse_over_reverse(x):
+    return fnp.sum(fg.grad(_looped)(x) * (x - 0.5))
+
+
+@pytest.mark.parametrize("x", [np.array([0.3, -0.7, 1.1]), np.array([9.0, 1.0, -3.0]),
+                               pytest.param(np.array([1e-3, 2e-3, 0.0]), marks=SLOW)])
+def test_while_grad_vjp_is_the_interpreters_bits(x):
+    """(The second array leaves the loop at once: no iteration.)"""
+    g = fg.grad(_reverse_over_reverse)
+    fn = fg.make_ir(g)(x)
+    assert "while_grad_vjp" in str(fn)
+    assert lowered_natively(g, x)
+    _same_bits(fg.jit(g)(x), interpreted(g, x))
+    _same_bits(fg.jit(fg.hessian(_looped))(x), interpreted(fg.hessian(_looped), x))
+
+
+def test_while_grad_vjp_gradients_compiled():
+    check_grads(_looped, [np.array([0.3, -0.7, 1.1])], order=2)
