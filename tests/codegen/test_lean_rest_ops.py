@@ -232,3 +232,17 @@ def test_while_grad_vjp_is_the_interpreters_bits(x):
 
 def test_while_grad_vjp_gradients_compiled():
     check_grads(_looped, [np.array([0.3, -0.7, 1.1])], order=2)
+
+
+def test_numba_export_raises_the_interpreters_errors():
+    pytest.importorskip("numba")
+    a = 2.0 * np.eye(3) + 0.1
+
+    def f(a):
+        return fnp.sum(_sylvester(a, a.T, a)) + fnp.sum(fnp.real(_eig(a * a)[0]))
+    exported = fg.jit(f).njit(a)
+    assert exported(a) == fg.jit(f)(a)
+    bad = a.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match=r"^array must not contain infs or NaNs in @f"):
+        exported(bad)
