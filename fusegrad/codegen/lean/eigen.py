@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from . import scalar as sc
 from .kernel import I64, loop_nest
 from .lapack import _ZERO, _Fortran, _transpose
+from .schur import leave_unless_finite
 
 _F64 = ir.DoubleType()
 _ONE = ir.Constant(I64, 1)
@@ -23,18 +23,8 @@ def geev(f: ir.Function, it) -> None:
     b = F.b
     part = w_struct.type.pointee.elements[0]
     w_out, v_out = (b.bitcast(p, part.as_pointer()) for p in (w_struct, v_struct))
-    ety = a.type.pointee
     nn = b.mul(n, n)
-    total = b.mul(nn, count)
-
-    def finite(b, idx):
-        v = b.load(b.gep(a, [idx[0]]))
-        bad = b.not_(b.fcmp_ordered("<", sc._intrinsic(b, "fabs", [v]),
-                                    ir.Constant(ety, float("inf"))))
-        with b.if_then(bad, likely=False):
-            b.ret(ir.Constant(I64, -1))
-    b = loop_nest(b, f, (total,), finite)
-    F.b = b
+    leave_unless_finite(F, b, a, _ZERO, b.mul(nn, count))  # (the whole stack first)
     geev_ = F.routine("geev", "cciaiaaaiaiaii")
     jobvl, jobvr, n_, ld, info = F.char("N"), F.char("V"), F.int(n), F.lead(n), F.info()
     query = b.alloca(_F64)

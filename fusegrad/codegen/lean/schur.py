@@ -83,17 +83,15 @@ class Schur:
         self.b.call(fmt, [self.b.load(exc), self._string(message)])
 
 
-def _finite_or_leave(F: _Fortran, b, x, off, count, block) -> None:
-    """Return -1 from the loop (after freeing ``block``) unless the ``count`` elements
-    at ``x + off`` are finite."""
-    ety = x.type.pointee
+def leave_unless_finite(F: _Fortran, b, x, off, count, block=None) -> None:
+    """Return -1 from the loop (after freeing ``block``, if given) unless the ``count``
+    elements at ``x + off`` are finite."""
 
     def each(b, idx):
         v = b.load(b.gep(x, [b.add(off, idx[0])]))
-        bad = b.not_(b.fcmp_ordered("<", sc._intrinsic(b, "fabs", [v]),
-                                    ir.Constant(ety, float("inf"))))
-        with b.if_then(bad, likely=False):
-            F.free(b, block)
+        with b.if_then(b.not_(sc.isfinite(b, None, [v])), likely=False):
+            if block is not None:
+                F.free(b, block)
             b.ret(ir.Constant(I64, -1))
     loop_nest(b, F.f, (count,), each)
 
@@ -131,11 +129,11 @@ def _loop(f: ir.Function, dtype, m_one: bool, n_one: bool) -> None:
 
     def each(b, idx):
         i = idx[0]
-        _finite_or_leave(F, b, a, b.mul(i, mm), mm, block)
+        leave_unless_finite(F, b, a, b.mul(i, mm), mm, block)
         _transpose(b, f, r, a, m, m, _ZERO, b.mul(i, mm))
         schur(m_, lm, r, u, work_, la)
         F.fail_if(b, info, block)
-        _finite_or_leave(F, b, bm, b.mul(i, nn), nn, block)
+        leave_unless_finite(F, b, bm, b.mul(i, nn), nn, block)
         _transpose(b, f, s, bm, ir.Constant(I64, 1), nn, _ZERO, b.mul(i, nn),
                    dst_ld=ir.Constant(I64, 1))  # (a plain copy: b^T in Fortran order)
         schur(n_, ln, s, v, work_, lb)
