@@ -230,6 +230,27 @@ def test_while_grad_vjp_is_the_interpreters_bits(x):
     _same_bits(fg.jit(fg.hessian(_looped))(x), interpreted(fg.hessian(_looped), x))
 
 
+def _two_carries(x, y):
+    c, d, _ = fg.while_loop(
+        lambda c: fnp.sum(c[0] * c[0]) < 50.0 * c[1],
+        lambda c: (c[0] * c[0] * x * 0.25 + c[0] * c[1] + 0.125, c[1] * 1.01 + fnp.sum(x),
+                   c[2] + 1), (x, y, 0))
+    return fnp.sum(c * c * x) + d * d
+
+
+def _second(x, y):
+    g = fg.grad(_two_carries, argnums=(0, 1))(x, y)
+    return fnp.sum(g[0] * (x - 0.5)) + g[1] * y
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_while_grad_vjp_of_two_float_carries(dtype):
+    x, y = np.array([0.3, -0.7, 1.1], dtype), dtype(1.5)
+    g = fg.grad(_second, argnums=(0, 1))
+    assert lowered_natively(g, x, y)
+    _same_results(fg.jit(g)(x, y), interpreted(g, x, y))
+
+
 def test_while_grad_vjp_gradients_compiled():
     check_grads(_looped, [np.array([0.3, -0.7, 1.1])], order=2)
 
