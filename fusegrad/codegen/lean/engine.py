@@ -74,8 +74,7 @@ def _register_symbols(llvm) -> None:
 
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
-_BY_ADDRESS = re.compile(r"@\"?fusegrad_(ufunc|nb)_(\w+)")
-_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?|cblas64)_(\w+)")
+_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?|cblas64|ufunc|numba)_(\w+)")
 
 
 def blas_address(name: str, module: str = "cython_blas") -> int:
@@ -332,8 +331,6 @@ def host_symbols(ir_text: str) -> list[str]:
     """The SciPy routines module ``ir_text`` calls by address (``provide`` them)."""
     out = [f"blas:{r}" for r in ("dgemm", "sgemm") if f'@"fusegrad_{r}"' in ir_text]
     out += [f"{kind}:{r}" for kind, r in sorted(set(_LAPACK.findall(ir_text)))]
-    out += [f"{'ufunc' if k == 'ufunc' else 'numba'}:{u}"
-            for k, u in sorted(set(_BY_ADDRESS.findall(ir_text)))]
     return out + [f"special:{c}" for c in sorted(set(_SPECIAL.findall(ir_text)))]
 
 
@@ -364,7 +361,7 @@ def provide(symbols: list[str]) -> None:
         elif kind == "numba":  # Numba C functions (``ufuncs.py``)
             from .loader import numba_address
 
-            llvm.add_symbol(f"fusegrad_nb_{name}", numba_address(name))
+            llvm.add_symbol(f"fusegrad_numba_{name}", numba_address(name))
         elif kind == "ufunc":  # a ufunc's loop and its data (``ufuncs.py``)
             from .loader import UFUNCS, ufunc_loop
 

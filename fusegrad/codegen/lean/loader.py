@@ -122,7 +122,7 @@ def provide(symbols) -> None:
             address = capsule_address("scipy.special.cython_special", name)
             name = "fusegrad_cs_" + name
         elif kind == "numba":
-            address, name = numba_address(name), "fusegrad_nb_" + name
+            address, name = numba_address(name), "fusegrad_numba_" + name
         elif kind == "ufunc":
             loop, data = ufunc_loop(UFUNCS[name])
             llvm.add_symbol("fusegrad_ufdata_" + name, data)

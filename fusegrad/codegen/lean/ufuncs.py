@@ -16,7 +16,7 @@ own, so the bits are those of the interpreter calling ``scipy.special``.
 
 ``gammainc_da`` and ``betainc_grad`` call the interpreter's own Numba functions
 (``fusegrad.ir.incgamma_kernel``, ``betainc_kernel``) compiled as C functions once per
-machine (``numba_call``; linked as ``fusegrad_nb_<name>``, so Numba loads only when a
+machine (``numba_call``; linked as ``fusegrad_numba_<name>``, so Numba loads only when a
 program calling them is): the same code, so the same bits. Porting them is not worth
 it: their Taylor arithmetic on arrays of ``n + 1`` coefficients, series and continued
 fractions of up to 20000 terms and Numba's own ``gamma``/``lgamma`` would all have to be
@@ -88,7 +88,7 @@ def numba_call(name: str, attr: str):
     def rule(b, op, a):
         ty = a[0].type
         wide = [x if isinstance(ty, ir.DoubleType) else b.fpext(x, F64) for x in a]
-        sym = f"fusegrad_nb_{name}"
+        sym = f"fusegrad_numba_{name}"
         callee = b.module.globals.get(sym)
         if callee is None:
             callee = ir.Function(b.module, ir.FunctionType(F64, [F64] * len(a) + [I64]), sym)
