@@ -124,8 +124,7 @@ def _loop(f: ir.Function, dtype, m_one: bool, n_one: bool) -> None:
     la, lb = F.int(lw_a), F.int(lw_b)
     mm, nn, mn = b.mul(m, m), b.mul(n, n), b.mul(m, n)
 
-    def operand(ptr, rows, cols, one_row, one_col, fortran):
-        return npdot.Operand(ptr, rows, cols, one_row, one_col, fortran)
+    operand = npdot.Operand  # (pointer, rows, columns, 1 row, 1 column, Fortran order)
 
     def each(b, idx):
         i = idx[0]
