@@ -15,7 +15,7 @@ import math
 import numba
 import numpy as np
 
-from .incgamma_kernel import digamma
+from .incgamma_kernel import _cfunc, digamma
 
 _jit = numba.njit(cache=True, error_model="numpy")
 _EPS = 2.0 ** -53
@@ -106,6 +106,16 @@ def betainc_grad_array(a, b, x, wrt):
     for i in range(a.size):
         out[i] = betainc_grad(a[i], b[i], x[i], wrt)
     return out
+
+
+def _betainc_grad_c(a, b, x, wrt):
+    return betainc_grad(a, b, x, wrt)
+
+
+def betainc_grad_address() -> int:
+    """The address of ``betainc_grad`` as a C function ``double(double, double, double,
+    int64)`` (as ``incgamma_kernel.gammainc_da_address``)."""
+    return _cfunc(_betainc_grad_c, "float64(float64, float64, float64, int64)")
 
 
 def betainc_grad_reference(a, b, x, *, wrt):

@@ -242,6 +242,28 @@ def gammainc_da_array(a, x, n):
     return out
 
 
+def _gammainc_da_c(a, x, n):
+    return gammainc_da(a, x, n)
+
+
+def gammainc_da_address() -> int:
+    """The address of ``gammainc_da`` as a C function ``double(double, double, int64)``
+    (a Numba ``cfunc``, compiled once per machine and kept in Numba's cache), which
+    compiled kernels call: the same code, so the same bits, as the reference."""
+    return _cfunc(_gammainc_da_c, "float64(float64, float64, int64)")
+
+
+def _cfunc(fn, signature: str) -> int:
+    made = _CFUNCS.get(fn)
+    if made is None:
+        made = _CFUNCS[fn] = numba.cfunc(signature, cache=True, error_model="numpy")(fn)
+    return made.address
+
+
+#: the C functions made (kept alive: compiled code calls them by address)
+_CFUNCS: dict = {}
+
+
 def gammainc_da_reference(a, x, *, n):
     """The op's reference: broadcast, compute in float64, round to the operands' type."""
     dtype = np.result_type(a, x)

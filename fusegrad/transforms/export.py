@@ -31,7 +31,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..codegen import lean
-from ..codegen.lean import decompositions, lapack
+from ..codegen.lean import decompositions, lapack, schur
 from ..codegen.lean.sizes import ERROR_AT
 from ..ir.errors import FusegradError
 from ..ir.types import TensorType, dtype_name
@@ -273,7 +273,9 @@ def call_lines(held: list[str], callee: str, name: str, indent: str,
                hint: str = " (call it outside Numba for the full message)") -> list[str]:
     """Lines calling a C entry on arrays ``held`` (its parameters, results and arena,
     last), raising what made it fail, which it wrote in the arena (``sizes.ERROR_AT``):
-    NumPy's ``LinAlgError`` for a linear-algebra op (``lapack.ERRORS``), else
+    NumPy's ``LinAlgError`` for a linear-algebra op (``lapack.ERRORS``), ``ValueError``
+    for a matrix that is not finite (``schur.NOT_FINITE``; ``eig``'s is a
+    ``LinAlgError``), else
     ``IndexError``, the message ending in ``hint``; ``callee``: ``call_entry(<address>``
     or ``call_symbol(<name literal>`` (``native_call``). Uses ``as_pointer``."""
     lines = [f"objs = np.zeros({3 * len(held)}, np.int64)",
@@ -287,6 +289,10 @@ def call_lines(held: list[str], callee: str, name: str, indent: str,
     for code, _, message in (*lapack.ERRORS.values(), *decompositions.ERRORS.values()):
         lines += [f"    if failed == {code}:",
                   f"        raise np.linalg.LinAlgError(\"{message} in @{name}{hint}\")"]
+    for error, (code, message) in (("ValueError", schur.NOT_FINITE),
+                                   ("np.linalg.LinAlgError", decompositions.EIG_NOT_FINITE)):
+        lines += [f"    if failed == {code}:",
+                  f"        raise {error}(\"{message} in @{name}{hint}\")"]
     lines.append(f"    raise IndexError(\"an index is out of range in @{name}{hint}\")")
     return [indent + line for line in lines]
 

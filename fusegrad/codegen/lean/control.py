@@ -1,6 +1,6 @@
-"""Control flow in the entry module: ``cond``, ``while_loop``, ``scan``, ``while_grad`` and
-``checkpoint`` whose regions the lean generator lowers (recursively) run as native
-branches and loops, with no Python per iteration.
+"""Control flow in the entry module: ``cond``, ``while_loop``, ``scan``, ``while_grad``,
+``while_grad_vjp`` and ``checkpoint`` whose regions the lean generator lowers
+(recursively) run as native branches and loops, with no Python per iteration.
 
 Each region becomes an internal function of the entry module, ``void(arena, *params,
 *results)``, every parameter and result passed by pointer (a scalar as one element in
@@ -19,6 +19,11 @@ values have places of their own in the one arena. Around calls to it the caller 
 - ``while_grad``: the loop of ``while_loop`` copying each carry onto a stack that grows
   by doubling (``realloc``), then ``adjoint`` over the stack backwards, the cotangents of
   the carry swapping between two buffers as the carry does, those of the consts summed;
+- ``while_grad_vjp`` (``while_grad``'s VJP) in the interpreter's order: the loop pushing
+  each carry; ``adjoint`` over the stack backwards, keeping each cotangent it was given
+  (a second stack, of the trip count's rows); ``adjoint_vjp`` forwards over both, keeping
+  its carry cotangents (a third) and summing those of the consts; ``body_vjp``
+  backwards, each carry cotangent the kept one plus its own, the consts' summed on;
 - ``checkpoint`` (which ``passes.fusion`` inlines before code generation, so only IR
   given to the generator directly has it): a call of its body.
 """
@@ -35,7 +40,7 @@ from . import scalar as sc
 from .kernel import I64, PTR, annotation
 
 #: the control-flow ops lowered here when their regions are
-LOWERED = ("cond", "while_loop", "scan", "while_grad", "checkpoint")
+LOWERED = ("cond", "while_loop", "scan", "while_grad", "while_grad_vjp", "checkpoint")
 #: bytes each carried value's place on ``while_grad``'s stack is rounded up to
 _STACK_ALIGN = 16
 
@@ -62,11 +67,11 @@ def walk(fn: Function):
 def work(fn: Function, own) -> float:
     """Elements of loop work one run of ``fn`` does at least, ``own(op)`` that of an op
     outside control flow: a ``scan``'s body counts ``length`` times, a ``cond`` its
-    lighter branch, a ``while_loop`` or ``while_grad`` is infinite (its trip count is not
+    lighter branch, a ``while_loop`` or ``while_grad(_vjp)`` is infinite (its trip count is not
     known)."""
     total = 0.0
     for op in fn.ops:
-        if op.name in ("while_loop", "while_grad"):
+        if op.name in ("while_loop", "while_grad", "while_grad_vjp"):
             return math.inf
         if op.name == "scan":
             total += op.attrs["length"] * work(op.regions[0], own)
@@ -79,6 +84,16 @@ def work(fn: Function, own) -> float:
 
 def _nbytes(v: Value) -> int:
     return math.prod(v.type.shape) * v.type.dtype.itemsize
+
+
+def _rows(values) -> tuple[list[int], int]:
+    """The bytes at which each of ``values`` starts in a row of a stack of them, and the
+    row's size (each place rounded up to ``_STACK_ALIGN``)."""
+    offsets, row = [], 0
+    for v in values:
+        offsets.append(row)
+        row += -(-max(_nbytes(v), 1) // _STACK_ALIGN) * _STACK_ALIGN
+    return offsets, row
 
 
 class Regions:
@@ -175,17 +190,19 @@ class Regions:
         self.b.call(body, [self.arena, *(self._in_memory(v) for v in op.operands), *outs])
         self._take(op.results, outs)
 
-    def _repeat(self, carry, test, step) -> list:
+    def _repeat(self, carry, test, step, zero: bool = False) -> list:
         """A loop over the values ``carry``, each in two arena buffers that swap after every
         iteration: at its head ``test(cur, i)`` (an ``i1``: go on) and in its body
         ``step(cur, nxt, i)``, which writes the next carry into ``nxt``; ``i`` counts
-        iterations. Returns the buffers holding the final carry, and the number of
-        iterations run."""
+        iterations; the carry starts as the values', or 0 if ``zero``. Returns the
+        buffers holding the final carry, and the number of iterations run."""
         b, f = self.b, self.f
         pairs = []
         for v in carry:
             first, second = self._scratch(_nbytes(v)), self._scratch(_nbytes(v))
-            if v.type.shape == ():
+            if zero:
+                self._zero(first, v)
+            elif v.type.shape == ():
                 sc.store(b, self.vals[v], self._typed(first, v.type), v.type)
             else:
                 self._memcpy(first, self.vals[v], v.type)
@@ -253,17 +270,16 @@ class Regions:
         for r, (p, _) in zip(op.results[n:], ys):
             self.vals[r] = p
 
-    def _while_grad(self, op: Op) -> None:
-        n = op.attrs["num_carry"]
-        k = len(op.regions[0].params)
-        carry, cts = op.operands[:n], op.operands[k:]
-        consts = [self._in_memory(v) for v in op.operands[n:k]]
+    def _stacked(self, op: Op):
+        """The loop of ``while_grad(_vjp)`` ``op`` run forwards, each carry entering an
+        iteration pushed on a stack growing by doubling (``realloc``): ``(stack, count,
+        saved)``, a slot holding the stack's pointer, the trip count and ``saved(j)``,
+        pointers to the carry entering iteration ``j``."""
+        carry = op.operands[:op.attrs["num_carry"]]
+        consts = self._consts(op)
         test = self._test(op.regions[0], consts)
-        body, adjoint = (self._region(r) for r in op.regions[1:])
-        offsets, row = [], 0
-        for v in carry:
-            offsets.append(row)
-            row += -(-max(_nbytes(v), 1) // _STACK_ALIGN) * _STACK_ALIGN
+        body = self._region(op.regions[1])
+        offsets, size = _rows(carry)
         b = self.b
         stack = b.alloca(PTR)
         b.store(ir.Constant(PTR, None), stack)
@@ -276,31 +292,109 @@ class Regions:
             with b.if_then(grow):
                 rows = b.select(b.icmp_unsigned("==", i, ir.Constant(I64, 0)),
                                 ir.Constant(I64, 1), b.shl(i, ir.Constant(I64, 1)))
-                b.store(b.call(realloc, [b.load(stack), b.mul(rows, self._size(row))]),
+                b.store(b.call(realloc, [b.load(stack), b.mul(rows, self._size(size))]),
                         stack)
-            at = b.gep(b.load(stack), [b.mul(i, self._size(row))])
-            for v, c, off in zip(carry, cur, offsets):
-                self._memcpy(b.gep(at, [self._size(off)]), c, v.type)
+            for v, c, p in zip(carry, cur, self._row(b.load(stack), i, offsets, size)):
+                self._memcpy(p, c, v.type)
             b.call(body, [self.arena, *cur, *consts, *nxt])
         count = self._repeat(carry, test, push)[1]
+        return stack, count, lambda j: self._row(self.b.load(stack), j, offsets, size)
+
+    def _consts(self, op: Op) -> list:
+        """Pointers to the consts of ``while_grad(_vjp)`` ``op``."""
+        n, k = op.attrs["num_carry"], len(op.regions[0].params)
+        return [self._in_memory(v) for v in op.operands[n:k]]
+
+    def _row(self, base, j, offsets, size) -> list:
+        """Pointers to the values of row ``j`` of a stack at ``base`` (``_rows``)."""
+        at = self.b.gep(base, [self.b.mul(j, self._size(size))])
+        return [self.b.gep(at, [self._size(off)]) for off in offsets]
+
+    def _while_grad(self, op: Op) -> None:
+        k = len(op.regions[0].params)
+        cts = op.operands[k:]
+        consts = self._consts(op)
+        adjoint = self._region(op.regions[2])
+        stack, count, saved = self._stacked(op)
         floats = op.results[len(cts):]
-        sums = [self._scratch(_nbytes(r)) for r in floats]
-        parts = [self._scratch(_nbytes(r)) for r in floats]
-        for r, p in zip(floats, sums):
-            self._zero(p, r)
+        sums, parts = self._sums(floats), [self._scratch(_nbytes(r)) for r in floats]
 
         def pop(cur, nxt, i):
             b = self.b
-            at = b.gep(b.load(stack), [b.mul(b.sub(b.sub(count, ir.Constant(I64, 1)), i),
-                                             self._size(row))])
-            saved = [b.gep(at, [self._size(off)]) for off in offsets]
-            b.call(adjoint, [self.arena, *saved, *consts, *cur, *nxt, *parts])
+            j = b.sub(b.sub(count, ir.Constant(I64, 1)), i)
+            b.call(adjoint, [self.arena, *saved(j), *consts, *cur, *nxt, *parts])
             for r, total, part in zip(floats, sums, parts):
                 self._accumulate(total, part, r)
         final = self._repeat(cts, lambda cur, i: self.b.icmp_signed("<", i, count), pop)[0]
-        self.b.call(self._declare("free", ir.VoidType(), [PTR]), [self.b.load(stack)])
+        self._free(self.b.load(stack))
         self._take(op.results[:len(cts)], final)
         self._take(floats, sums)
+
+    def _while_grad_vjp(self, op: Op) -> None:
+        k = len(op.regions[0].params)
+        nfc = len(op.regions[2].params) - k
+        nfk = len(op.regions[2].results) - nfc
+        cts, u_g = op.operands[k:k + nfc], op.operands[k + nfc:k + 2 * nfc]
+        u_acc = [self._in_memory(v) for v in op.operands[k + 2 * nfc:]]
+        consts = self._consts(op)
+        adjoint, adjoint_vjp, body_vjp = (self._region(r) for r in op.regions[2:])
+        stack, count, saved = self._stacked(op)
+        b = self.b
+        offsets, size = _rows(cts)
+        malloc = self._declare("malloc", PTR, [I64])
+        # the cotangents adjoint was given (gs), and adjoint_vjp's carry cotangents (ucs)
+        kept_g, kept_u = (b.call(malloc, [b.mul(count, self._size(size))]) for _ in "gu")
+        vcs, accs = op.results[:nfc], op.results[nfc:nfc + nfk]
+        sums = self._sums(accs)
+        parts = [self._scratch(_nbytes(r)) for r in accs]
+        v_parts = [self._scratch(_nbytes(r)) for r in vcs]
+
+        def last(i):
+            return self.b.sub(self.b.sub(count, ir.Constant(I64, 1)), i)
+
+        def more(cur, i):
+            return self.b.icmp_signed("<", i, count)
+
+        def backward(cur, nxt, i):  # gs[j] = g; g = adjoint(c_j, consts, g)
+            j = last(i)
+            for v, c, p in zip(cts, cur, self._row(kept_g, j, offsets, size)):
+                self._memcpy(p, c, v.type)
+            self.b.call(adjoint, [self.arena, *saved(j), *consts, *cur, *nxt, *parts])
+        self._repeat(cts, more, backward)
+
+        def forward(cur, nxt, i):  # ucs[i], u_consts, u_g = adjoint_vjp(...)
+            self.b.call(adjoint_vjp, [self.arena, *saved(i), *consts,
+                                      *self._row(kept_g, i, offsets, size), *cur, *u_acc,
+                                      *self._row(kept_u, i, offsets, size), *parts, *nxt])
+            for r, total, part in zip(accs, sums, parts):
+                self._accumulate(total, part, r)
+        final_g = self._repeat(u_g, more, forward)[0]
+
+        def reverse(cur, nxt, i):  # vc = ucs[j] + body_vjp(c_j, consts, vc)[:nfc]
+            j = last(i)
+            self.b.call(body_vjp, [self.arena, *saved(j), *consts, *cur, *v_parts, *parts])
+            for r, to, kept, part in zip(vcs, nxt, self._row(kept_u, j, offsets, size),
+                                         v_parts):
+                self._memcpy(to, kept, r.type)
+                self._accumulate(to, part, r)
+            for r, total, part in zip(accs, sums, parts):
+                self._accumulate(total, part, r)
+        final_v = self._repeat(vcs, more, reverse, zero=True)[0]
+        for block in (kept_g, kept_u, self.b.load(stack)):
+            self._free(block)
+        self._take(vcs, final_v)
+        self._take(accs, sums)
+        self._take(op.results[nfc + nfk:], final_g)
+
+    def _sums(self, values) -> list:
+        """Arena places holding 0 for sums of ``values``' types."""
+        out = [self._scratch(_nbytes(r)) for r in values]
+        for r, p in zip(values, out):
+            self._zero(p, r)
+        return out
+
+    def _free(self, block) -> None:
+        self.b.call(self._declare("free", ir.VoidType(), [PTR]), [block])
 
     def _zero(self, ptr, r: Value) -> None:
         """Zero bits (0.0) in the place of value ``r`` at ``ptr``."""

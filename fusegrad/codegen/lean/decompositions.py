@@ -1,6 +1,6 @@
-"""Matrix decompositions in an entry: ``eigh``, ``svd`` and ``qr`` of real matrices by
-LAPACK, as ``np.linalg`` computes them (``lapack.py`` has the simpler ops and the
-calling machinery).
+"""Matrix decompositions in an entry: ``eigh``, ``svd``, ``qr`` and ``eig`` of real
+matrices by LAPACK, as ``np.linalg`` computes them (``lapack.py`` has the simpler ops
+and the calling machinery).
 
 As NumPy does, each loop asks LAPACK for its workspace's size first (``lwork = -1``)
 and gives it that much (from ``malloc``, freed before the loop returns), copies each
@@ -9,7 +9,14 @@ matrix in Fortran order (float32 converted to float64), and copies the answers b
 - ``eigh``: ``?syevd`` (eigenvectors, lower triangle);
 - ``svd``: ``?gesdd`` (``jobz`` ``'A'`` for full matrices, else ``'S'``);
 - ``qr``: ``?geqrf``, ``r`` the upper triangle of its first ``k`` rows, then ``?orgqr``
-  on the first columns for ``q`` (``k = m`` when complete, else ``min(m, n)``).
+  on the first columns for ``q`` (``k = m`` when complete, else ``min(m, n)``);
+- ``eig``: every matrix of the stack must be finite (else NumPy's ``LinAlgError``,
+  before any is decomposed), then ``?geev`` (right eigenvectors only), its real
+  answers made complex as NumPy does: eigenvalue ``k`` is ``(wr[k], wi[k])``; a real
+  one's eigenvector is column ``k`` (imaginary parts 0), a complex pair's columns
+  ``k``, ``k + 1`` are ``re +- i im`` from columns ``k`` and ``k + 1``; if every
+  eigenvalue of the stack is real, their imaginary parts are +0 (NumPy returns real
+  arrays then, which ``eig_impl`` makes complex).
 
 Matrices with an extent of 0 are left to NumPy (``lowered``).
 """
@@ -22,24 +29,34 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
-from . import lapack
+from . import eigen, lapack, schur
 from .kernel import I64, loop_nest
 from .lapack import _ZERO, I32, _Fortran, _transpose, wide
 
-LOWERED = ("eigh", "svd", "qr")
-#: each op's ``LinAlgError`` (as ``lapack.ERRORS``)
-ERRORS = {
+LOWERED = ("eigh", "svd", "qr", "eig")
+#: each op's ``LinAlgError`` (as ``lapack.ERRORS``; with ``schur.py``'s)
+ERRORS = {**schur.ERRORS,
     "eigh": (5, "Eigenvalues did not converge", "Eigenvalues did not converge"),
     "svd": (6, "SVD did not converge", "SVD did not converge"),
     "qr": (7, "Incorrect argument found while performing QR factorization",
            "Incorrect argument found while performing QR factorization"),
+    "eig": (10, "Eigenvalues did not converge", "Eigenvalues did not converge"),
 }
+#: ``eig``'s ``LinAlgError`` for a matrix that is not finite: (code, message)
+EIG_NOT_FINITE = (11, "Array must not contain infs or NaNs")
 _F64 = ir.DoubleType()
 
 
 def lowered(op: Op) -> bool:
-    """Real float32 / float64 (``lapack.lowered``) matrices of no empty axis."""
-    return lapack.lowered(op) and 0 not in op.operands[0].type.shape[-2:]
+    """Real float32 / float64 (``lapack.lowered``) matrices of no empty axis; ``eig``'s
+    results are complex, of the matrix's precision."""
+    if 0 in op.operands[0].type.shape[-2:]:
+        return False
+    if op.name != "eig":
+        return lapack.lowered(op)
+    t = op.operands[0].type.dtype
+    return t in (np.float32, np.float64) and all(
+        r.type.dtype == np.result_type(t, np.complex64) for r in op.results)
 
 
 def work(op: Op) -> int:
@@ -57,7 +74,13 @@ class Decompositions:
         extra, build = arguments(op, self, it)
         args = [self._typed(self.vals[op.operands[0]], t),
                 *(self._typed(o, r.type) for o, r in zip(outs, op.results)), *extra]
-        self._status(op, self._helper(args, lambda f: build(f, it), I64), ERRORS[op.name])
+        status = self._helper(args, lambda f: build(f, it), I64)
+        if op.name == "eig":
+            b = self.b
+            code, message = EIG_NOT_FINITE
+            with b.if_then(b.icmp_signed("<", status, _ZERO), likely=False):
+                self._leave(code, lambda: self._raise_linalg(message, None))
+        self._status(op, status, ERRORS[op.name])
         for r, o in zip(op.results, outs):
             self.vals[r] = o
 
@@ -74,6 +97,8 @@ def arguments(op: Op, entry, it) -> tuple[list, object]:
     sizes = [entry._size(v) for v in (m, n, math.prod(batch))]
     if op.name == "eigh":
         return [place(n * n), place(n), *sizes[1:]], _eigh
+    if op.name == "eig":
+        return [place(n * n), place(n), place(n), place(n * n), *sizes[1:]], eigen.geev
     if op.name == "svd":
         full = bool(op.attrs["full_matrices"])
         ucols, vrows = (m, n) if full else (k, k)

@@ -76,8 +76,9 @@ def _register_host() -> None:
     api = ctypes.pythonapi
     for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_Format"):
         define(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
-    define("fusegrad_PyExc_IndexError",
-           ctypes.addressof(ctypes.c_void_p.in_dll(api, "PyExc_IndexError")))
+    for exc in ("IndexError", "ValueError"):
+        define(f"fusegrad_PyExc_{exc}",
+               ctypes.addressof(ctypes.c_void_p.in_dll(api, f"PyExc_{exc}")))
     import numpy as np
 
     # a variable holding the class (as ``PyExc_IndexError`` holds its), kept alive here
@@ -112,7 +113,7 @@ def _resolve(name: str) -> int | None:
 
 
 _SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
-_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?)_(\w+)")
+_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?|cblas64|ufunc|numba)_(\w+)")
 _POCKETFFT = re.compile(r"@\"?fusegrad_pocketfft_([a-z_]+_[df])\b")
 
 
@@ -378,8 +379,10 @@ def host_symbols(ir_text: str) -> list[str]:
 def provide(symbols: list[str]) -> None:
     """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
     a program with products), LAPACK (SciPy's, ``lapack:<routine>``, or NumPy's,
-    ``lapack64:<routine>``), special functions (``special:<cname>``) and NumPy's FFT
-    loops (``pocketfft:<ufunc>_<d|f>``, ``fourier``)."""
+    ``lapack64:<routine>``), NumPy's CBLAS (``cblas64:<name>``), special functions
+    (``special:<cname>``), ufunc loops (``ufunc:<name>``), NumPy's FFT loops
+    (``pocketfft:<ufunc>_<d|f>``, ``fourier``) and fusegrad's Numba C functions
+    (``numba:<name>``)."""
     done = _state.setdefault("provided", set())
     for sym in symbols:
         if sym in done:
@@ -400,6 +403,20 @@ def provide(symbols: list[str]) -> None:
             define(f"fusegrad_pocketfft_{name}", loop)
             if data:
                 define(f"fusegrad_pocketfft_{name}_data", data)
+        elif kind == "cblas64":
+            from .loader import numpy_cblas_address
+
+            define(f"fusegrad_cblas64_{name}", numpy_cblas_address(name))
+        elif kind == "numba":  # Numba C functions (``ufuncs.py``)
+            from .loader import numba_address
+
+            define(f"fusegrad_numba_{name}", numba_address(name))
+        elif kind == "ufunc":  # a ufunc's loop and its data (``ufuncs.py``)
+            from .loader import UFUNCS, ufunc_loop
+
+            loop, data = ufunc_loop(UFUNCS[name])
+            define(f"fusegrad_ufunc_{name}", loop)
+            define(f"fusegrad_ufdata_{name}", data)
         else:
             from .loader import capsule_address
 

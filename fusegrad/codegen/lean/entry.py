@@ -23,7 +23,18 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from ...ir.count_op import count_n
-from . import control, copies, decompositions, engine, indexing, lapack, products, scans, windows
+from . import (
+    control,
+    copies,
+    decompositions,
+    engine,
+    indexing,
+    lapack,
+    products,
+    scans,
+    schur,
+    windows,
+)
 from . import fourier as spectral
 from . import kernel as kn
 from . import scalar as sc
@@ -65,7 +76,7 @@ def check_op(op: Op) -> None:
 #: ``LOWERED``, ``lowered(op)`` and ``work(op)``, and the ``Entry`` method running one
 #: of its ops (None: ``_<op name>``)
 _FAMILIES = {scans: None, lapack: "_linalg", decompositions: "_decomposition",
-             windows: "_window", spectral: None}
+             windows: "_window", spectral: None, schur: None}
 _FAMILY = {name: (module, method) for module, method in _FAMILIES.items()
            for name in module.LOWERED}
 
@@ -86,7 +97,7 @@ def _driver_op(op: Op) -> bool:
 
 class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
             lapack.Lapack, decompositions.Decompositions, windows.Windows, spectral.Fourier,
-            SizeTable):
+            schur.Schur, SizeTable):
     """The entry module of one fused Function: its IR text (with the kernel names it
     calls still to be linked), its arena size, and its kernels."""
 

@@ -20,6 +20,13 @@ import tempfile
 import llvmlite
 import llvmlite.binding as llvm
 
+#: the ufuncs of ``scipy.special`` whose loops generated code calls (``ufuncs.UFUNCS``)
+UFUNCS = {"zeta": "_ufuncs._zeta"}
+#: fusegrad's Numba C functions generated code calls: name -> (module, function giving
+#: its address); a program calling them needs fusegrad (and Numba) where it runs
+NUMBA = {"gammainc_da": ("fusegrad.ir.incgamma_kernel", "gammainc_da_address"),
+         "betainc_grad": ("fusegrad.ir.betainc_kernel", "betainc_grad_address")}
+
 
 def capsule_address(module: str, name: str) -> int:
     """The address of C function ``name`` that Cython module ``module`` exports."""
@@ -61,20 +68,13 @@ def numpy_lapack_address(name: str) -> int:
 _UFUNC_FUNCTIONS, _UFUNC_DATA, _UFUNC_NTYPES = 32, 40, 48
 
 
-def pocketfft_address(name: str) -> tuple[int, int]:
-    """The addresses of the loop of NumPy's pocketfft gufunc ``<ufunc>_<d|f>`` (its
-    double or float loop, by the type of its factor) and of the ``data`` NumPy passes it
-    (0 for none), read from the ufunc object in ``numpy.fft._pocketfft_umath``."""
-    ufunc_name, _, letter = name.rpartition("_")
-    module = importlib.import_module("numpy.fft._pocketfft_umath")
-    ufunc = getattr(module, ufunc_name, None)
-    types = list(getattr(ufunc, "types", ()))
-    index = [i for i, t in enumerate(types) if t[1:2] == letter]
-    if (type(ufunc).__name__ != "ufunc" or not index
-            or ctypes.c_int.from_address(id(ufunc) + _UFUNC_NTYPES).value != len(types)):
-        raise ImportError(f"the compiled code calls NumPy's FFT loop {name}, which this "
-                          "NumPy does not have where the code looks for it")
-    index = index[0]
+def _ufunc_loop_at(ufunc, index: int) -> tuple[int, int]:
+    """The addresses of ufunc ``ufunc``'s loop ``index`` (of its ``types``) and of the
+    ``data`` NumPy passes it (0 for none), read from the ufunc object."""
+    if (type(ufunc).__name__ != "ufunc"
+            or ctypes.c_int.from_address(id(ufunc) + _UFUNC_NTYPES).value != len(ufunc.types)):
+        raise ImportError(f"the compiled code calls a loop of {ufunc!r}, which this NumPy "
+                          "does not keep where the code looks for it")
 
     def entry(offset):
         table = ctypes.c_void_p.from_address(id(ufunc) + offset).value
@@ -82,11 +82,50 @@ def pocketfft_address(name: str) -> tuple[int, int]:
     return entry(_UFUNC_FUNCTIONS), entry(_UFUNC_DATA)
 
 
+def pocketfft_address(name: str) -> tuple[int, int]:
+    """The loop of NumPy's pocketfft gufunc ``<ufunc>_<d|f>`` (its double or float loop,
+    by the type of its factor) and its data (``_ufunc_loop_at``), from
+    ``numpy.fft._pocketfft_umath``."""
+    ufunc_name, _, letter = name.rpartition("_")
+    module = importlib.import_module("numpy.fft._pocketfft_umath")
+    ufunc = getattr(module, ufunc_name, None)
+    index = [i for i, t in enumerate(getattr(ufunc, "types", ())) if t[1:2] == letter]
+    if not index:
+        raise ImportError(f"the compiled code calls NumPy's FFT loop {name}, which this "
+                          "NumPy does not have")
+    return _ufunc_loop_at(ufunc, index[0])
+
+
+def numpy_cblas_address(name: str) -> int:
+    """The address of CBLAS routine ``cblas_<name>`` in the ILP64 OpenBLAS NumPy's
+    wheels bundle (``np.dot``'s)."""
+    fn = getattr(bundled("numpy", "libscipy_openblas64_*"), f"scipy_cblas_{name}64_", None)
+    if fn is None:
+        raise ImportError(f"the compiled code calls NumPy's bundled BLAS ({name}), "
+                          "which this NumPy does not have")
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+def ufunc_loop(name: str) -> tuple[int, int]:
+    """The float64 inner loop of ufunc ``scipy.special.<name>`` (its ``d...d->d`` loop)
+    and that loop's data (``_ufunc_loop_at``)."""
+    module, _, attr = name.rpartition(".")
+    uf = getattr(importlib.import_module("scipy.special." + module), attr)
+    return _ufunc_loop_at(uf, uf.types.index("d" * uf.nin + "->" + "d" * uf.nout))
+
+
+def numba_address(name: str) -> int:
+    """The address of fusegrad's Numba C function ``name`` (``NUMBA``)."""
+    module, function = NUMBA[name]
+    return getattr(importlib.import_module(module), function)()
+
+
 def provide(symbols) -> None:
     """Register the functions the modules call by name: ``blas:<routine>`` and
     ``lapack:<routine>`` (SciPy's BLAS and LAPACK), ``lapack64:<routine>`` (NumPy's
-    LAPACK), ``special:<cname>`` (``scipy.special``'s C functions), ``pocketfft:<loop>``
-    (NumPy's FFT loops and their data: ``pocketfft_address``) and C library
+    LAPACK), ``cblas64:<name>`` (NumPy's CBLAS), ``special:<cname>`` (``scipy.special``'s
+    C functions), ``ufunc:<name>`` (a ufunc's loop and its data), ``pocketfft:<loop>``
+    (NumPy's FFT loops and their data), ``numba:<name>`` (``NUMBA``) and C library
     functions (libm's, ``_setjmp``) by their own name."""
     libc = ctypes.CDLL(None)
     for symbol in symbols:
@@ -100,6 +139,9 @@ def provide(symbols) -> None:
         elif kind == "lapack64":
             address = numpy_lapack_address(name)
             name = "fusegrad_lapack64_" + name
+        elif kind == "cblas64":
+            address = numpy_cblas_address(name)
+            name = "fusegrad_cblas64_" + name
         elif kind == "special":
             address = capsule_address("scipy.special.cython_special", name)
             name = "fusegrad_cs_" + name
@@ -108,6 +150,12 @@ def provide(symbols) -> None:
             name = "fusegrad_pocketfft_" + name
             if data:
                 llvm.add_symbol(name + "_data", data)
+        elif kind == "numba":
+            address, name = numba_address(name), "fusegrad_numba_" + name
+        elif kind == "ufunc":
+            loop, data = ufunc_loop(UFUNCS[name])
+            llvm.add_symbol("fusegrad_ufdata_" + name, data)
+            address, name = loop, "fusegrad_ufunc_" + name
         else:
             address = ctypes.cast(getattr(libc, name), ctypes.c_void_p).value
         llvm.add_symbol(name, address)

@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from ...ir.threefry import PARITY, ROTATIONS
 from ...ir.types import TensorType, dtype_name
-from . import complexes, mathcalls, mathlib_ir
+from . import complexes, mathcalls, mathlib_ir, ufuncs
 
 F64, F32, I1, I8 = ir.DoubleType(), ir.FloatType(), ir.IntType(1), ir.IntType(8)
 I32 = ir.IntType(32)
@@ -413,6 +413,9 @@ SCALAR_OPS = {
         ("tanh", "tanh"), ("arcsinh", "asinh"), ("arccosh", "acosh"),
         ("arctanh", "atanh"), ("cbrt", "cbrt"), ("erf", "erf"))},
     **{n: _special(c) for n, c in SPECIAL.items()},
+    "polygamma": ufuncs.polygamma(_special(SPECIAL["digamma"])),
+    "gammainc_da": ufuncs.numba_call("gammainc_da", "n"),
+    "betainc_grad": ufuncs.numba_call("betainc_grad", "wrt"),
 }  # fmt: skip
 
 #: ops whose operands and result must be floating point here (integer forms go elsewhere)

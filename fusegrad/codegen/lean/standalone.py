@@ -40,14 +40,16 @@ class Standalone:
 
 def _host(symbol: str) -> str:
     """How a module's external ``symbol`` is found: ``blas:<routine>``,
-    ``lapack:<routine>``, ``lapack64:<routine>``, ``special:<cname>``,
-    ``pocketfft:<loop>`` (as
-    ``engine.provide`` names them) or the C function."""
+    ``lapack:<routine>``, ``lapack64:<routine>``, ``cblas64:<name>``, ``special:<cname>``,
+    ``ufunc:<name>``, ``pocketfft:<loop>``, ``numba:<name>`` (as ``engine.provide`` names
+    them) or the C function."""
     if symbol.startswith("fusegrad_cs_"):
         return "special:" + symbol[len("fusegrad_cs_"):]
+    if symbol.startswith("fusegrad_ufdata_"):  # (a ufunc's loop's data)
+        return "ufunc:" + symbol[len("fusegrad_ufdata_"):]
     if symbol.startswith("fusegrad_pocketfft_"):
         return "pocketfft:" + symbol[len("fusegrad_pocketfft_"):]
-    for kind in ("lapack64", "lapack"):
+    for kind in ("lapack64", "lapack", "cblas64", "ufunc", "numba"):
         if symbol.startswith(f"fusegrad_{kind}_"):
             return f"{kind}:" + symbol[len(f"fusegrad_{kind}_"):]
     if symbol.startswith("fusegrad_"):
