@@ -63,10 +63,10 @@ def _bundled() -> list[_Library]:
     then NumPy's (``numpy.libs``), whose LAPACK compiled ``cholesky``, ``solve`` and
     ``slogdet`` call and which the ops run between compiled segments call; [] without
     SciPy's."""
-    from ..codegen.lean import engine
+    from ..codegen.lean import symbols
 
-    lib = _counted(engine.bundled_blas(), "")
-    return ([lib, *filter(None, [_counted(engine.numpy_blas(), "64_")])]
+    lib = _counted(symbols.bundled_blas(), "")
+    return ([lib, *filter(None, [_counted(symbols.numpy_blas(), "64_")])]
             if lib is not None else [])
 
 

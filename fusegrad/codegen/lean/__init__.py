@@ -25,7 +25,7 @@ from ..._sources import sha256
 from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
-from . import copies, engine, extents, mathcalls, mathlib_ir, parallel
+from . import copies, engine, extents, mathcalls, mathlib_ir, parallel, symbols
 from . import scalar as sc
 from .control import walk
 from .entry import Entry, check, check_op
@@ -227,7 +227,7 @@ def _from_manifest(fused: Function, key: str | None, host: bool = True):
     manifest = engine.read_manifest(key) if key else None
     if manifest is None:
         return None
-    engine.provide(manifest["symbols"])
+    symbols.provide(manifest["symbols"])
     # the runtime's modules by their recorded names, loaded in one batch with the
     # program's (naming them anew would need LLVM's target)
     copied, library = manifest["copies"], manifest["mathlib"]
@@ -279,7 +279,7 @@ def compile_function(fused: Function, threads: bool = False,
             "mathlib": mathcalls.modules(
                 mathcalls.keys("\n".join(text for text, _ in [*modules, (bare, "")]))),
             "symbols": sorted({x for text, _ in [*modules, (bare, "")]
-                               for x in engine.host_symbols(text)})})
+                               for x in symbols.host_symbols(text)})})
     # its annotated text comes from ``source``, when asked for (kernels from the memo
     # would show the lines of another function with the same kernel)
     return Compiled(call, entry.arena_bytes, len(modules), compiled, address,

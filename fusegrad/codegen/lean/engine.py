@@ -8,12 +8,10 @@ kernels, not with their product) before MCJIT compiles it. A module already in
 the engine (a kernel shared by two functions, or by two layers of one model) is
 never added twice: its symbols are simply used again.
 
-The host symbols generated code calls (libm, ``Py_IncRef``, ``PyEval_SaveThread``
-/ ``PyEval_RestoreThread``, ``PyErr_Format``) and the one object it reads
-(``PyExc_IndexError``, as ``fusegrad_PyExc_IndexError``: a name nothing else in the
-process defines; NumPy's ``LinAlgError`` as ``fusegrad_LinAlgError``) are registered by
-address, so machine code holds no address of this
-process and an object file is valid in any process.
+The symbols generated code calls that no module defines (libm, CPython's API, NumPy's
+and SciPy's routines) are registered by address (``symbols``), so machine code holds
+no address of this process and an object file is valid in any process. A warm start
+loads object files without LLVM (``elf``); MCJIT loads the others.
 """
 
 from __future__ import annotations
@@ -22,7 +20,6 @@ import contextlib
 import ctypes
 import json
 import os
-import re
 import time
 import warnings
 
@@ -30,7 +27,7 @@ from ... import _forksafe, config
 from ..._sources import sha256
 from ...ir.stats import add_phase
 from ..compile import _directory, machine_folder, salt, write_atomic
-from . import elf
+from . import elf, symbols
 
 _lock = _forksafe.lock()
 _state: dict[str, object] = {}
@@ -48,124 +45,9 @@ def _llvm():
 
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
-        _register_host()
-        for name, address_ in _symbols.items():  # (those loaded without LLVM too)
-            llvm.add_symbol(name, address_)
+        symbols.attach(llvm)  # (those of modules loaded without LLVM too)
         _state["llvm"] = llvm
     return llvm
-
-
-#: the addresses of symbols generated code calls that no module defines (the host's:
-#: ``_register_host``, ``provide``) and of the symbols of modules loaded without LLVM
-#: (``elf``); LLVM is given every one when it loads
-_symbols: dict[str, int] = {}
-
-
-def define(name: str, address_: int) -> None:
-    """Make ``name`` resolve to ``address_`` in every module loaded from now on."""
-    _symbols[name] = address_
-    llvm = _state.get("llvm")
-    if llvm is not None:
-        llvm.add_symbol(name, address_)
-
-
-def _register_host() -> None:
-    if _state.get("host"):
-        return
-    _state["host"] = True
-    api = ctypes.pythonapi
-    for name in ("Py_IncRef", "PyEval_SaveThread", "PyEval_RestoreThread", "PyErr_Format"):
-        define(name, ctypes.cast(getattr(api, name), ctypes.c_void_p).value)
-    for exc in ("IndexError", "ValueError"):
-        define(f"fusegrad_PyExc_{exc}",
-               ctypes.addressof(ctypes.c_void_p.in_dll(api, f"PyExc_{exc}")))
-    import numpy as np
-
-    # a variable holding the class (as ``PyExc_IndexError`` holds its), kept alive here
-    _state["LinAlgError"] = cell = ctypes.c_void_p(id(np.linalg.LinAlgError))
-    define("fusegrad_LinAlgError", ctypes.addressof(cell))
-    libm = ctypes.CDLL(None)
-    from .complex_math import SYMBOLS
-
-    for name in (*_LIBM, *SYMBOLS):
-        try:
-            fn = getattr(libm, name)
-        except AttributeError:
-            continue
-        define(name, ctypes.cast(fn, ctypes.c_void_p).value)
-
-
-def _resolve(name: str) -> int | None:
-    """The address of ``name`` for a module loaded without LLVM: a symbol defined here,
-    one LLVM knows (if loaded: its modules, libraries it loaded), else the process's."""
-    _register_host()
-    found = _symbols.get(name)
-    if found:
-        return found
-    llvm = _state.get("llvm")
-    if llvm is not None:
-        found = llvm.address_of_symbol(name) or (
-            _state["ee"].get_function_address(name) if "ee" in _state else 0)
-        if found:
-            return found
-    fn = getattr(ctypes.CDLL(None), name, None)
-    return ctypes.cast(fn, ctypes.c_void_p).value if fn is not None else None
-
-
-_SPECIAL = re.compile(r"@\"?fusegrad_cs_(\w+)")
-_LAPACK = re.compile(r"@\"?fusegrad_(lapack(?:64)?|cblas64|ufunc|numba)_(\w+)")
-_POCKETFFT = re.compile(r"@\"?fusegrad_pocketfft_([a-z_]+_[df])\b")
-
-
-def blas_address(name: str, module: str = "cython_blas") -> int:
-    """The address of SciPy's BLAS (or, ``module="cython_lapack"``, LAPACK) routine
-    ``name`` (Fortran calling convention): from the OpenBLAS library SciPy's wheels
-    bundle, opened directly (importing ``scipy.linalg`` for its ``cython_blas`` costs
-    a third of a second), else from ``scipy.linalg.<module>``, whatever BLAS and
-    LAPACK that SciPy was built with."""
-    lib = bundled_blas()
-    fn = getattr(lib, f"scipy_{name}_", None) if lib is not None else None
-    if fn is not None:
-        return ctypes.cast(fn, ctypes.c_void_p).value
-    from .loader import capsule_address  # (llvmlite's binding is loaded by then)
-
-    return capsule_address(f"scipy.linalg.{module}", name)
-
-
-def bundled_blas():
-    """SciPy's bundled LP64 OpenBLAS (``scipy.libs/libscipy_openblas-*.so``), or None."""
-    return _bundled("scipy", "libscipy_openblas-*")
-
-
-def numpy_blas():
-    """The ILP64 OpenBLAS NumPy's wheels bundle (``numpy.libs/libscipy_openblas64_*``,
-    already loaded by NumPy: opening it again finds the same library), or None."""
-    return _bundled("numpy", "libscipy_openblas64_*")
-
-
-def numpy_lapack():
-    """``numpy_blas`` if it has the LAPACK ``np.linalg`` calls (as
-    ``scipy_<routine>_64_``), else None (a NumPy built against another LAPACK)."""
-    lib = numpy_blas()
-    return lib if lib is not None and hasattr(lib, "scipy_dgetrf_64_") else None
-
-
-def _bundled(package: str, pattern: str):
-    """``loader.bundled``, opened once per process."""
-    key = ("bundled", package)
-    if key not in _state:
-        from .loader import bundled
-
-        _state[key] = bundled(package, pattern)
-    return _state[key]
-
-
-#: the C math functions generated code may call (float64 and float32 versions)
-_LIBM = tuple(n + s for n in (
-    "exp", "exp2", "log", "log2", "log10", "log1p", "expm1", "sin", "cos", "tan", "asin",
-    "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "cbrt",
-    "pow", "erf", "erfc", "fmod", "sqrt", "floor", "ceil", "rint", "fabs", "trunc",
-) for s in ("", "f"))
 
 
 def target_machine(level: int = 3):
@@ -324,7 +206,7 @@ def add(ir_text: str, name: str, link=None, kind: str = "kernel") -> bool:
             _stats["reused"] += 1
             return False
         llvm = _llvm()
-        provide(host_symbols(ir_text))
+        symbols.provide(symbols.host_symbols(ir_text))
         t0 = time.perf_counter()
         mod = llvm.parse_assembly(ir_text)
         mod.name = name
@@ -367,63 +249,6 @@ def count_compiled(names: int) -> None:
         _stats["compiled"] += names
 
 
-def host_symbols(ir_text: str) -> list[str]:
-    """The SciPy and NumPy routines module ``ir_text`` calls by address (``provide``
-    them)."""
-    out = [f"blas:{r}" for r in ("dgemm", "sgemm") if f'@"fusegrad_{r}"' in ir_text]
-    out += [f"{kind}:{r}" for kind, r in sorted(set(_LAPACK.findall(ir_text)))]
-    out += [f"pocketfft:{r}" for r in sorted(set(_POCKETFFT.findall(ir_text)))]
-    return out + [f"special:{c}" for c in sorted(set(_SPECIAL.findall(ir_text)))]
-
-
-def provide(symbols: list[str]) -> None:
-    """Register the addresses of SciPy's BLAS (``blas:<routine>``, imported only for
-    a program with products), LAPACK (SciPy's, ``lapack:<routine>``, or NumPy's,
-    ``lapack64:<routine>``), NumPy's CBLAS (``cblas64:<name>``), special functions
-    (``special:<cname>``), ufunc loops (``ufunc:<name>``), NumPy's FFT loops
-    (``pocketfft:<ufunc>_<d|f>``, ``fourier``) and fusegrad's Numba C functions
-    (``numba:<name>``)."""
-    done = _state.setdefault("provided", set())
-    for sym in symbols:
-        if sym in done:
-            continue
-        kind, name = sym.split(":")
-        if kind == "blas":
-            define(f"fusegrad_{name}", blas_address(name))
-        elif kind == "lapack":
-            define(f"fusegrad_lapack_{name}", blas_address(name, "cython_lapack"))
-        elif kind == "lapack64":
-            from .loader import numpy_lapack_address
-
-            define(f"fusegrad_lapack64_{name}", numpy_lapack_address(name))
-        elif kind == "pocketfft":  # NumPy's FFT loop and its data
-            from .loader import pocketfft_address
-
-            loop, data = pocketfft_address(name)
-            define(f"fusegrad_pocketfft_{name}", loop)
-            if data:
-                define(f"fusegrad_pocketfft_{name}_data", data)
-        elif kind == "cblas64":
-            from .loader import numpy_cblas_address
-
-            define(f"fusegrad_cblas64_{name}", numpy_cblas_address(name))
-        elif kind == "numba":  # Numba C functions (``ufuncs.py``)
-            from .loader import numba_address
-
-            define(f"fusegrad_numba_{name}", numba_address(name))
-        elif kind == "ufunc":  # a ufunc's loop and its data (``ufuncs.py``)
-            from .loader import UFUNCS, ufunc_loop
-
-            loop, data = ufunc_loop(UFUNCS[name])
-            define(f"fusegrad_ufunc_{name}", loop)
-            define(f"fusegrad_ufdata_{name}", data)
-        else:
-            from .loader import capsule_address
-
-            define(f"fusegrad_cs_{name}", capsule_address("scipy.special.cython_special", name))
-        done.add(sym)
-
-
 def load_objects(names: list[str]) -> bool:
     """Add modules ``names`` from their cached machine code alone (no IR). False if one
     is not cached (none is added then). Loaded without LLVM where the objects allow
@@ -456,8 +281,17 @@ def _load_elf(objects: dict[str, bytes]) -> bool:
     except elf.Unloadable:
         return False
     for name, address_ in exports.items():
-        define(name, address_)
+        symbols.define(name, address_)
     return True
+
+
+def _resolve(name: str) -> int | None:
+    """A symbol for a module loaded without LLVM: a host's or a loaded module's (also
+    one MCJIT loaded)."""
+    found = symbols.resolve(name)
+    if not found and "ee" in _state:
+        found = _state["ee"].get_function_address(name)
+    return found
 
 
 def _load_mcjit(objects: dict[str, bytes]) -> None:
@@ -493,7 +327,7 @@ def write_manifest(key: str, manifest: dict) -> None:
 
 
 def address(symbol: str) -> int:
-    found = _symbols.get(symbol)
+    found = symbols.address(symbol)
     if found:
         return found
     with _lock:

@@ -18,8 +18,8 @@ handles it, so the answers are LAPACK's for the same input in the same layout:
   not solved (SciPy returns it at once).
 
 The routines are those the interpreter's implementation calls: NumPy's bundled
-OpenBLAS (ILP64: 64-bit integers, ``engine.numpy_lapack``) for the first three, so the
-bits are ``np.linalg``'s, and SciPy's LAPACK (LP64, ``engine.blas_address``) for
+OpenBLAS (ILP64: 64-bit integers, ``symbols.numpy_lapack``) for the first three, so the
+bits are ``np.linalg``'s, and SciPy's LAPACK (LP64, ``symbols.blas_address``) for
 ``triangular_solve`` and wherever NumPy was built against another LAPACK. As NumPy
 does, the first three compute float32 matrices in float64 (the copies convert) and
 round the answers to float32. A matrix that is not positive definite, or singular
@@ -37,8 +37,8 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
-from . import engine
 from . import scalar as sc
+from . import symbols
 from .kernel import I64, PTR, loop_nest
 
 I32 = ir.IntType(32)
@@ -71,7 +71,7 @@ def work(op: Op) -> int:
 
 
 def symbol(routine: str, wide: bool) -> str:
-    """The name a module calls LAPACK's ``routine`` by (``engine.provide`` links it):
+    """The name a module calls LAPACK's ``routine`` by (``symbols.provide`` links it):
     NumPy's ILP64 one if ``wide``, else SciPy's."""
     return f"fusegrad_lapack{'64' if wide else ''}_{routine}"
 
@@ -79,7 +79,7 @@ def symbol(routine: str, wide: bool) -> str:
 def wide(op: Op) -> bool:
     """Whether ``op`` calls NumPy's ILP64 LAPACK (64-bit integers), as ``np.linalg``
     does, rather than SciPy's."""
-    return op.name != "triangular_solve" and engine.numpy_lapack() is not None
+    return op.name != "triangular_solve" and symbols.numpy_lapack() is not None
 
 
 class Lapack:

@@ -8,18 +8,16 @@ matrix or a matrix times a vector is ``?gemv``, two matrices ``?gemm``, with the
 transpose flags and leading dimensions read from each operand's layout (C or Fortran
 order). The shapes' extents of 1 are known when the loop is built (``Operand``); the
 others are its run-time sizes. The routines are linked as ``fusegrad_cblas64_<name>``
-(``engine.provide``: ``cblas64:<name>``).
+(``symbols.provide``: ``cblas64:<name>``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from llvmlite import ir
 
-from . import engine
 from . import scalar as sc
+from . import symbols
 
 I32, I64, PTR = ir.IntType(32), ir.IntType(64), ir.IntType(8).as_pointer()
 _ROW_MAJOR, _COL_MAJOR, _NO_TRANS, _TRANS = 101, 102, 111, 112
@@ -28,21 +26,21 @@ _ROW_MAJOR, _COL_MAJOR, _NO_TRANS, _TRANS = 101, 102, 111, 112
 def available() -> bool:
     """Whether NumPy's products run on the OpenBLAS its wheels bundle (whose CBLAS this
     module calls)."""
-    lib = engine.numpy_blas()
+    lib = symbols.numpy_blas()
     return lib is not None and hasattr(lib, "scipy_cblas_dgemm64_")
 
 
-@dataclass(frozen=True)
 class Operand:
     """A matrix in memory: ``ptr``, its extents ``rows``, ``cols`` (i64 values),
-    whether each is 1 (known when the loop is built), and its layout."""
+    whether each is 1 (known when the loop is built), and its layout. (A plain class:
+    ``dataclasses`` costs a first gradient's import its own milliseconds.)"""
 
-    ptr: ir.Value
-    rows: ir.Value
-    cols: ir.Value
-    one_row: bool
-    one_col: bool
-    fortran: bool
+    __slots__ = ("cols", "fortran", "one_col", "one_row", "ptr", "rows")
+
+    def __init__(self, ptr: ir.Value, rows: ir.Value, cols: ir.Value, one_row: bool,
+                 one_col: bool, fortran: bool):
+        self.ptr, self.rows, self.cols = ptr, rows, cols
+        self.one_row, self.one_col, self.fortran = one_row, one_col, fortran
 
     @property
     def shape(self) -> str:

@@ -21,7 +21,7 @@ import warnings
 
 from ... import config
 from ...ir.stats import add_phase
-from . import engine
+from . import engine, symbols
 
 #: modules a helper is worth forking for (a fork of a large process costs ~10-30 ms;
 #: a kernel's optimisation and machine code ~20-100 ms)
@@ -109,7 +109,7 @@ def compile_modules(modules: list) -> set[str]:
     compiled = {m[1] for m in todo if os.path.exists(engine._object_path(m[1]))}
     # in their order (an entry after the kernels it calls), loaded from the cache (or
     # compiled here if a helper failed); the engine counts them as compiled
-    engine.provide(sorted({s for m in modules for s in engine.host_symbols(m[0])}))
+    symbols.provide(sorted({s for m in modules for s in symbols.host_symbols(m[0])}))
     here = set()
     if not engine.load_objects([m[1] for m in modules]):  # all at once, else one by one
         here = {m[1] for m in modules if engine.add(*m)}

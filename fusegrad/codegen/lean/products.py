@@ -23,8 +23,8 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Function, Op, Value
-from . import engine
 from . import scalar as sc
+from . import symbols
 from .kernel import loop_nest
 
 I64 = ir.IntType(64)
@@ -50,7 +50,7 @@ def lowered(op: Op) -> bool:
 
 
 def _numpy_gemm(symbol: str) -> bool:
-    lib = engine.numpy_blas()
+    lib = symbols.numpy_blas()
     return lib is not None and hasattr(lib, f"scipy_{symbol.rsplit('_', 1)[1]}_64_")
 
 

@@ -41,7 +41,7 @@ class Standalone:
 def _host(symbol: str) -> str:
     """How a module's external ``symbol`` is found: ``blas:<routine>``,
     ``lapack:<routine>``, ``lapack64:<routine>``, ``cblas64:<name>``, ``special:<cname>``,
-    ``ufunc:<name>``, ``pocketfft:<loop>``, ``numba:<name>`` (as ``engine.provide`` names
+    ``ufunc:<name>``, ``pocketfft:<loop>``, ``numba:<name>`` (as ``symbols.provide`` names
     them) or the C function."""
     if symbol.startswith("fusegrad_cs_"):
         return "special:" + symbol[len("fusegrad_cs_"):]
