@@ -18,7 +18,6 @@ import os
 import tempfile
 
 import llvmlite
-import llvmlite.binding as llvm
 
 #: the ufuncs of ``scipy.special`` whose loops generated code calls (``ufuncs.UFUNCS``)
 UFUNCS = {"zeta": "_ufuncs._zeta"}
@@ -127,6 +126,8 @@ def provide(symbols) -> None:
     C functions), ``ufunc:<name>`` (a ufunc's loop and its data), ``pocketfft:<loop>``
     (NumPy's FFT loops and their data), ``numba:<name>`` (``NUMBA``) and C library
     functions (libm's, ``_setjmp``) by their own name."""
+    import llvmlite.binding as llvm  # (not before a module is loaded)
+
     libc = ctypes.CDLL(None)
     for symbol in symbols:
         kind, _, name = symbol.rpartition(":")
@@ -192,6 +193,8 @@ def load(modules, symbols, cache=None):
     symbol registered by name (for ``call_symbol``). Machine code is kept in directory
     ``cache`` (if given) per module, CPU and llvmlite version, and loaded from there
     by later imports. Keep the engine alive."""
+    import llvmlite.binding as llvm
+
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     provide(symbols)
