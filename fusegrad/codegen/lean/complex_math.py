@@ -29,7 +29,7 @@ import math
 import numpy as np
 from llvmlite import ir
 
-from . import complexes
+from . import complexes, symbols
 from .complexes import F64, _muladd, _operands, make, parts
 
 #: IR op -> the C library's complex function (``f`` appended for complex64)
@@ -39,8 +39,9 @@ LIBC = {
     "arccos": "cacos", "arctan": "catan", "arcsinh": "casinh", "arccosh": "cacosh",
     "arctanh": "catanh",
 }  # fmt: skip
-#: every C library function the rules here may call (for the engine to register)
+#: every C library function the rules here may call
 SYMBOLS = tuple(n + s for n in (*LIBC.values(), "cpow", "hypot") for s in ("", "f"))
+symbols.add_libc(SYMBOLS)
 
 
 def _c(x, value: float) -> ir.Constant:

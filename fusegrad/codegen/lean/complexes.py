@@ -7,7 +7,8 @@ into its two parts. ``OPS`` maps an op name to its element rule for operands or
 results of a complex dtype, with ``scalar.SCALAR_OPS``'s signature
 ``(b, op, args) -> value``; an op with a complex operand or result and no rule here is
 not lowered (``scalar.supports``), so it runs with NumPy between native segments.
-Division, modulus, powers and transcendental functions are in ``complex_math``.
+Division, modulus, powers and transcendental functions are in ``complex_math``, which
+adds its rules to ``OPS`` (``scalar`` imports it).
 """
 
 from __future__ import annotations
@@ -162,7 +163,6 @@ OPS = {
 }  # fmt: skip
 
 
-from . import complex_math  # noqa: E402,F401  (adds its rules to OPS; they use the helpers above)
 
 
 def supports(op) -> bool:

@@ -18,7 +18,7 @@ from llvmlite import ir
 
 from ...ir.threefry import PARITY, ROTATIONS
 from ...ir.types import TensorType, dtype_name
-from . import complexes, mathcalls, mathlib_ir, ufuncs
+from . import complex_math, complexes, mathcalls, mathlib_ir, ufuncs  # noqa: F401 (complex_math: its rules)
 
 F64, F32, I1, I8 = ir.DoubleType(), ir.FloatType(), ir.IntType(1), ir.IntType(8)
 I32 = ir.IntType(32)

@@ -61,15 +61,28 @@ def _register_host() -> None:
     # a variable holding the class (as ``PyExc_IndexError`` holds its), kept alive here
     _state["LinAlgError"] = cell = ctypes.c_void_p(id(np.linalg.LinAlgError))
     define("fusegrad_LinAlgError", ctypes.addressof(cell))
-    libm = ctypes.CDLL(None)
-    from .complex_math import SYMBOLS
+    _define_libc(_LIBM)
+    _define_libc(_libc_more)
 
-    for name in (*_LIBM, *SYMBOLS):
-        try:
-            fn = getattr(libm, name)
-        except AttributeError:
-            continue
-        define(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+def _define_libc(names) -> None:
+    libc = ctypes.CDLL(None)
+    for name in names:
+        fn = getattr(libc, name, None)
+        if fn is not None:
+            define(name, ctypes.cast(fn, ctypes.c_void_p).value)
+
+
+#: more C library functions generated code may call (``add_libc``)
+_libc_more: list[str] = []
+
+
+def add_libc(names) -> None:
+    """Register C library functions ``names`` too (a module of element rules calling
+    them adds them as it is imported)."""
+    _libc_more.extend(names)
+    if _state.get("host"):
+        _define_libc(names)
 
 
 def resolve(name: str) -> int | None:
