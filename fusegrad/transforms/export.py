@@ -47,9 +47,11 @@ class ExportError(FusegradError, TypeError):
 
 
 _NUMBA_TYPE = {"f64": "float64", "f32": "float32", "i64": "int64", "i32": "int32",
-               "i16": "int16", "i8": "int8", "u8": "uint8", "bool": "boolean"}
+               "i16": "int16", "i8": "int8", "u8": "uint8", "bool": "boolean",
+               "c128": "complex128", "c64": "complex64"}
 _C_TYPE = {"f64": "double", "f32": "float", "i64": "int64_t", "i32": "int32_t",
-           "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t", "bool": "bool"}
+           "i16": "int16_t", "i8": "int8_t", "u8": "uint8_t", "bool": "bool",
+           "c128": "double _Complex", "c64": "float _Complex"}
 
 
 #: argument shapes (after the example's) a dispatcher finds without entering Python

@@ -184,3 +184,27 @@ def test_an_array_closed_over_that_follows_the_shapes_pins_them(tmp_path):
     assert exported(np.ones((4, 4))) == f(np.ones((4, 4)))
     with pytest.raises(ExportError, match="closes over changes with the argument shapes"):
         exported(np.ones((7, 7)))
+
+
+def phase(z, w):
+    return fnp.angle(z * w) + fnp.abs(z / w), fnp.conj(z) * w
+
+
+def test_complex_programs_export_and_eject(tmp_path):
+    import numba
+
+    rng = np.random.default_rng(5)
+    z, w = (rng.standard_normal((2, 6)) + 1j * rng.standard_normal((2, 6)) for _ in range(2))
+    exported = fg.jit(phase).njit(z, w)
+
+    @numba.njit
+    def call(z, w):
+        return exported(z, w)
+
+    ns = _module(tmp_path, {"phase": (phase, (z, w))})
+    for shape in ((2, 6), (3, 5)):
+        a, b = (rng.standard_normal(shape) + 1j * rng.standard_normal(shape) for _ in range(2))
+        want = fg.jit(phase)(a, b)
+        for got in (call(a, b), ns["phase"](a, b)):
+            for g, x in zip(got, want):
+                assert g.dtype == x.dtype and np.array_equal(g, x)
