@@ -129,7 +129,8 @@ def _protect(address: int, size: int) -> None:
         _mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     rounded = (size + _PAGE - 1) // _PAGE * _PAGE
     if _mprotect(address, rounded, mmap.PROT_READ | mmap.PROT_EXEC) != 0:
-        raise OSError(ctypes.get_errno(), "mprotect of loaded machine code failed")
+        # (a system that forbids it: MCJIT's own allocator may still be allowed)
+        raise Unloadable(f"mprotect of loaded machine code failed (errno {ctypes.get_errno()})")
 
 
 #: the mappings of every object loaded (never unmapped: their code stays callable)
