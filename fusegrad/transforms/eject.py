@@ -16,12 +16,12 @@ address, so Numba caches it). Machine code is kept beside the module's file
 nothing. The module imports NumPy, Numba, llvmlite and the standard library; SciPy's
 BLAS or special functions when the program calls them.
 
-A callable whose structure depends on its sizes, or whose sizes the rule cannot fit
-(the bytes of an ``(N, C, H, W)`` array are of degree 4 in the extents; a
-convolution's output extents floors of several, a real FFT's ``n // 2 + 1``), is
-ejected for the example's shapes only; one with an op the lean generator does not lower (sorts,
-linear algebra, complex numbers, ...) cannot be ejected (``EjectError`` names
-it): ``.njit``/``.cfunc`` run those from Numba code.
+A callable whose structure depends on its sizes (the gradient of a real FFT, whose
+Nyquist term depends on the length's parity), or whose sizes the rule cannot fit (the
+bytes of an ``(N, C, H, W)`` array are of degree 4 in the extents; a convolution's
+output extents floors of several), is ejected for the example's shapes only; one
+with an op the lean generator does not lower (``sqrtm``) cannot be ejected
+(``EjectError`` names it): ``.njit``/``.cfunc`` run those from Numba code.
 """
 
 from __future__ import annotations

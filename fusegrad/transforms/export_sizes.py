@@ -13,7 +13,9 @@ sizes per class; if every trace generates the same source, each entry of ``d`` i
 fitted, exactly over the seven traces, as ``a1 * m1 + a2 * m2 + b`` (one or two
 terms) with ``m`` products of classes (degree at most 3), ``a`` fractions with a
 small denominator and ``b`` an integer, or as one term rounded down,
-``(p * m + c) // q + b`` (a strided slice has ``(n + 1) // 2`` elements). Extents of 0
+``a * m2 * ((p * n + c) // q) + b`` with ``n`` a class and ``m2`` a product of classes
+or 1 (a strided slice has ``(n + 1) // 2`` elements, a real FFT's result ``n // 2 + 1``,
+``rows`` of it take ``16 * rows * ((n + 2) // 2)`` bytes). Extents of 0
 or 1 stay fixed (they decide broadcasting and are written into the source).
 When the traces differ (the structure depends on the sizes) or an entry fits no
 such form, the export is for the example's shapes only.
@@ -40,8 +42,9 @@ class SizeRule:
     ``tied`` lists ``(arg, axis, j)`` for every other extent of that class (must be
     equal at run time); ``fixed`` lists ``(arg, axis, n)`` extents that must be ``n``
     (0 or 1, or every extent when ``generic`` is false); ``entries[k]`` is
-    ``(terms, b)``: ``d[k] = sum((num * prod(class_j ** e_j) + c) // den) + b`` over
-    the ``(num, den, exponents, c)`` of ``terms``.
+    ``(terms, b)``: ``d[k] = sum(mult * outer * ((num * inner + c) // den)) + b`` over
+    the ``(num, den, exponents, c, mult, outer exponents)`` of ``terms``, ``inner`` and
+    ``outer`` the products ``prod(class_j ** e_j)`` of their exponents.
     """
 
     generic: bool
@@ -54,11 +57,12 @@ class SizeRule:
         """Python text for ``d[k]``; ``name(j)`` is the variable holding class ``j``."""
         terms, b = self.entries[k]
         parts = []
-        for num, den, exps, c in terms:
-            term = " * ".join([*([str(num)] if num != 1 else []),
-                               *(name(j) for j, e in enumerate(exps) for _ in range(e))])
+        for num, den, exps, c, mult, outer in terms:
+            term = " * ".join([*([str(num)] if num != 1 else []), *_names(exps, name)])
             inner = f"{term} + {c}" if c else term
-            parts.append(f"({inner}) // {den}" if den != 1 else term)
+            part = f"({inner}) // {den}" if den != 1 else term
+            factors = [*([str(mult)] if mult != 1 else []), *_names(outer, name)]
+            parts.append(" * ".join([*factors, f"({part})"]) if factors else part)
         if b or not parts:
             parts.append(str(b))
         return " + ".join(parts)
@@ -66,7 +70,11 @@ class SizeRule:
     def evaluate(self, shapes) -> list[int]:
         """The sizes table for argument ``shapes`` (a check of the rule, used by tests)."""
         vals = [shapes[a][ax] for a, ax in self.classes]
-        return [_apply(rule, [_value(vals, t[2]) for t in rule[0]]) for rule in self.entries]
+        return [_apply(rule, vals) for rule in self.entries]
+
+
+def _names(exps, name) -> list[str]:
+    return [name(j) for j, e in enumerate(exps) for _ in range(e)]
 
 
 def fit(build: Callable, shapes: list[tuple[int, ...]]) -> tuple[str, SizeRule]:
@@ -149,8 +157,9 @@ def _solve(rows: list[list[Fraction]], rhs: list[Fraction]):
 
 
 def _fit_entry(xs: list[list[int]], ys: list[int]):
-    """``((num, den, exps, c), ...), b)``: ``ys[t] == sum((num * m_t + c) // den) + b`` at every
-    point ``t``, with one or two monomials ``m`` (the fewest that fit)."""
+    """``((num, den, exps, c, mult), ...), b)``: ``ys[t] == sum(mult * ((num * m_t + c) //
+    den)) + b`` at every point ``t``, with one or two monomials ``m`` (the fewest that
+    fit)."""
     if len(set(ys)) == 1:
         return ((), int(ys[0]))
     monos = _monomials(len(xs[0]))
@@ -162,22 +171,48 @@ def _fit_entry(xs: list[list[int]], ys: list[int]):
         if sol is None or sol[-1].denominator != 1 or any(
                 c == 0 or c.denominator > _MAX_DEN for c in sol[:-1]):
             continue
-        rule = (tuple((c.numerator, c.denominator, e, 0) for c, e in zip(sol, terms)),
+        one = (0,) * len(xs[0])
+        rule = (tuple((c.numerator, c.denominator, e, 0, 1, one) for c, e in zip(sol, terms)),
                 int(sol[-1]))
-        if all(_apply(rule, [values[e][t] for e in terms]) == y for t, y in enumerate(ys)):
+        if all(_apply(rule, x) == y for x, y in zip(xs, ys)):
             return rule
-    for e in monos:  # one term rounded down: (n + 1) // 2 (an exact solve misses it)
-        ms = values[e]
+    # one term rounded down: (n + 1) // 2, rows * (n // 2 + 1) (an exact solve misses it)
+    return _fit_floor(xs, [int(y) for y in ys], monos)
+
+
+def _fit_floor(xs: list[list[int]], ys: list[int], monos):
+    """``(((num, den, e, c, mult, outer),), b)``: ``ys == mult * outer * ((num * e + c) //
+    den) + b`` at every point (``e``, ``outer``: monomials over the classes ``xs``), or
+    None."""
+    one = (0,) * len(xs[0])
+    for e in monos:  # (num * m + c) // den + b, num from the data
+        ms = [_value(x, e) for x in xs]
         i = next((t for t in range(1, len(ms)) if ms[t] != ms[0]), None)
         for den in range(2, _MAX_DEN + 1) if i is not None else ():
-            num = round((int(ys[i]) - int(ys[0])) * den / (ms[i] - ms[0]))
+            num = round((ys[i] - ys[0]) * den / (ms[i] - ms[0]))
             for c in range(den):
-                rule = (((num, den, e, c),), int(ys[0]) - (num * ms[0] + c) // den)
-                if num and all(_apply(rule, [m]) == y for m, y in zip(ms, ys)):
+                rule = (((num, den, e, c, 1, one),), ys[0] - (num * ms[0] + c) // den)
+                if num and all(_apply(rule, x) == y for x, y in zip(xs, ys)):
+                    return rule
+    outers = [one, *(o for o in monos if sum(o) <= 2)]
+    for e in (o for o in monos if sum(o) == 1):  # mult * outer * ((num * n + c) // den) + b
+        ms = [_value(x, e) for x in xs]
+        for den, outer in itertools.product(range(2, _MAX_DEN + 1), outers):
+            scale = [_value(x, outer) for x in xs]
+            for num, c in itertools.product(range(1, den), range(2 * den + 1)):
+                feat = [s * ((num * m + c) // den) for s, m in zip(scale, ms)]
+                j = next((t for t in range(1, len(feat)) if feat[t] != feat[0]), None)
+                if j is None or (ys[j] - ys[0]) % (feat[j] - feat[0]):
+                    continue
+                mult = (ys[j] - ys[0]) // (feat[j] - feat[0])
+                rule = (((num, den, e, c, mult, outer),), ys[0] - mult * feat[0])
+                if mult and all(_apply(rule, x) == y for x, y in zip(xs, ys)):
                     return rule
     return None
 
 
-def _apply(rule, ms) -> int:
+def _apply(rule, vals) -> int:
+    """The entry ``rule`` gives for class values ``vals``."""
     terms, b = rule
-    return sum((num * m + c) // den for (num, den, _, c), m in zip(terms, ms)) + b
+    return sum(mult * _value(vals, outer) * ((num * _value(vals, e) + c) // den)
+               for num, den, e, c, mult, outer in terms) + b

@@ -135,16 +135,23 @@ def spectral(x, k):
 
 
 def test_fourier_transforms_call_numpys_loops(tmp_path):
-    """The written module finds NumPy's FFT loops when it loads; its frequency counts
-    (``n // 2 + 1``) make it the example's shapes' only."""
+    """The written module finds NumPy's FFT loops when it loads. The transforms run at
+    other shapes (the sizes table fits the frequency counts, ``n // 2 + 1``, times the
+    rows); the gradient is the example's shapes' only: the VJP of a real transform
+    depends on the length's parity (the Nyquist term), so its program does."""
     ex = (np.zeros((4, 8)), np.zeros(8))
     ns = _module(tmp_path, {"value": (spectral, ex), "grad": (fg.grad(spectral), ex)})
     rng = np.random.default_rng(3)
     x, k = rng.standard_normal((4, 8)), rng.standard_normal(8)
     assert ns["value"](x, k) == fg.jit(spectral)(x, k)
     np.testing.assert_array_equal(ns["grad"](x, k), fg.jit(fg.grad(spectral))(x, k))
+    for shape in ((3, 9), (5, 16)):
+        x, k = rng.standard_normal(shape), rng.standard_normal(shape[-1])
+        np.testing.assert_allclose(ns["value"](x, k), fg.jit(spectral)(x, k), rtol=1e-13)
     with pytest.raises(ValueError, match="ejected for these shapes only"):
-        ns["value"](np.ones((3, 9)), np.ones(9))
+        ns["grad"](np.ones((3, 9)), np.ones(9))
+    with pytest.raises(ValueError, match="argument 1's axis 0 must equal"):
+        ns["value"](np.ones((3, 9)), np.ones(8))  # the example's extents tied
 
 
 def gp(a, y, eye):
