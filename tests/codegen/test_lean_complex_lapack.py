@@ -5,7 +5,8 @@ returns (complex64 computed in complex128 as NumPy does; stacks, 1x1 matrices, s
 where LAPACK blocks), raise NumPy's ``LinAlgError`` with the interpreter's message, and
 the gradients of real losses through them (a Hermitian eigenproblem, ``|det|`` as the
 product of the singular values, a complex least-squares solve) run compiled, equal the
-interpreter's and agree with finite differences to second order.
+interpreter's and agree with finite differences to second order; a Numba export
+raises the ``LinAlgError`` too.
 
 ``cholesky``, ``slogdet``, ``triangular_solve`` and ``qr`` take real matrices only (their
 shape rules refuse complex ones), so they have no complex lowering to test."""
@@ -112,6 +113,19 @@ def test_failures_raise_the_interpreters_linalgerror(f, args, message):
             with pytest.raises(np.linalg.LinAlgError) as info:
                 run(*args(dtype))
             assert str(info.value) == message
+
+
+def test_numba_export_of_a_complex_solve_raises_linalgerror():
+    pytest.importorskip("numba")
+    a, b = np.eye(3) * (2.0 + 1.0j), np.ones((3, 2), complex)
+
+    def f(a, b):
+        return fnp.sum(fnp.abs(L.solve(a, b)))
+
+    exported = fg.jit(f).njit(a, b)
+    _same_bits(exported(a, b), interpreted(f, a, b))
+    with pytest.raises(np.linalg.LinAlgError, match=r"^Singular matrix in @f"):
+        exported(np.zeros((3, 3), complex), b)
 
 
 def test_complex_cholesky_slogdet_triangular_solve_and_qr_are_refused():
