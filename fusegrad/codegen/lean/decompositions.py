@@ -1,6 +1,6 @@
 """Matrix decompositions in an entry: ``eigh``, ``svd``, ``qr`` and ``eig`` of real
 matrices by LAPACK, as ``np.linalg`` computes them (``lapack.py`` has the simpler ops
-and the calling machinery).
+and the calling machinery; ``zlapack.py`` the loops of complex ``eigh`` and ``svd``).
 
 As NumPy does, each loop asks LAPACK for its workspace's size first (``lwork = -1``)
 and gives it that much (from ``malloc``, freed before the loop returns), copies each
@@ -29,7 +29,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
-from . import eigen, lapack, schur
+from . import eigen, lapack, schur, zlapack
 from .kernel import I64, loop_nest
 from .lapack import _ZERO, I32, _Fortran, _transpose, wide
 
@@ -48,8 +48,9 @@ _F64 = ir.DoubleType()
 
 
 def lowered(op: Op) -> bool:
-    """Real float32 / float64 (``lapack.lowered``) matrices of no empty axis; ``eig``'s
-    results are complex, of the matrix's precision."""
+    """Real float32 / float64 (``lapack.lowered``; complex64 / complex128 too for
+    ``eigh`` and ``svd``) matrices of no empty axis; ``eig``'s results are complex, of
+    the matrix's precision."""
     if 0 in op.operands[0].type.shape[-2:]:
         return False
     if op.name != "eig":
@@ -90,20 +91,23 @@ def arguments(op: Op, entry, it) -> tuple[list, object]:
     Fortran copies, then the sizes) and its builder, for ``entry`` (an ``Entry``)."""
     *batch, m, n = op.operands[0].type.shape
     k = min(m, n)
-    w = np.dtype(np.float64)
+    w = lapack.working(op.operands[0].type.dtype)
+    cplx = w.kind == "c"
 
-    def place(elements):
-        return entry._typed(entry._scratch(elements * 8), w)
+    def place(elements, real=False):
+        dt = np.dtype(np.float64) if real else w
+        return entry._typed(entry._scratch(elements * dt.itemsize), dt)
     sizes = [entry._size(v) for v in (m, n, math.prod(batch))]
     if op.name == "eigh":
-        return [place(n * n), place(n), *sizes[1:]], _eigh
+        return [place(n * n), place(n, True), *sizes[1:]], zlapack.heevd if cplx else _eigh
     if op.name == "eig":
         return [place(n * n), place(n), place(n), place(n * n), *sizes[1:]], eigen.geev
     if op.name == "svd":
         full = bool(op.attrs["full_matrices"])
         ucols, vrows = (m, n) if full else (k, k)
-        return ([place(m * n), place(m * ucols), place(k), place(vrows * n), *sizes],
-                lambda f, it: _svd(f, it, full))
+        loop = zlapack.gesdd if cplx else _svd
+        return ([place(m * n), place(m * ucols), place(k, True), place(vrows * n), *sizes],
+                lambda f, it: loop(f, it, full))
     complete = bool(op.attrs["complete"])
     qcols = m if complete else k
     return [place(m * n), place(m * qcols), place(k), *sizes], lambda f, it: _qr(f, it, complete)

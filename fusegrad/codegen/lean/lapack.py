@@ -1,10 +1,11 @@
 """Dense linear algebra in an entry: LAPACK, called as NumPy and SciPy call it.
 
 ``cholesky``, ``solve``, ``slogdet`` and ``triangular_solve`` of real matrices (float32,
-float64) run in compiled code, each one call of a loop over the batch built in a
-module of its own (named by content; the sizes are its arguments, so one module serves
-every size). Each matrix is handled exactly as the interpreter's implementation
-handles it, so the answers are LAPACK's for the same input in the same layout:
+float64), and ``solve`` of complex ones (complex64, complex128), run in compiled code,
+each one call of a loop over the batch built in a module of its own (named by content;
+the sizes are its arguments, so one module serves every size). Each matrix is handled
+exactly as the interpreter's implementation handles it, so the answers are LAPACK's
+for the same input in the same layout:
 
 - ``cholesky`` (``np.linalg.cholesky``): the matrix copied in Fortran order, ``?potrf``
   on its lower triangle, the factor copied back with the upper triangle zeroed;
@@ -21,12 +22,13 @@ The routines are those the interpreter's implementation calls: NumPy's bundled
 OpenBLAS (ILP64: 64-bit integers, ``symbols.numpy_lapack``) for the first three, so the
 bits are ``np.linalg``'s, and SciPy's LAPACK (LP64, ``symbols.blas_address``) for
 ``triangular_solve`` and wherever NumPy was built against another LAPACK. As NumPy
-does, the first three compute float32 matrices in float64 (the copies convert) and
-round the answers to float32. A matrix that is not positive definite, or singular
-for ``solve`` / ``triangular_solve``, makes the loop return LAPACK's ``info`` (> 0); the
-entry then raises NumPy's ``LinAlgError`` with the interpreter's message
-(``indexing.Indexing._leave``). ``decompositions.py`` lowers ``eigh``, ``svd`` and ``qr``
-with the same calls (``_Fortran``) and copies (``_transpose``).
+does, the first three compute float32 matrices in float64 and complex64 in complex128
+(the copies convert; ``zgesv`` for complex ``solve``) and round the answers back. A
+matrix that is not positive definite, or singular for ``solve`` / ``triangular_solve``,
+makes the loop return LAPACK's ``info`` (> 0); the entry then raises NumPy's
+``LinAlgError`` with the interpreter's message (``indexing.Indexing._leave``).
+``decompositions.py`` lowers ``eigh``, ``svd`` and ``qr`` with the same calls
+(``_Fortran``) and copies (``_transpose``).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
+from . import complexes, symbols
 from . import scalar as sc
-from . import symbols
 from .kernel import I64, PTR, loop_nest
 
 I32 = ir.IntType(32)
@@ -55,10 +57,20 @@ ERRORS = {
 }
 
 
+#: the ops lowered for complex64 / complex128 matrices too (``zlapack.py``): those whose
+#: IR takes complex operands
+COMPLEX = ("solve", "eigh", "svd")
+
+
 def lowered(op: Op) -> bool:
-    """Whether the entry lowers linear-algebra op ``op``: real float32 / float64."""
+    """Whether the entry lowers linear-algebra op ``op``: real float32 / float64, or for
+    ``COMPLEX``' ops complex64 / complex128 (real results of the same precision)."""
     dts = {v.type.dtype for v in (*op.operands, *op.results)}
-    return len(dts) == 1 and dts <= {np.dtype(np.float64), np.dtype(np.float32)}
+    if len(dts) == 1 and dts <= {np.dtype(np.float64), np.dtype(np.float32)}:
+        return True
+    t = op.operands[0].type.dtype
+    return (op.name in COMPLEX and t in (np.complex64, np.complex128)
+            and dts <= {t, np.dtype(np.float32 if t == np.complex64 else np.float64)})
 
 
 def work(op: Op) -> int:
@@ -90,8 +102,9 @@ class Lapack:
         t = op.operands[0].type
         a = op.operands[0]
         it = I64 if wide(op) else I32  # LAPACK's integers
-        # the dtype LAPACK works in (``np.linalg``'s float32 is computed in float64)
-        work = t.dtype if op.name == "triangular_solve" else np.dtype(np.float64)
+        # the dtype LAPACK works in (``np.linalg``'s float32 is computed in float64,
+        # complex64 in complex128)
+        work = t.dtype if op.name == "triangular_solve" else working(t.dtype)
         n = t.shape[-1]
         count = math.prod(t.shape[:-2])
         item = work.itemsize
@@ -157,8 +170,22 @@ class Lapack:
 # --- the loops ---------------------------------------------------------------------
 
 
+def working(dtype) -> np.dtype:
+    """The dtype ``np.linalg`` computes matrices of ``dtype`` in: float64 or complex128."""
+    return np.dtype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+
+
 def _prefix(dtype) -> str:
-    return "d" if np.dtype(dtype) == np.float64 else "s"
+    return {"f8": "d", "f4": "s", "c16": "z", "c8": "c"}[np.dtype(dtype).str[1:]]
+
+
+def _cast(b, v, to: ir.Type) -> ir.Value:
+    """Element ``v`` (real or complex) as the element type ``to`` of the same kind."""
+    if v.type == to:
+        return v
+    if complexes.is_complex_type(to):
+        return complexes.promote(b, v, to)
+    return b.fpext(v, to) if isinstance(to, ir.DoubleType) else b.fptrunc(v, to)
 
 
 class _Fortran:
@@ -171,14 +198,15 @@ class _Fortran:
         self.b = ir.IRBuilder(f.append_basic_block("entry"))
 
     def routine(self, name: str, args: str) -> ir.Function:
-        """LAPACK's ``<s|d>name`` declared in the module: ``args`` one letter per
+        """LAPACK's ``<s|d|c|z>name`` declared in the module: ``args`` one letter per
         argument, ``c`` a character, ``i`` an integer, ``a`` an array of the dtype,
-        ``p`` an array of integers."""
+        ``r`` an array of its real type, ``p`` an array of integers."""
         mod = self.f.module
         sym = symbol(_prefix(self.dtype) + name, self.it.width == 64)
         ety = sc.mem_type(np.dtype(self.dtype))
+        real = complexes.part_type(ety) if complexes.is_complex_type(ety) else ety
         kinds = {"c": I8.as_pointer(), "i": self.it.as_pointer(), "a": ety.as_pointer(),
-                 "p": self.it.as_pointer()}
+                 "r": real.as_pointer(), "p": self.it.as_pointer()}
         types = [kinds[k] for k in args] + [I64] * args.count("c")
         return mod.globals.get(sym) or ir.Function(
             mod, ir.FunctionType(ir.VoidType(), types), sym)
@@ -246,8 +274,8 @@ def _transpose(b, f, dst, src, rows, cols, dst_off, src_off, zero=None, src_ld=N
                dst_ld=None):
     """``dst[dst_off + c * dst_ld + r] = src[src_off + r * src_ld + c]`` for ``r < rows``,
     ``c < cols`` (``src_ld`` defaults to ``cols``, ``dst_ld`` to ``rows``): a C matrix
-    to Fortran order, or back, converting between float types; ``zero``: write 0 where
-    ``r > c`` (``"r>c"``: above the diagonal of a C-ordered destination) or ``c > r``
+    to Fortran order, or back, converting between float (or complex) types; ``zero``:
+    write 0 where ``r > c`` (``"r>c"``: above the diagonal of a C-ordered destination) or ``c > r``
     (``"c>r"``: below it)."""
     to = dst.type.pointee
     src_ld = cols if src_ld is None else src_ld
@@ -256,12 +284,10 @@ def _transpose(b, f, dst, src, rows, cols, dst_off, src_off, zero=None, src_ld=N
     def body(b, idx):
         r, c = idx
         at = b.add(src_off, b.add(b.mul(r, src_ld), c))
-        v = b.load(b.gep(src, [at]))
-        if v.type != to:
-            v = b.fpext(v, to) if isinstance(to, ir.DoubleType) else b.fptrunc(v, to)
+        v = _cast(b, b.load(b.gep(src, [at])), to)
         if zero is not None:
             above = b.icmp_signed(">", *((r, c) if zero == "r>c" else (c, r)))
-            v = b.select(above, ir.Constant(to, 0.0), v)
+            v = b.select(above, ir.Constant(to, None), v)
         b.store(v, b.gep(dst, [b.add(dst_off, b.add(b.mul(c, dst_ld), r))]))
     loop_nest(b, f, (rows, cols), body)
 
