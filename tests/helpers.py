@@ -207,6 +207,38 @@ def interpreted(f: Callable, *args):
         config.DISABLE_JIT = old
 
 
+def same_bits(got, want) -> None:
+    """``got`` and ``want`` are the same array: dtype, shape and every byte (NaN payloads
+    and signed zeros included)."""
+    got, want = np.ascontiguousarray(got), np.ascontiguousarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, want.dtype,
+                                                                 got.shape, want.shape)
+    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
+
+
+def same_results(got, want) -> None:
+    """``same_bits`` for each of two results (a tuple, or one array each)."""
+    got = tuple(got) if isinstance(got, tuple) else (got,)
+    want = tuple(want) if isinstance(want, tuple) else (want,)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        same_bits(g, w)
+
+
+def on_one_and_all_threads(f: Callable, *args) -> tuple:
+    """``(f(*args) on one of Numba's threads, f(*args) on all of them)``."""
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        one = f(*args)
+        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # all there are
+        return one, f(*args)
+    finally:
+        numba.set_num_threads(before)
+
+
 def damage(path) -> None:
     """Flip one byte in the middle of the file at ``path`` (a damaged cache entry)."""
     data = bytearray(path.read_bytes())

@@ -19,7 +19,7 @@ from fusegrad.runtime import compiled
 from fusegrad.runtime.interpreter import run
 from fusegrad.runtime.lean_exec import LeanExecutable
 from fusegrad.scipy.linalg import sqrtm
-from tests.helpers import assert_close, damage, interpreted
+from tests.helpers import assert_close, damage, interpreted, on_one_and_all_threads
 
 pytestmark = pytest.mark.compiled
 
@@ -261,7 +261,7 @@ def test_large_loops_run_in_chunks_with_the_same_bits_on_any_thread_count(monkey
     """Kernels of at least ``PARALLEL_THRESHOLD`` iterations run in fixed chunks on the
     threading layer; partial sums are reduced in chunk order, so one thread and two give
     the same bits, close to the interpreter's."""
-    numba = pytest.importorskip("numba")
+    pytest.importorskip("numba")
     monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1000)
 
     def f(x):
@@ -273,14 +273,7 @@ def test_large_loops_run_in_chunks_with_the_same_bits_on_any_thread_count(monkey
     assert isinstance(exe, LeanExecutable)
     assert "_chunks" in exe.source
     g = fg.value_and_grad(f)
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = g(x)
-        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # all there are
-        two = g(x)
-    finally:
-        numba.set_num_threads(before)
+    one, two = on_one_and_all_threads(g, x)
     assert one[0] == two[0] and np.array_equal(one[1], two[1])
     want = interpreted(fg.value_and_grad(f), x)
     assert_close(value, want[0], "exact64")

@@ -14,16 +14,18 @@ import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.ir import ops
-from tests.helpers import assert_close, check_grads, interpreted, lowered_natively
+from tests.helpers import (
+    assert_close,
+    check_grads,
+    interpreted,
+    lowered_natively,
+    on_one_and_all_threads,
+    same_bits,
+    same_results,
+)
 
 pytestmark = pytest.mark.compiled
 CDTYPES = [np.complex128, np.complex64]
-
-
-def _same_bits(got, want):
-    got, want = np.ascontiguousarray(got), np.ascontiguousarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
 
 
 def _data(dtype, shape=(3, 4), seed=0):
@@ -50,15 +52,7 @@ def _mixed(z, w):
 def test_elementwise_programs_are_the_interpreters_bits(f, dtype):
     z, w = _data(dtype), _data(dtype, (4,), seed=1)
     assert lowered_natively(f, z, w)
-    _same_results(fg.jit(f)(z, w), interpreted(f, z, w))
-
-
-def _same_results(got, want):
-    got = got if isinstance(got, tuple) else (got,)
-    want = want if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        _same_bits(g, w)
+    same_results(fg.jit(f)(z, w), interpreted(f, z, w))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -70,7 +64,7 @@ def test_complex_from_real_parts_and_back(dtype):
         z = x + 1j * y
         return z * z, fnp.real(z).astype(real)
 
-    _same_results(fg.jit(f)(x, y), interpreted(f, x, y))
+    same_results(fg.jit(f)(x, y), interpreted(f, x, y))
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -85,7 +79,7 @@ def test_conversions_between_complex_and_integers_or_bools(dtype):
         return ints, z.astype(bool), i.astype(z.dtype) + flags.astype(z.dtype), z * i
 
     assert lowered_natively(f, z, i, flags)
-    _same_results(fg.jit(f)(z, i, flags), interpreted(fg.jit(f), z, i, flags))
+    same_results(fg.jit(f)(z, i, flags), interpreted(fg.jit(f), z, i, flags))
 
 
 def test_array_and_scalar_complex_constants():
@@ -96,7 +90,7 @@ def test_array_and_scalar_complex_constants():
 
     z = _data(np.complex128, (4,))
     assert lowered_natively(f, z)
-    _same_bits(fg.jit(f)(z), interpreted(f, z))
+    same_bits(fg.jit(f)(z), interpreted(f, z))
 
 
 def test_a_gradient_through_complex_values_is_compiled_whole():
@@ -107,7 +101,7 @@ def test_a_gradient_through_complex_values_is_compiled_whole():
     x = np.linspace(-1, 1, 6)
     g = fg.grad(loss)
     assert lowered_natively(g, x)
-    _same_bits(g(x), interpreted(g, x))
+    same_bits(g(x), interpreted(g, x))
     # |x(1+2j) - ix|^2 = |x + ix|^2 = 2x^2
     np.testing.assert_allclose(g(x), 4 * x, rtol=1e-14)
 
@@ -121,7 +115,7 @@ def test_a_complex_op_without_element_rule_runs_between_segments(monkeypatch):
     z = _data(np.complex128, (3,))
     monkeypatch.delitem(complexes.OPS, "conj")
     assert not lowered_natively(f, z)
-    _same_bits(fg.jit(f)(z), interpreted(f, z))
+    same_bits(fg.jit(f)(z), interpreted(f, z))
 
 
 # --- reductions, scatters, scans and products ---------------------------------------
@@ -154,10 +148,10 @@ def test_complex_scatter_adds_and_cumulative_sums_are_the_interpreters_bits(dtyp
         return ops.index_add(x, i, v, axis=0), fnp.cumsum(x * x, axis=1)
 
     assert lowered_natively(f, x, idx, v)
-    _same_results(fg.jit(f)(x, idx, v), interpreted(f, x, idx, v))
+    same_results(fg.jit(f)(x, idx, v), interpreted(f, x, idx, v))
     want = np.array(x)
     np.add.at(want, idx, v)
-    _same_bits(fg.jit(f)(x, idx, v)[0], want)
+    same_bits(fg.jit(f)(x, idx, v)[0], want)
 
 
 @pytest.mark.parametrize("dtype", CDTYPES)
@@ -172,8 +166,8 @@ def test_complex_products_call_numpys_gemm(dtype):
 
     assert lowered_natively(f, a, b, c)
     got = fg.jit(f)(a, b, c)
-    _same_results(got, interpreted(f, a, b, c))
-    _same_bits(got[0], np.matmul(a, b))
+    same_results(got, interpreted(f, a, b, c))
+    same_bits(got[0], np.matmul(a, b))
     row = _data(dtype, (1, 4), seed=3)
     assert_close(fg.jit(lambda r, b: r @ b)(row, b), row @ b,
                  "exact64" if dtype == np.complex128 else "f32")
@@ -182,7 +176,7 @@ def test_complex_products_call_numpys_gemm(dtype):
 def test_a_complex_reduction_has_the_same_bits_on_any_thread_count(monkeypatch):
     """A complex sum of a kernel run in chunks: partial sums per chunk, reduced in chunk
     order, so one thread and all of them give the same bits."""
-    numba = pytest.importorskip("numba")
+    pytest.importorskip("numba")
     monkeypatch.setattr(config, "PARALLEL_THRESHOLD", 1000)
 
     def f(z):
@@ -190,15 +184,8 @@ def test_a_complex_reduction_has_the_same_bits_on_any_thread_count(monkeypatch):
 
     z = _data(np.complex128, (400, 300))
     g = fg.jit(f)
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = g(z)
-        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # all there are
-        every = g(z)
-    finally:
-        numba.set_num_threads(before)
-    _same_results(one, every)
+    one, every = on_one_and_all_threads(g, z)
+    same_results(one, every)
     for got, want in zip(every, interpreted(f, z)):
         assert_close(got, want, "exact64")
 

@@ -20,7 +20,7 @@ import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad.ir.errors import ShapeError
 from fusegrad.scipy import linalg as fsl
-from tests.helpers import check_grads, interpreted, lowered_natively
+from tests.helpers import check_grads, interpreted, lowered_natively, same_bits, same_results
 
 pytestmark = pytest.mark.compiled
 L = fnp.linalg
@@ -30,20 +30,6 @@ SLOW = pytest.mark.slow  # the rest of a sweep (``pytest -m slow``)
 
 def _crand(rng, *shape, dtype=np.complex128):
     return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-
-
-def _same_bits(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
-
-
-def _same_results(got, want):
-    got = got if isinstance(got, tuple) else (got,)
-    want = tuple(want) if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        _same_bits(g, w)
 
 
 def _eigh(m):
@@ -64,10 +50,10 @@ def test_solve_and_eigh_are_numpys_bits(shape, dtype):
     a = _crand(rng, *shape, dtype=dtype)
     rhs = _crand(rng, *shape[:-1], 3, dtype=dtype)
     assert lowered_natively(L.solve, a, rhs) and lowered_natively(_eigh, a)
-    _same_bits(fg.jit(L.solve)(a, rhs), np.linalg.solve(a, rhs))
+    same_bits(fg.jit(L.solve)(a, rhs), np.linalg.solve(a, rhs))
     w, v = fg.jit(_eigh)(a)
     assert w.dtype == np.finfo(dtype).dtype and v.dtype == dtype  # real eigenvalues
-    _same_results((w, v), np.linalg.eigh(a))
+    same_results((w, v), np.linalg.eigh(a))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -84,7 +70,7 @@ def test_svd_is_numpys_bits(shape, dtype):
         assert lowered_natively(f, a)
         u, s, vt = fg.jit(f)(a)
         assert s.dtype == np.finfo(dtype).dtype  # real singular values
-        _same_results((u, s, vt), np.linalg.svd(a, full_matrices=full))
+        same_results((u, s, vt), np.linalg.svd(a, full_matrices=full))
 
 
 def test_empty_operands_give_numpys_answers():
@@ -95,7 +81,7 @@ def test_empty_operands_give_numpys_answers():
              (_eigh, (np.zeros((0, 0), np.complex64),)),
              (_svd(False), (np.zeros((3, 0), complex),))]
     for f, args in cases:
-        _same_results(fg.jit(f)(*args), interpreted(f, *args))
+        same_results(fg.jit(f)(*args), interpreted(f, *args))
 
 
 ERRORS = [
@@ -123,7 +109,7 @@ def test_numba_export_of_a_complex_solve_raises_linalgerror():
         return fnp.sum(fnp.abs(L.solve(a, b)))
 
     exported = fg.jit(f).njit(a, b)
-    _same_bits(exported(a, b), interpreted(f, a, b))
+    same_bits(exported(a, b), interpreted(f, a, b))
     with pytest.raises(np.linalg.LinAlgError, match=r"^Singular matrix in @f"):
         exported(np.zeros((3, 3), complex), b)
 
@@ -174,5 +160,5 @@ def test_gradients_compiled_equal_the_interpreter_and_finite_differences(name):
     grad = fg.grad(f, argnums=argnums)
     assert lowered_natively(grad, *args)
     for got, want in zip(fg.jit(grad)(*args), interpreted(grad, *args)):
-        _same_bits(got, want)
+        same_bits(got, want)
     check_grads(f, list(args), order=2)

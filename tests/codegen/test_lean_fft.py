@@ -18,18 +18,12 @@ from fusegrad.ir import TensorType
 from fusegrad.passes.fusion import fuse
 from fusegrad.passes.simplify import simplify
 from fusegrad.tracer import trace_pytree
-from tests.helpers import check_grads, interpreted, lowered_natively
+from tests.helpers import check_grads, interpreted, lowered_natively, same_bits
 
 pytestmark = pytest.mark.compiled
 SLOW = pytest.mark.slow  # the rest of the sweep (``pytest -m slow``)
 F = fnp.fft
 _REAL = {np.complex128: np.float64, np.complex64: np.float32}
-
-
-def _same_bits(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
 
 
 def _transform(kind, shape, axes, norm):
@@ -88,7 +82,7 @@ def test_transforms_are_numpys_bits(kind, dtype, shape, axes, norm):
     x = _operand(rng, kind, dtype, shape, axes)
     ours, numpys = _transform(kind, shape, axes, norm)
     assert lowered_natively(ours, x)
-    _same_bits(fg.jit(ours)(x), numpys(x))
+    same_bits(fg.jit(ours)(x), numpys(x))
 
 
 def power(x, k):
@@ -107,11 +101,11 @@ def test_a_spectral_program_is_the_interpreters_bits():
         x, k = rng.standard_normal((6, 32)).astype(dtype), rng.standard_normal(32).astype(dtype)
         assert lowered_natively(power, x, k)
         for got, want in zip(fg.jit(power)(x, k), interpreted(power, x, k)):
-            _same_bits(got, want)
+            same_bits(got, want)
     # large enough that the entry releases the GIL around the transforms
     x, k = rng.standard_normal((64, 512)), rng.standard_normal(512)
     for got, want in zip(fg.jit(power)(x, k), interpreted(power, x, k)):
-        _same_bits(got, want)
+        same_bits(got, want)
     assert _releases_gil(lambda x: F.rfft(x), x) and not _releases_gil(lambda x: F.rfft(x), k)
 
 
@@ -139,10 +133,10 @@ def test_transforms_in_loop_bodies_and_of_empty_batches():
         got, want = fg.jit(f)(x), interpreted(f, x)
         for g, w in zip(got if isinstance(got, tuple) else (got,),
                         want if isinstance(want, tuple) else (want,)):
-            _same_bits(g, w)
-    _same_bits(fg.jit(F.rfft)(np.zeros((0, 8))), np.fft.rfft(np.zeros((0, 8))))
+            same_bits(g, w)
+    same_bits(fg.jit(F.rfft)(np.zeros((0, 8))), np.fft.rfft(np.zeros((0, 8))))
     empty = np.zeros((3, 0, 8), np.complex64)
-    _same_bits(fg.jit(lambda z: F.fftn(z, axes=(0, 2)))(empty), np.fft.fftn(empty, axes=(0, 2)))
+    same_bits(fg.jit(lambda z: F.fftn(z, axes=(0, 2)))(empty), np.fft.fftn(empty, axes=(0, 2)))
 
 
 def loss(x, w):
@@ -174,6 +168,6 @@ def test_numba_export_calls_the_same_loops():
         return fnp.sum(y * x) + fnp.sum(spectrum)
 
     exported = fg.jit(f).njit(x, k)
-    _same_bits(exported(x, k), fg.jit(f)(x, k))
+    same_bits(exported(x, k), fg.jit(f)(x, k))
     x2, k2 = rng.standard_normal((3, 15)), rng.standard_normal(15)  # another shape, odd
-    _same_bits(exported(x2, k2), fg.jit(f)(x2, k2))
+    same_bits(exported(x2, k2), fg.jit(f)(x2, k2))

@@ -16,7 +16,7 @@ import scipy.linalg as sla
 import fusegrad as fg
 import fusegrad.numpy as fnp
 from fusegrad.scipy import linalg as fsl
-from tests.helpers import check_grads, interpreted, lowered_natively
+from tests.helpers import check_grads, interpreted, lowered_natively, same_bits, same_results
 
 pytestmark = pytest.mark.compiled
 L = fnp.linalg
@@ -27,20 +27,6 @@ SLOW = pytest.mark.slow  # the rest of a sweep (``pytest -m slow``)
 def _spd(rng, *shape):
     a = rng.standard_normal(shape)
     return a @ np.swapaxes(a, -1, -2) + shape[-1] * np.eye(shape[-1])
-
-
-def _same_bits(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
-
-
-def _same_results(got, want):
-    got = got if isinstance(got, tuple) else (got,)
-    want = tuple(want) if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        _same_bits(g, w)
 
 
 def _triangular(lower, trans, unit):
@@ -62,7 +48,7 @@ def test_values_are_numpys_bits(shape, dtype):
              (lambda m: tuple(L.slogdet(m)), lambda m: tuple(np.linalg.slogdet(m)), (a,))]
     for f, ref, args in cases:
         assert lowered_natively(f, *args)
-        _same_results(fg.jit(f)(*args), ref(*args))
+        same_results(fg.jit(f)(*args), ref(*args))
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -82,7 +68,7 @@ def test_decompositions_are_numpys_bits(shape, dtype):
         cases.append((lambda m: tuple(L.eigh(m)), lambda m: tuple(np.linalg.eigh(m))))
     for f, ref in cases:
         assert lowered_natively(f, a)
-        _same_results(fg.jit(f)(a), ref(a))
+        same_results(fg.jit(f)(a), ref(a))
 
 
 def test_decompositions_that_fail_raise_numpys_linalgerror():
@@ -108,7 +94,7 @@ def test_triangular_solves_are_scipys_bits(n, k, dtype):
                 assert lowered_natively(f, a, rhs)
                 want = sla.solve_triangular(a, rhs, lower=lower, trans=trans,
                                             unit_diagonal=unit)
-                _same_bits(fg.jit(f)(a, rhs), want)
+                same_bits(fg.jit(f)(a, rhs), want)
 
 
 def test_stacks_of_triangular_solves_and_empty_operands():
@@ -116,23 +102,23 @@ def test_stacks_of_triangular_solves_and_empty_operands():
     a = np.tril(rng.standard_normal((2, 4, 4))) + 4 * np.eye(4)
     rhs = rng.standard_normal((2, 4, 2))
     f = _triangular(True, 0, False)
-    _same_bits(fg.jit(f)(a, rhs), interpreted(f, a, rhs))
+    same_bits(fg.jit(f)(a, rhs), interpreted(f, a, rhs))
     # nothing to solve: no error for a singular matrix, as SciPy
-    _same_bits(fg.jit(f)(np.zeros((3, 3)), np.zeros((3, 0))), np.zeros((3, 0)))
+    same_bits(fg.jit(f)(np.zeros((3, 3)), np.zeros((3, 0))), np.zeros((3, 0)))
     for f, args in ((L.cholesky, (np.zeros((0, 0)),)), (L.solve, (np.zeros((2, 0, 0)),
                                                                    np.zeros((2, 0, 3)))),
                     (lambda m: tuple(L.slogdet(m)), (np.zeros((0, 0)),))):
-        _same_results(fg.jit(f)(*args), interpreted(f, *args))
+        same_results(fg.jit(f)(*args), interpreted(f, *args))
 
 
 def test_singular_and_nan_matrices_give_numpys_answers():
     sign, logdet = fg.jit(lambda m: tuple(L.slogdet(m)))(np.zeros((2, 3, 3)))
-    _same_bits(sign, np.zeros(2))
-    _same_bits(logdet, np.full(2, -np.inf))
+    same_bits(sign, np.zeros(2))
+    same_bits(logdet, np.full(2, -np.inf))
     nan = np.full((2, 2), np.nan)
     with np.errstate(invalid="ignore"):
-        _same_bits(fg.jit(L.cholesky)(nan), np.linalg.cholesky(nan))
-        _same_results(fg.jit(lambda m: tuple(L.slogdet(m)))(nan), tuple(np.linalg.slogdet(nan)))
+        same_bits(fg.jit(L.cholesky)(nan), np.linalg.cholesky(nan))
+        same_results(fg.jit(lambda m: tuple(L.slogdet(m)))(nan), tuple(np.linalg.slogdet(nan)))
 
 
 ERRORS = [

@@ -19,11 +19,11 @@ from fusegrad.codegen import lean
 from fusegrad.codegen.lean import kernel as kn
 from fusegrad.runtime import compiled, threading_layer
 from fusegrad.runtime.lean_exec import LeanExecutable
-from tests.helpers import assert_close, interpreted
+from tests.helpers import assert_close, interpreted, on_one_and_all_threads
 
 pytestmark = pytest.mark.compiled
 
-numba = pytest.importorskip("numba")
+pytest.importorskip("numba")
 
 
 def row_sums(x):
@@ -96,14 +96,7 @@ def test_partial_reductions_run_in_chunks_with_the_same_bits_on_any_thread_count
     if not exe.threaded:
         pytest.skip("no thread-safe threading layer: chunks run on one thread")
     g = fg.value_and_grad(f, argnums=0)
-    before = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        one = g(*args)
-        numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)  # all there are
-        every = g(*args)
-    finally:
-        numba.set_num_threads(before)
+    one, every = on_one_and_all_threads(g, *args)
     monkeypatch.setattr(threading_layer, "THREAD_SAFE", frozenset())
     off, serial = _compiled(fg.value_and_grad(f, argnums=0), *args)
     assert not serial.threaded  # the chunks one after another, in the entry

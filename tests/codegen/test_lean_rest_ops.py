@@ -17,24 +17,17 @@ import fusegrad.ir as fir
 import fusegrad.numpy as fnp
 from fusegrad.scipy import linalg as fsl
 from fusegrad.scipy import special as fss
-from tests.helpers import assert_close, check_grads, interpreted, lowered_natively
+from tests.helpers import (
+    assert_close,
+    check_grads,
+    interpreted,
+    lowered_natively,
+    same_bits,
+    same_results,
+)
 
 pytestmark = pytest.mark.compiled
 SLOW = pytest.mark.slow
-
-
-def _same_bits(got, want):
-    got, want = np.asarray(got), np.asarray(want)
-    assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_array_equal(got.reshape(-1).view(np.uint8), want.reshape(-1).view(np.uint8))
-
-
-def _same_results(got, want):
-    got = got if isinstance(got, tuple) else (got,)
-    want = tuple(want) if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        _same_bits(g, w)
 
 
 # --- polygamma ------------------------------------------------------------------------
@@ -51,9 +44,9 @@ def test_polygamma_is_scipys_bits(n, dtype):
     def f(x):
         return fss.polygamma(n, x)
     assert lowered_natively(f, x)
-    _same_bits(fg.jit(f)(x), interpreted(f, x))
+    same_bits(fg.jit(f)(x), interpreted(f, x))
     if dtype == np.float64:
-        _same_bits(fg.jit(f)(x), ss.polygamma(n, x))
+        same_bits(fg.jit(f)(x), ss.polygamma(n, x))
 
 
 def test_polygamma_gradients_to_second_order_compiled():
@@ -62,7 +55,7 @@ def test_polygamma_gradients_to_second_order_compiled():
     x = np.linspace(0.5, 4.0, 7)
     assert lowered_natively(fg.grad(f), x)
     check_grads(f, [x], order=2)
-    _same_bits(fg.grad(f)(x), interpreted(fg.grad(f), x))
+    same_bits(fg.grad(f)(x), interpreted(fg.grad(f), x))
 
 
 # --- sylvester ------------------------------------------------------------------------
@@ -79,20 +72,20 @@ def test_sylvester_is_scipys_bits(m, n, dtype):
     rng = np.random.default_rng(m * 10 + n)
     a, b, q = (rng.standard_normal(s).astype(dtype) for s in ((m, m), (n, n), (m, n)))
     assert lowered_natively(_sylvester, a, b, q)
-    _same_bits(fg.jit(_sylvester)(a, b, q), sla.solve_sylvester(a, b, q))
+    same_bits(fg.jit(_sylvester)(a, b, q), sla.solve_sylvester(a, b, q))
 
 
 def test_sylvester_stacks_and_errors():
     rng = np.random.default_rng(1)
     a, b, q = (rng.standard_normal(s) for s in ((2, 3, 3), (2, 2, 2), (2, 3, 2)))
-    _same_bits(fg.jit(_sylvester)(a, b, q), interpreted(_sylvester, a, b, q))
+    same_bits(fg.jit(_sylvester)(a, b, q), interpreted(_sylvester, a, b, q))
     for bad in (0, 1):  # a NaN in a, then in b, of the second matrix
         args = [a.copy(), b.copy(), q]
         args[bad][1, 0, 0] = np.inf if bad else np.nan
         for run in (fg.jit(_sylvester), lambda *xs: interpreted(_sylvester, *xs)):
             with pytest.raises(ValueError, match=r"^array must not contain infs or NaNs"):
                 run(*args)
-    _same_bits(fg.jit(_sylvester)(a, b, q), interpreted(_sylvester, a, b, q))  # (still works)
+    same_bits(fg.jit(_sylvester)(a, b, q), interpreted(_sylvester, a, b, q))  # (still works)
 
 
 def test_sylvester_gradients_to_second_order_compiled():
@@ -102,7 +95,7 @@ def test_sylvester_gradients_to_second_order_compiled():
     args = [rng.standard_normal(s) for s in ((3, 3), (2, 2), (3, 2))]
     assert lowered_natively(fg.grad(f, argnums=(0, 1, 2)), *args)
     check_grads(f, args, order=2)
-    _same_results(fg.grad(f, argnums=(0, 1, 2))(*args),
+    same_results(fg.grad(f, argnums=(0, 1, 2))(*args),
                   interpreted(fg.grad(f, argnums=(0, 1, 2)), *args))
 
 
@@ -121,7 +114,7 @@ def test_eig_is_numpys_bits(shape, dtype):
     a = rng.standard_normal(shape).astype(dtype)
     assert lowered_natively(_eig, a)
     got = fg.jit(_eig)(a)
-    _same_results(got, interpreted(_eig, a))
+    same_results(got, interpreted(_eig, a))
     w, v = np.linalg.eig(a)
     np.testing.assert_array_equal(got[0], w)  # (NumPy's own, complex or real)
     np.testing.assert_array_equal(got[1], v)
@@ -132,7 +125,7 @@ def test_eig_of_real_spectra_and_errors():
     s = rng.standard_normal((2, 3, 3))
     sym = s + np.swapaxes(s, -1, -2)  # every eigenvalue real: imaginary parts +0
     got = fg.jit(_eig)(sym)
-    _same_results(got, interpreted(_eig, sym))
+    same_results(got, interpreted(_eig, sym))
     assert not np.signbit(got[0].imag).any()
     bad = s.copy()
     bad[1, 2, 0] = np.inf
@@ -169,7 +162,7 @@ def test_gammainc_da_is_the_interpreters_bits(n, dtype):
         return fir.ops.gammainc_da(a, x, n=n)
     a, x = _A.astype(dtype), _X.astype(dtype)
     assert lowered_natively(f, a, x)
-    _same_bits(fg.jit(f)(a, x), interpreted(f, a, x))
+    same_bits(fg.jit(f)(a, x), interpreted(f, a, x))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -179,7 +172,7 @@ def test_betainc_grad_is_the_interpreters_bits(wrt, dtype):
         return fir.ops.betainc_grad(a, b, x, wrt=wrt)
     a, b, x = _A.astype(dtype), (_X + 0.25).astype(dtype), _P.astype(dtype)
     assert lowered_natively(f, a, b, x)
-    _same_bits(fg.jit(f)(a, b, x), interpreted(f, a, b, x))
+    same_bits(fg.jit(f)(a, b, x), interpreted(f, a, b, x))
 
 
 def test_incomplete_gamma_and_beta_gradients_compiled():
@@ -226,8 +219,8 @@ def test_while_grad_vjp_is_the_interpreters_bits(x):
     fn = fg.make_ir(g)(x)
     assert "while_grad_vjp" in str(fn)
     assert lowered_natively(g, x)
-    _same_bits(fg.jit(g)(x), interpreted(g, x))
-    _same_bits(fg.jit(fg.hessian(_looped))(x), interpreted(fg.hessian(_looped), x))
+    same_bits(fg.jit(g)(x), interpreted(g, x))
+    same_bits(fg.jit(fg.hessian(_looped))(x), interpreted(fg.hessian(_looped), x))
 
 
 def _two_carries(x, y):
@@ -248,7 +241,7 @@ def test_while_grad_vjp_of_two_float_carries(dtype):
     x, y = np.array([0.3, -0.7, 1.1], dtype), dtype(1.5)
     g = fg.grad(_second, argnums=(0, 1))
     assert lowered_natively(g, x, y)
-    _same_results(fg.jit(g)(x, y), interpreted(g, x, y))
+    same_results(fg.jit(g)(x, y), interpreted(g, x, y))
 
 
 def test_while_grad_vjp_gradients_compiled():

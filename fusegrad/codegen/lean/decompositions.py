@@ -119,7 +119,7 @@ def _query(F: _Fortran) -> tuple[ir.Value, ir.Value, ir.Value]:
 
 
 def _eigh(f: ir.Function, it) -> None:
-    a, w_out, v_out, aw, ww, n, count = f.args
+    _, _, _, aw, ww, n, _ = f.args
     F = _Fortran(f, it, np.float64)
     b = F.b
     syevd = F.routine("syevd", "cciaiaaipii")
@@ -133,18 +133,8 @@ def _eigh(f: ir.Function, it) -> None:
     work_ = b.bitcast(block, _F64.as_pointer())
     iwork = b.bitcast(b.gep(work_, [lwork]), it.as_pointer())
     lw, liw = F.int(lwork), F.int(liwork)
-    nn = b.mul(n, n)
-
-    def each(b, idx):
-        i = idx[0]
-        _transpose(b, f, aw, a, n, n, _ZERO, b.mul(i, nn))
-        F.call(syevd, [jobz, uplo, n_, aw, lda, ww, work_, lw, iwork, liw, info], 2)
-        F.fail_if(b, info, block)
-        _transpose(b, f, w_out, ww, ir.Constant(I64, 1), n, b.mul(i, n), _ZERO)
-        _transpose(b, f, v_out, aw, n, n, b.mul(i, nn), _ZERO)
-    b = loop_nest(b, f, (count,), each)
-    F.free(b, block)
-    b.ret(_ZERO)
+    lapack.eigh_loop(F, block, [jobz, uplo, n_, aw, lda, ww, work_, lw, iwork, liw, info],
+                     syevd)
 
 
 def _svd(f: ir.Function, it, full: bool) -> None:

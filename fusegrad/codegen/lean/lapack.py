@@ -411,3 +411,23 @@ def _slogdet(f: ir.Function, dtype, it) -> None:
             v = b.load(acc)
             b.store(v if out_t == ety else b.fptrunc(v, out_t), b.gep(res, [i]))
     loop_nest(F.b, f, (count,), each).ret_void()
+
+
+def eigh_loop(F: _Fortran, block, args: list, routine) -> None:
+    """``eigh``'s loop over the stack, its workspaces in ``block``: each matrix copied in
+    Fortran order, ``routine(*args)`` (``?syevd`` or ``?heevd``; its ``info``, the last
+    argument, checked), the eigenvalues and vectors copied out; then ``block`` freed."""
+    f, b = F.f, F.b
+    a, w_out, v_out, aw, ww, n, count = f.args
+    nn = b.mul(n, n)
+
+    def each(b, idx):
+        i = idx[0]
+        _transpose(b, f, aw, a, n, n, _ZERO, b.mul(i, nn))
+        F.call(routine, args, 2)
+        F.fail_if(b, args[-1], block)
+        _transpose(b, f, w_out, ww, ir.Constant(I64, 1), n, b.mul(i, n), _ZERO)
+        _transpose(b, f, v_out, aw, n, n, b.mul(i, nn), _ZERO)
+    b = loop_nest(b, f, (count,), each)
+    F.free(b, block)
+    b.ret(_ZERO)

@@ -23,7 +23,7 @@ import numpy as np
 from llvmlite import ir
 
 from .kernel import I64, loop_nest
-from .lapack import _ZERO, _Fortran, _transpose
+from .lapack import _ZERO, _Fortran, _transpose, eigh_loop
 
 _F64 = ir.DoubleType()
 _C128 = ir.LiteralStructType([_F64, _F64])
@@ -42,7 +42,7 @@ def _bytes(b, count, size: int) -> ir.Value:
 
 def heevd(f: ir.Function, it) -> None:
     """``eigh``'s loop: 0, or ``zheevd``'s ``info`` if it fails."""
-    a, w_out, v_out, aw, ww, n, count = f.args
+    _, _, _, aw, ww, n, _ = f.args
     F = _Fortran(f, it, np.complex128)
     b = F.b
     heevd_ = F.routine("heevd", "cciairairipii")
@@ -59,19 +59,8 @@ def heevd(f: ir.Function, it) -> None:
     rwork = b.bitcast(b.gep(block, [rbytes]), _F64.as_pointer())
     iwork = b.bitcast(b.gep(block, [ibytes]), it.as_pointer())
     lw, lrw, liw = F.int(lwork), F.int(lrwork), F.int(liwork)
-    nn = b.mul(n, n)
-
-    def each(b, idx):
-        i = idx[0]
-        _transpose(b, f, aw, a, n, n, _ZERO, b.mul(i, nn))
-        F.call(heevd_, [jobz, uplo, n_, aw, lda, ww, work_, lw, rwork, lrw, iwork, liw, info],
-               2)
-        F.fail_if(b, info, block)
-        _transpose(b, f, w_out, ww, _ONE, n, b.mul(i, n), _ZERO)
-        _transpose(b, f, v_out, aw, n, n, b.mul(i, nn), _ZERO)
-    b = loop_nest(b, f, (count,), each)
-    F.free(b, block)
-    b.ret(_ZERO)
+    eigh_loop(F, block, [jobz, uplo, n_, aw, lda, ww, work_, lw, rwork, lrw, iwork, liw, info],
+              heevd_)
 
 
 def gesdd(f: ir.Function, it, full: bool) -> None:
