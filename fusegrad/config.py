@@ -29,6 +29,12 @@ VERIFY: bool = _flag("FUSEGRAD_VERIFY")
 #: object files (``codegen/lean/elf.py``), which a warm start uses to skip loading LLVM.
 LOAD_WITH_LLVM: bool = _flag("FUSEGRAD_LOAD_WITH_LLVM")
 
+#: Name every generated function that fusegrad's loader maps in ``/tmp/perf-<pid>.map``,
+#: the file Linux ``perf`` reads symbols of generated code from, so ``perf report``
+#: shows kernels by name (``codegen/lean/elf.py``; for code loaded by MCJIT use
+#: ``FUSEGRAD_LOAD_WITH_LLVM=0``, the default).
+PERF_MAP: bool = _flag("FUSEGRAD_PERF_MAP")
+
 #: Remove fusegrad's own frames from the tracebacks of errors raised through its
 #: transforms (``off`` shows them, e.g. to debug fusegrad itself).
 TRACEBACK_FILTERING: bool = _flag("FUSEGRAD_TRACEBACK_FILTERING", True)

@@ -14,16 +14,20 @@ symbol kind not listed here) raises ``Unloadable`` before any code is mapped, an
 engine loads that batch through MCJIT as before.
 
 Unwind tables (``.eh_frame``) are not loaded: nothing unwinds through generated
-code (errors leave it by return codes or ``longjmp``).
+code (errors leave it by return codes or ``longjmp``). With ``FUSEGRAD_PERF_MAP`` set,
+every function loaded is named in ``/tmp/perf-<pid>.map`` for Linux ``perf``.
 """
 
 from __future__ import annotations
 
 import ctypes
 import mmap
+import os
 import platform
 import struct
 import sys
+
+from ... import config
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -32,7 +36,7 @@ _RELA = struct.Struct("<QQq")
 _SHF_WRITE, _SHF_ALLOC, _SHF_EXEC = 0x1, 0x2, 0x4
 _SHT_SYMTAB, _SHT_RELA, _SHT_NOBITS, _SHT_UNWIND = 2, 4, 8, 0x70000001
 _SHN_UNDEF, _SHN_ABS, _SHN_LORESERVE = 0, 0xFFF1, 0xFF00
-_STB_LOCAL, _STT_SECTION = 0, 3
+_STB_LOCAL, _STT_FUNC, _STT_SECTION = 0, 2, 3
 _R_64, _R_PC32, _R_PLT32, _R_PC64 = 1, 2, 4, 24
 _PAGE = mmap.PAGESIZE
 
@@ -67,9 +71,9 @@ class _Object:
 
     @staticmethod
     def _symbol(data, at, names):
-        name_at, info, _, shndx, value, _ = _SYM.unpack_from(data, at)
+        name_at, info, _, shndx, value, size = _SYM.unpack_from(data, at)
         end = data.index(b"\0", names + name_at)
-        return data[names + name_at:end].decode(), info >> 4, info & 0xF, shndx, value
+        return data[names + name_at:end].decode(), info >> 4, info & 0xF, shndx, value, size
 
     def allocated(self, writable: bool) -> list[int]:
         """Indices of the sections mapped (code and constants, or writable data)."""
@@ -89,7 +93,7 @@ class _Object:
 
     def exports(self) -> dict[str, int]:
         out = {}
-        for name, bind, _, shndx, value in self.symbols:
+        for name, bind, _, shndx, value, _ in self.symbols:
             if bind != _STB_LOCAL and name and shndx != _SHN_UNDEF:
                 out[name] = self._defined(shndx, value)
         return out
@@ -163,6 +167,8 @@ def load(objects: list[bytes], resolve) -> dict[str, int]:
         exports.update(o.exports())
     for o in parsed:
         _relocate(o, exports, resolve)
+    if config.PERF_MAP:
+        _perf_map(parsed)
     for m, address, size, is_code in maps:
         if is_code:
             _protect(address, size)
@@ -170,12 +176,21 @@ def load(objects: list[bytes], resolve) -> dict[str, int]:
     return exports
 
 
+def _perf_map(parsed: list[_Object]) -> None:
+    """Append the loaded functions to ``/tmp/perf-<pid>.map`` ("start size name")."""
+    with open(f"/tmp/perf-{os.getpid()}.map", "a") as out:
+        for o in parsed:
+            for name, _, stype, shndx, value, size in o.symbols:
+                if stype == _STT_FUNC and size and shndx in o.base:
+                    out.write(f"{o.base[shndx] + value:x} {size:x} {name}\n")
+
+
 def _relocate(o: _Object, exports: dict[str, int], resolve) -> None:
     known: dict[int, int] = {}
     for section, offset, kind, sym, addend in o.relocations():
         s = known.get(sym)
         if s is None:
-            name, _, stype, shndx, value = o.symbols[sym]
+            name, _, stype, shndx, value, _ = o.symbols[sym]
             if shndx != _SHN_UNDEF:
                 s = o._defined(shndx, 0 if stype == _STT_SECTION else value)
             else:
