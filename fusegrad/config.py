@@ -35,6 +35,10 @@ LOAD_WITH_LLVM: bool = _flag("FUSEGRAD_LOAD_WITH_LLVM")
 #: ``FUSEGRAD_LOAD_WITH_LLVM=0``, the default).
 PERF_MAP: bool = _flag("FUSEGRAD_PERF_MAP")
 
+#: Run programs that treat the rows of a long axis one by one (and sum over them) as
+#: loops over tiles of rows (``passes/tiling.py``); ``0`` runs them op by op.
+ROW_TILING: bool = _flag("FUSEGRAD_ROW_TILING", True)
+
 #: Remove fusegrad's own frames from the tracebacks of errors raised through its
 #: transforms (``off`` shows them, e.g. to debug fusegrad itself).
 TRACEBACK_FILTERING: bool = _flag("FUSEGRAD_TRACEBACK_FILTERING", True)

@@ -27,6 +27,7 @@ from ..ir.optable import OPS
 from ..ir.stats import timed
 from .remat import rematerialize
 from .simplify import dce
+from .tiling import tile_rows
 
 #: ops a loop can compute per element (broadcast_to is index arithmetic)
 LOOP_OPS = frozenset(
@@ -184,12 +185,16 @@ def _space(op: Op):
 
 
 @timed("passes")
-def fuse(fn: Function) -> Function:
-    """``fn`` with each group of loop ops replaced by one ``fused`` op."""
+def fuse(fn: Function, tile: bool = True) -> Function:
+    """``fn`` with each group of loop ops replaced by one ``fused`` op; with ``tile``,
+    first run as a loop over tiles of rows where it can (``tiling.tile_rows``: the loop's
+    length and tiles depend on the shapes, so code meant for other shapes is not)."""
     fn = prepare(fn)
+    if tile:
+        fn = tile_rows(fn)
     if any(op.regions and op.name != "fused" for op in fn.ops):
         fn = fn.replace(ops=tuple(  # control-flow regions are fused on their own
-            op.replace(regions=tuple(fuse(r) for r in op.regions))
+            op.replace(regions=tuple(fuse(r, tile) for r in op.regions))
             if op.regions and op.name != "fused" else op for op in fn.ops))
     member = _partition(fn)
     if not member:

@@ -31,7 +31,7 @@ import pickle
 from collections import OrderedDict
 from collections.abc import Callable
 
-from .. import _forksafe, _sources
+from .. import _forksafe, _sources, config
 from .._sources import sha256
 from ..codegen import compile as cg_compile
 from ..ir import Function
@@ -57,7 +57,8 @@ def _passes_salt() -> str:
         sources = _sources.digest(root, ("ir", "passes", "tracer"),
                                   (os.path.join("runtime", "lean_exec.py"),),
                                   memo=cg_compile.sources_memo())
-        _salt.append(sha256((cg_compile.salt() + sources).encode()).hexdigest())
+        tiling = f"row tiling {config.ROW_TILING}"  # (passes/tiling.py)
+        _salt.append(sha256((cg_compile.salt() + sources + tiling).encode()).hexdigest())
     return _salt[0]
 
 

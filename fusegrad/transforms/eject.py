@@ -69,7 +69,7 @@ class _Program:
         traced = trace_native(self.fun, self.tree, avals, self.name, EjectError, "eject")
         fn = traced.function
         try:
-            code = standalone(fuse(simplify(fn)))
+            code = standalone(fuse(simplify(fn), tile=False))
         except Unsupported as e:
             raise EjectError(f"eject: {self.name} uses {e}, which compiled code runs with "
                              "NumPy, not natively; call it from Numba with "

@@ -71,6 +71,17 @@ def host_has_fma() -> bool:
     return fma
 
 
+def vector_bytes() -> int:
+    """The width of the host's widest vector registers for floating point: 64 bytes with
+    AVX-512, 32 with AVX, else 16."""
+    wide = _state.get("vector bytes")
+    if wide is None:
+        features = _llvm().get_host_cpu_features()
+        wide = 64 if features.get("avx512f") else 32 if features.get("avx") else 16
+        _state["vector bytes"] = wide
+    return wide
+
+
 def triple_and_layout() -> tuple[str, str]:
     tm = target_machine()
     return tm.triple, str(tm.target_data)

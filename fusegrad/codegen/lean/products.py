@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ...ir import Function, Op, Value
 from . import scalar as sc
-from . import symbols
+from . import smallmm, symbols
 from .kernel import loop_nest
 
 I64 = ir.IntType(64)
@@ -113,6 +113,9 @@ class Products:
 
         tx = x in self.folded  # x = S^T, S stored (..., k, m)
         ty = y in self.folded  # y = U^T, U stored (..., n, k)
+        if smallmm.used(op, tx, ty):
+            self._narrow_product(op, tx, dst)
+            return
         flags = [ref(ir.Constant(ir.IntType(8), ord("T" if t else "N")), ir.IntType(8))
                  for t in (ty, tx)]
         name, ity = _GEMM[out.type.dtype]
@@ -139,4 +142,18 @@ class Products:
 
             mn = self._size(m * n)
             loop_nest(b, b.function, (self._size(count),), each)  # the builder goes on
+        self.vals[out] = dst
+
+    def _narrow_product(self, op: Op, tx: bool, dst) -> None:
+        """A product with a narrow result by ``smallmm``'s loop (``x`` read transposed
+        from its stored form if ``tx``)."""
+        out, (x, y) = op.results[0], op.operands
+        m, k = x.type.shape
+        n = y.type.shape[-1]
+        dtype = out.type.dtype
+        lanes, nv, mr = smallmm.blocking(dtype, n)
+        ptrs = [self._typed(p, out.type) for p in (self.vals[x], self.vals[y], dst)]
+        strides = (1, m) if tx else (k, 1)
+        args = [*ptrs, *(self._size(v) for v in (m, n, k, *strides))]
+        self._helper(args, lambda f: smallmm.build(f, dtype, lanes, nv, mr))
         self.vals[out] = dst
