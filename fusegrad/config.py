@@ -35,6 +35,12 @@ LOAD_WITH_LLVM: bool = _flag("FUSEGRAD_LOAD_WITH_LLVM")
 #: ``FUSEGRAD_LOAD_WITH_LLVM=0``, the default).
 PERF_MAP: bool = _flag("FUSEGRAD_PERF_MAP")
 
+#: Instruction-set features to change from the host's in generated code, as LLVM
+#: writes them (``-avx512f``: code for an AVX2 machine on an AVX-512 one; features that
+#: need a removed one go with it). For measuring another kind of CPU's code; part of the
+#: cache key.
+CPU_FEATURES: str = os.environ.get("FUSEGRAD_CPU_FEATURES", "").replace(" ", "")
+
 #: Run programs that treat the rows of a long axis one by one (and sum over them) as
 #: loops over tiles of rows (``passes/tiling.py``); ``0`` runs them op by op.
 ROW_TILING: bool = _flag("FUSEGRAD_ROW_TILING", True)

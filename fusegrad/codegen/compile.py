@@ -86,6 +86,8 @@ def _machine() -> str:
                 break
             if line.split(":", 1)[0].strip() in _CPU_FIELDS:
                 keep.append(" ".join(line.split()))
+    if config.CPU_FEATURES:
+        keep.append(f"changed features: {config.CPU_FEATURES}")
     if keep:
         return "\n".join(keep)
     import llvmlite.binding as llvm

@@ -154,10 +154,11 @@ def _kernel(op, chunked: bool, fresh: bool = False) -> tuple[str, str, str]:
 
 
 def _lowered(fused: Function, threads: bool = False, host: bool = True, fresh: bool = False,
-             chunked: frozenset | None = None):
+             chunked: frozenset | None = None, narrow: bool = True):
     """The kernel modules (bare text, name), their annotated texts and the entry
     (``fresh``: see ``_kernel``; ``chunked``: the kernels run in chunks, by default
-    ``chunked_kernels``)."""
+    ``chunked_kernels``; ``narrow``: narrow products by ``smallmm``, a choice made by
+    their shapes)."""
     names, modules, texts = {}, [], []
     chunked = chunked_kernels(fused) if chunked is None else chunked
     for op in walk(fused):  # the kernels of control-flow regions too
@@ -166,7 +167,7 @@ def _lowered(fused: Function, threads: bool = False, host: bool = True, fresh: b
             names[op] = name
             modules.append((bare, name))
             texts.append(text)
-    entry = Entry(fused, names, "__fusegrad_entry__", chunked, threads, host)
+    entry = Entry(fused, names, "__fusegrad_entry__", chunked, threads, host, narrow)
     modules += entry.helpers
     texts += [text for text, _ in entry.helpers]
     return modules, texts, entry

@@ -57,29 +57,48 @@ def target_machine(level: int = 3):
         llvm = _llvm()
         target = llvm.Target.from_default_triple()
         tm = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                          features=llvm.get_host_cpu_features().flatten(),
+                                          features=features_text(),
                                           opt=level, reloc="default", codemodel="jitdefault")
         _state[("tm", level)] = tm
     return tm
 
 
+def features() -> dict[str, bool]:
+    """The instruction-set features generated code may use: the host's, changed by
+    ``config.CPU_FEATURES`` (a removed feature takes those built on it along)."""
+    got = _state.get("features")
+    if got is None:
+        got = dict(_llvm().get_host_cpu_features())
+        for item in filter(None, config.CPU_FEATURES.split(",")):
+            on, name = item[0] == "+", item.lstrip("+-")
+            got[name] = on
+            if not on:
+                for other in list(got):
+                    if other.startswith(_BUILT_ON.get(name, "\0")):
+                        got[other] = False
+        _state["features"] = got
+    return got
+
+
+#: a feature -> the prefix of the names of the features that need it
+_BUILT_ON = {"avx512f": "avx512", "avx": "avx", "fma": "fma"}
+
+
+def features_text() -> str:
+    """``features()`` as LLVM's feature string."""
+    return ",".join(("+" if on else "-") + name for name, on in sorted(features().items()))
+
+
 def host_has_fma() -> bool:
     """Whether the host CPU fuses multiply-adds (NumPy's complex products use them there)."""
-    fma = _state.get("fma")
-    if fma is None:
-        fma = _state["fma"] = bool(_llvm().get_host_cpu_features().get("fma", False))
-    return fma
+    return bool(features().get("fma", False))
 
 
 def vector_bytes() -> int:
-    """The width of the host's widest vector registers for floating point: 64 bytes with
-    AVX-512, 32 with AVX, else 16."""
-    wide = _state.get("vector bytes")
-    if wide is None:
-        features = _llvm().get_host_cpu_features()
-        wide = 64 if features.get("avx512f") else 32 if features.get("avx") else 16
-        _state["vector bytes"] = wide
-    return wide
+    """The width of the widest vector registers generated code uses for floating point:
+    64 bytes with AVX-512, 32 with AVX, else 16."""
+    got = features()
+    return 64 if got.get("avx512f") else 32 if got.get("avx") else 16
 
 
 def triple_and_layout() -> tuple[str, str]:

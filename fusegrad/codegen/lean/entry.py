@@ -103,12 +103,13 @@ class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
 
     def __init__(self, fn: Function, kernel_names: dict[Op, str], symbol: str,
                  chunked: frozenset = frozenset(), threads: bool = False,
-                 host: bool = True):
+                 host: bool = True, narrow: bool = True):
         # ``fn`` has passed ``check`` (its caller's). ``host``: called from CPython
         # holding the GIL (released around long work, an index error raised as
         # ``IndexError``); else a plain C function that touches no CPython state (a C
         # entry): an index error only makes it return NULL
         self.host = host
+        self.narrow = narrow  # narrow products by ``smallmm`` (else all by BLAS)
         self.fn = fn
         # kernels run in chunks (``kernel.build(op, chunked=True)``), on Numba's
         # threading layer if ``threads``, else the chunks one after another

@@ -96,7 +96,7 @@ def _batch_offsets(batch, shape) -> list[int]:
 
 class Products:
     """The entry's ``matmul`` (mixed into ``entry.Entry``: uses ``b``, ``vals``,
-    ``folded``, ``_place``, ``_typed``, ``_declare``, ``_size`` and ``_table``)."""
+    ``narrow``, ``folded``, ``_place``, ``_typed``, ``_declare``, ``_size`` and ``_table``)."""
 
     def _matmul(self, op: Op) -> None:
         b = self.b
@@ -113,7 +113,7 @@ class Products:
 
         tx = x in self.folded  # x = S^T, S stored (..., k, m)
         ty = y in self.folded  # y = U^T, U stored (..., n, k)
-        if smallmm.used(op, tx, ty):
+        if self.narrow and smallmm.used(op, tx, ty):
             self._narrow_product(op, tx, dst)
             return
         flags = [ref(ir.Constant(ir.IntType(8), ord("T" if t else "N")), ir.IntType(8))

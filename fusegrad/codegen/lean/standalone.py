@@ -88,7 +88,7 @@ def standalone(fused: Function) -> Standalone:
 
     check(fused)
     with extents.all_read():
-        modules, _, entry = _lowered(fused, host=False, chunked=frozenset())
+        modules, _, entry = _lowered(fused, host=False, chunked=frozenset(), narrow=False)
     bare, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
     out = [(name, "kernel", _pruned(text, _linker(text) is not None))
            for text, name in modules]
