@@ -170,7 +170,44 @@ def _partition(fn: Function) -> dict[Op, int]:
             h = groups.find(h)
             if h != g:
                 groups.depend(g, h)
+    _merge_siblings(fn, groups, member)
     return {op: groups.find(g) for op, g in member.items()}
+
+
+def _merge_siblings(fn: Function, groups: _Groups, member: dict[Op, int]) -> None:
+    """Merge groups over one iteration space that read the same array of that shape
+    (from outside both) and neither of which depends on the other, so the array is read
+    in one loop instead of two: sibling kernels (a gradient's reductions of one
+    cotangent, say). Neither depending on the other, the merge closes no cycle."""
+    inputs: dict[Value, list[int]] = {}  # array inputs of a group's full shape -> groups
+    made: dict[int, set[Value]] = {}
+    for op in fn.ops:
+        if op in member:
+            made.setdefault(groups.find(member[op]), set()).update(op.results)
+    for op in fn.ops:
+        g = member.get(op)
+        if g is None:
+            continue
+        g = groups.find(g)
+        for v in op.operands:
+            if v.type.shape == groups.space[g] and v not in made[g]:
+                seen = inputs.setdefault(v, [])
+                if g not in seen:
+                    seen.append(g)
+    for readers in inputs.values():
+        roots: list[int] = []
+        for g in readers:
+            g = groups.find(g)
+            for i, h in enumerate(roots):
+                h = groups.find(h)
+                if h == g:
+                    break
+                if (groups.space[h] == groups.space[g] and not groups.feeds(g, {h})
+                        and not groups.feeds(h, {g})):
+                    roots[i] = groups.union([h, g])
+                    break
+            else:
+                roots.append(g)
 
 
 def _space(op: Op):

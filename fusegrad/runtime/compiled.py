@@ -128,8 +128,8 @@ def executable(fn: Function, reason: str = "new function",
                donated: frozenset[int] = frozenset()) -> lean_exec.LeanExecutable:
     """The compiled form of ``fn`` (kept for the most recently used Functions); built once
     even when several threads ask for it at the same time. ``donated`` (indices of
-    parameters whose arrays the caller gives up) is a hint the lean executor does not
-    use: it allocates every result."""
+    parameters whose arrays the caller gives up): results the program may write over
+    them are (``LeanExecutable.donate``)."""
     key = id(fn)
     with _cache_lock:
         hit = _cache.get(key)
@@ -144,6 +144,7 @@ def executable(fn: Function, reason: str = "new function",
                 return hit[1]
         try:
             exe = _build(fn, reason)
+            exe.donate(donated)
             count_compile(fn.name)
             with _cache_lock:
                 _cache[key] = (fn, exe)

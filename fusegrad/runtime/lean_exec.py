@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import config
 from ..codegen import lean
+from ..codegen.lean import inplace
 from ..codegen.lean import sizes as lean_sizes
 from ..ir import Function, Op
 from ..ir.control_ops import CONTROL_OPS, RUNNER
@@ -107,6 +108,9 @@ class _Segment:
         # small matrix products: one BLAS thread (see runtime/blas_threads.py)
         self.serial = (blas_threads.serial()
                        if blas_threads.wanted(fn, config.BLAS_SERIAL_MAX) else None)
+        #: ``(result, parameter)`` indices: result written over the donated parameter's
+        #: array (``LeanExecutable.donate``)
+        self.inplace: tuple = ()
 
     def _arena(self) -> np.ndarray:
         """A new arena, holding the entry's size table (``codegen.lean.sizes``)."""
@@ -114,6 +118,9 @@ class _Segment:
 
     def run(self, args) -> list:
         outs = [np.empty(s, d) for s, d in self.out_specs]
+        for j, i in self.inplace:
+            if _given_up(args, i):
+                outs[j] = args[i]
         try:
             arena = self.spare.pop()
         except IndexError:
@@ -125,6 +132,15 @@ class _Segment:
                 self.code.call(*args, *outs, arena)
         self.spare.append(arena)
         return outs
+
+
+def _given_up(args, i: int) -> bool:
+    """Whether donated ``args[i]`` may take a result: a writeable array owning its
+    memory that no other argument is or views (such an array keeps its contents)."""
+    a = args[i]
+    if a.base is not None or not a.flags.writeable:
+        return False
+    return not any(k != i and (b is a or b.base is a) for k, b in enumerate(args))
 
 
 def _contiguous(a: np.ndarray, dtype) -> np.ndarray:
@@ -166,6 +182,13 @@ class LeanExecutable:
                         else self._serial_segmented)
         self.phases = take_phases()
         self.warm = True
+
+    def donate(self, donated) -> None:
+        """Write results over the parameters ``donated`` (indices) where the program
+        allows (``codegen.lean.inplace``): one compiled segment only."""
+        seg = self.parts[0] if len(self.parts) == 1 else None
+        if donated and isinstance(seg, _Segment) and seg.fn is self.fused:
+            seg.inplace = inplace.donatable(self.fused, frozenset(donated))
 
     @property
     def source(self) -> str:
