@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import re
+import sys
 
 _state: dict[str, object] = {}
 #: the addresses of symbols generated code calls that no module defines (the host's:
@@ -92,7 +93,9 @@ def resolve(name: str) -> int | None:
     found = _symbols.get(name)
     if found:
         return found
-    llvm = _state.get("llvm")
+    # LLVM's symbols: ours once it is loaded, or those others gave it (Numba's threading
+    # layer registers ``numba_parallel_for`` and ``get_num_threads`` there)
+    llvm = _state.get("llvm") or sys.modules.get("llvmlite.binding")
     found = llvm.address_of_symbol(name) if llvm is not None else None
     if found:
         return found
