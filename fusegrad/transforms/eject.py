@@ -33,7 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..codegen.lean import loader
-from ..codegen.lean.sizes import ALIGN, HEADER
+from ..codegen.lean.sizes import ALIGN, HEADER, STAGGER
 from ..ir.errors import FusegradError
 from ..ir.types import TensorType
 from ..passes.fusion import fuse
@@ -107,10 +107,10 @@ class _Program:
         body.append(f"v = np.empty({max(len(rule.entries), 1)}, np.int64)")
         body += [f"v[{k}] = {rule.expression(k, lambda j: f'c{j}')}"
                  for k in range(len(rule.entries))]
-        # the arena: a header, the places (each aligned), then the size table
+        # the arena: a header, the places (each aligned, staggered), then the size table
         a = ALIGN
         body += [f"off = {HEADER}", f"for s in {name}_places:", "    n = max(v[s], 1)",
-                 "    v[s] = off", f"    off += (n + {a - 1}) // {a} * {a}",
+                 "    v[s] = off", f"    off += (n + {a - 1}) // {a} * {a} + {STAGGER}",
                  f"toff = (off + {a - 1}) // {a} * {a}",
                  f"arena = np.empty(toff + {8 * max(ntab, 1)}, np.uint8)",
                  "numba.carray(as_pointer(arena.ctypes.data), (1,))[0] = toff"]

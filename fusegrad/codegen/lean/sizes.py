@@ -36,6 +36,11 @@ I32 = ir.IntType(32)
 #: bytes before the first place of an entry's arena (its first word: the table's offset)
 HEADER = 64
 ALIGN = 64
+#: bytes left after every place, so that places of a multiple of 4 KiB do not start at
+#: the same offset in their pages: a loop reading one and writing the next would
+#: otherwise have its loads wait on unrelated stores (4K aliasing), and their lines
+#: compete for the same cache sets (three lines: 21 such places differ mod 4 KiB)
+STAGGER = 3 * ALIGN
 #: the arena's byte where a failing entry writes what failed (``indexing.INDEX_ERROR``,
 #: ``lapack.ERRORS``): a C entry's caller has no exception to read
 ERROR_AT = 8
@@ -74,7 +79,7 @@ class SizeTable:
     def _scratch(self, nbytes: int) -> ir.Value:
         """A new place of ``nbytes`` in the arena."""
         off = self.arena_bytes
-        self.arena_bytes += -(-max(nbytes, 1) // ALIGN) * ALIGN
+        self.arena_bytes += -(-max(nbytes, 1) // ALIGN) * ALIGN + STAGGER
         at = self._size(off)
         self.places.append((len(self.sizes) - 1, max(nbytes, 1)))
         return self.b.gep(self.arena, [at])

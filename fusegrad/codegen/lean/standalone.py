@@ -9,7 +9,8 @@ calls from the math library linked in (and nothing else of the library: dead
 definitions and declarations are dropped), the host symbols they call (libm's and
 libc's, SciPy's BLAS and special functions) and the entry's size table with each
 arena place given by its byte count: the caller lays the arena out for any sizes as
-``sizes`` does (places aligned to ``ALIGN`` from ``HEADER``, then the table).
+``sizes`` does (places aligned to ``ALIGN`` and ``STAGGER`` apart from ``HEADER``, then
+the table).
 """
 
 from __future__ import annotations
