@@ -12,8 +12,9 @@ gradient of a layer), and does ``MR * NV`` vector fused multiply-adds. Blocks on
 vector wide, then single elements, finish the columns; a row at a time the rows.
 
 Vectors are the machine's widest (``engine.vector_bytes``: 64 bytes with AVX-512, else
-32); the block fills about three quarters of the vector registers (32 with AVX-512,
-else 16). Each element of ``C`` is one chain of fused multiply-adds over ``k`` in
+32); the block's accumulators fill three quarters of the vector registers (24 of 32
+with AVX-512, 12 of 16 else), leaving room for the row of ``B`` and a broadcast so
+nothing spills. Each element of ``C`` is one chain of fused multiply-adds over ``k`` in
 order, so its bits do not depend on the block it falls in. Shapes are arguments (read
 from the entry's size table), so one module serves every product of its dtype and
 block.
@@ -55,8 +56,10 @@ def blocking(dtype: np.dtype, n: int) -> tuple[int, int, int]:
     """``(lanes, vectors per block, rows per block)`` for results ``n`` wide."""
     wide = engine.vector_bytes()
     lanes = wide // dtype.itemsize
-    budget = 24 if wide >= 64 else 12
-    nv = max(1, min(4, -(-n // lanes)))
+    # 32 registers with AVX-512: 24 accumulators, 4 vectors of b and a broadcast; 16
+    # else: 12, 2 and 1 (more vectors of b would spill)
+    budget, most = (24, 4) if wide >= 64 else (12, 2)
+    nv = max(1, min(most, -(-n // lanes)))
     return lanes, nv, max(1, min(8, budget // nv))
 
 
