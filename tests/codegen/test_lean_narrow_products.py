@@ -4,6 +4,8 @@ elements), every row tail, both dtypes, a transposed first operand; against NumP
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,20 @@ def test_gradients_through_narrow_products_equal_the_interpreter():
     g = fg.grad(loss, argnums=(0, 1))
     for got, ref in zip(g(w1, w2, x), interpreted(g, w1, w2, x)):
         assert_close(got, ref, "exact64")
+
+
+@pytest.mark.parametrize("lanes,nv,mr", [(4, 2, 6), (4, 1, 8), (2, 1, 3), (8, 3, 5)])
+def test_every_blocking_gives_the_same_products(lanes, nv, mr, monkeypatch):
+    """The blockings of other machines (AVX2's 4 doubles by 2 vectors by 6 rows, SSE's
+    2 doubles) compute the same bits: one chain of fused multiply-adds per element."""
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=(29, 13)), rng.normal(size=(13, 27))
+    want = fg.jit(lambda a, b: a @ b)(a, b)
+    monkeypatch.setattr(smallmm, "blocking", lambda dtype, n: (lanes, nv, mr))
+
+    def f(a, b):  # another program (not the one compiled above), the same product
+        return a @ b, a[0]
+
+    same_bits(fg.jit(f)(a, b)[0], want)
+    fg.dump(f, a, b, stage="source", file=(out := io.StringIO()))
+    assert f"<{lanes} x double>" in out.getvalue()
