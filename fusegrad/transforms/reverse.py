@@ -147,13 +147,25 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 return None
             n = len(plan.traced.function.results)
             return n, plan.exe.call_unchecked((*args, *plan.extra))[n if grads_only else 0:]
-        caller, n = hit
+        caller, n, natives = hit
+        native[grads_only] = natives[grads_only]
         return n, caller(args, n if grads_only else 0)
+
+    #: the native callers (``LeanExecutable.native_caller``) of the last signature a fast
+    #: call took: ``[value and gradients (a tuple), gradients only]``; they check their
+    #: arguments themselves and return NotImplemented for any others
+    native: list = [None, None]
+    single = isinstance(argnums, int)
 
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         try:
             if not kwargs:
+                if (w := native[0]) is not None and not (
+                        _trace_state.stack or config.DISABLE_JIT or config.DEBUG_NANS):
+                    outs = w(*args)
+                    if outs is not NotImplemented:  # one value: see ``general``
+                        return outs[0], outs[1] if single else outs[1:]
                 got = run_fast(args, False)
                 if got is not None:
                     n, outs = got
@@ -174,7 +186,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
             shapes = tuple((a.shape, a.dtype) for a in args)
             if not plan.traced.guards:
-                fast[shapes] = (_fast_caller(plan), n)
+                fast[shapes] = (_fast_caller(plan), n, _natives(plan, n, single))
             elif type(paths := plans.get(_signature(args, (nums, has_aux)))) is guards.Guarded:
                 fast[shapes] = paths
             last[0] = None
@@ -184,6 +196,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
     value_and_grad_f._fast = fast
     value_and_grad_f._last = last
     value_and_grad_f._fast_grads = fast_grads
+    value_and_grad_f._native = native
     value_and_grad_f._plans = plans
     attach(value_and_grad_f)
     return value_and_grad_f
@@ -197,6 +210,17 @@ def _ndarray_key(args):
             return None
         key.append((a.shape, a.dtype))
     return tuple(key)
+
+
+def _natives(plan, n: int, single: bool) -> tuple:
+    """``(value and gradients, gradients only)``: the native callers of ``plan`` (its
+    results as one tuple; its gradients alone, the one or a tuple as ``grad`` returns
+    them), or Nones where its executable has none."""
+    make = getattr(plan.exe, "native_caller", None)
+    if make is None or n != 1:
+        return None, None
+    return (make(plan.extra, 0, as_tuple=True),
+            make(plan.extra, n, as_tuple=not single))
 
 
 def _fast_caller(plan):
@@ -227,12 +251,18 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
                                  holomorphic=holomorphic)
     vg = value_and_grad(f, argnums, has_aux, holomorphic)
     run_fast, fast, last, fast_grads = vg._run_fast, vg._fast, vg._last, vg._fast_grads
+    native = vg._native
     single = isinstance(argnums, int)
 
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
         try:
             if not kwargs and not has_aux:
+                if (w := native[1]) is not None and not (
+                        _trace_state.stack or config.DISABLE_JIT or config.DEBUG_NANS):
+                    out = w(*args)
+                    if out is not NotImplemented:
+                        return out
                 # value_and_grad's fast path, inlined for one argument (a frame less)
                 if len(args) == 1 and type(a := args[0]) is np.ndarray and not (
                         _trace_state.stack or config.DISABLE_JIT):
@@ -241,6 +271,7 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
                         hit = fast.get(((a.shape, a.dtype),))
                         hit = last[0] = (a.shape, a.dtype, *hit) if type(hit) is tuple else None
                     if hit is not None:  # only the gradients
+                        native[1] = hit[4][1]
                         return hit[2](args, hit[3])[0] if single else tuple(
                             hit[2](args, hit[3]))
                 got = run_fast(args, True)
