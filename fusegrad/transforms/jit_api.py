@@ -11,6 +11,8 @@ import functools
 import inspect
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from .. import _forksafe, config
 from ..ir.bind import aval
 from ..runtime import fastcall
@@ -26,7 +28,7 @@ from .plan import (
     _leaf,
     _Plan,
     _reason,
-    api_boundary,
+    filter_traceback,
     grad_leaves,
     warn_effects,
 )
@@ -120,7 +122,12 @@ class jit:
         self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
                                else tuple(static_argnums))
         self._cache: dict = {}
-        self._fast: dict = {}  # runtime.fastcall signature -> (plan, its fast caller or None)
+        #: ``runtime.fastcall`` signature -> (plan, its fast caller, its native caller: see
+        #: ``_native``; None where it has none)
+        self._fast: dict = {}
+        #: the native caller of the signature the last fast call had: it checks its
+        #: arguments itself and returns NotImplemented for any others
+        self._native: tuple | None = None
         self._lock = _forksafe.rlock()
 
     def _dynamic(self, args, kwargs):
@@ -136,15 +143,26 @@ class jit:
             dyn = (*dyn, kwargs)
         return dyn, svals
 
-    @api_boundary
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        try:
+            if (native := self._native) is not None and not kwargs and not (
+                    _trace_state.stack or config.DISABLE_JIT or config.DEBUG_NANS):
+                out = native[0](*args)
+                if out is not NotImplemented:
+                    return out if native[1] is None else tree_unflatten(native[1], list(out))
+            return self._call(args, kwargs)
+        except Exception as e:  # as api_boundary, without a frame more per call
+            filter_traceback(e)
+            raise
+
+    def _call(self, args, kwargs):
         fast = None
         if "_eager" not in self.__dict__:  # plain array calls: the cached fast path first
             fast = None if kwargs or self.static_argnums else fastcall.signature(args)
             hit = self._fast.get(fast) if fast is not None else None
             if hit is not None:
-                plan, caller = hit
+                plan, caller, self._native = hit
                 if caller is not None and not (_trace_state.stack or config.DISABLE_JIT):
                     outs = caller(fastcall.leaves(args), 0)  # LeanExecutable.fast_caller
                 else:
@@ -158,6 +176,7 @@ class jit:
         for route in _ROUTES:  # eager Tensors, modules, optimizers: see eager.jit_eager
             eager = route(self, args, kwargs, every)
             if eager is not None:
+                self._native = None  # (set again by no call: ``_fast`` is not read now)
                 return eager(args, kwargs)
         if plain:
             dyn, svals, dyn_leaves = args, (), every
@@ -174,10 +193,11 @@ class jit:
         _refuse_grad_tensors(self.__name__, tree_flatten(plan.traced.free)[0])
         if fast is not None and plan.reusable and not plan.traced.free:
             out = plan(leaves)
-            caller = None
+            caller = native = None
             if plan.exe is not None and not plan.interpret and not plan.traced.effects:
                 caller = plan.exe.fast_caller()
-            self._fast[fast] = (plan, caller)
+                native = _native(plan, args)
+            self._fast[fast] = (plan, caller, native)
             return tree_unflatten(plan.traced.out_tree, list(out))
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
 
@@ -201,6 +221,23 @@ class jit:
             self._cache[key] = plan
         warn_effects("jit", self.f, traced, jit=True)
         return plan
+
+
+def _native(plan: _Plan, args: tuple) -> tuple | None:
+    """``(caller, out_tree or None)`` for ``plan`` called with plain ndarrays ``args``: its
+    executable's native caller (``LeanExecutable.native_caller``), returning the result
+    itself (the one array, or a tuple of arrays: ``out_tree`` None) or the tuple of
+    results to unflatten by ``out_tree``."""
+    make = getattr(plan.exe, "native_caller", None)
+    if make is None or plan.extra or not all(type(a) is np.ndarray for a in args):
+        return None
+    tree = plan.traced.out_tree
+    leaf = tree.kind is None
+    call = make(as_tuple=not leaf)
+    if call is None:
+        return None
+    flat = leaf or (tree.kind == "tuple" and all(c.kind is None for c in tree.children))
+    return call, None if flat else tree
 
 
 def _refuse_grad_tensors(name: str, leaves: list) -> None:

@@ -28,6 +28,8 @@ functions it calls, found in this process. No address is in its machine code.
 from __future__ import annotations
 
 import ctypes
+import platform
+import sys
 import weakref
 
 import numpy as np
@@ -273,9 +275,9 @@ def module_text() -> str:
 
 def name() -> str:
     """The module's name: ``rt_`` (kept once per machine) and a hash of the salt (this
-    file's source among it), the optimisation level and the target (as ``copies.name``)."""
-    triple, layout = engine.triple_and_layout()
-    return "rt_" + engine.module_name(f"; caller for {triple} {layout}")[4:]
+    file's source among it), the optimisation level and the platform, found without
+    LLVM (a warm start loads the module by this name alone)."""
+    return "rt_" + engine.module_name(f"; caller for {platform.machine()} {sys.platform}")[4:]
 
 
 _state: dict = {}
