@@ -18,9 +18,16 @@ import numpy as np
 from .. import _forksafe, config
 from ..ir import ops
 from ..ir.bind import aval
+from ..runtime import fastcall
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
-from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
+from ..tracer.pytree import (
+    LEAF,
+    tree_flatten,
+    tree_flatten_up_to,
+    tree_map,
+    tree_unflatten,
+)
 from . import guards
 from .attach import attach
 from .complex_checks import check_holomorphic_inputs
@@ -68,7 +75,8 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 f"{', '.join(kwargs)}. Differentiated arguments must be passed positionally: "
                 f"call g(x) rather than g(x=x) (keyword arguments are not differentiated).")
         nums = _argnums_tuple(argnums, len(args), "grad")
-        key = _signature(args, (nums, has_aux)) if not kwargs else None
+        kw = _kwargs_key(kwargs)
+        key = None if kw is None else _signature(args, (nums, has_aux, *kw))
         leaves = tree_flatten(args)[0]
         plan = guards.cached(plans, key, leaves)
         if plan is not None:
@@ -175,17 +183,54 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
             filter_traceback(e)
             raise
 
+    #: ``(fastcall.flatten key, _kwargs_key)`` of a seen call -> ``_tree_entry``: how to
+    #: run it again without tracing, flattening or checking (any argument structure)
+    trees: dict = {}
+
+    def run_tree(args, kwargs):
+        """``(value, grads)`` of a call whose structure, shapes, dtypes and keyword
+        arguments were seen (``trees``), or None: take the general path."""
+        if _trace_state.stack or config.DISABLE_JIT:
+            return None
+        flat = fastcall.flatten(args)
+        kw = _kwargs_key(kwargs) if kwargs else ()
+        hit = trees.get((flat[0], kw)) if flat is not None and kw is not None else None
+        if hit is None:
+            return None
+        caller, whole, n, out_tree, grad_trees, natives = hit
+        outs = NotImplemented
+        if whole is not None and not config.DEBUG_NANS:
+            outs = whole(*flat[1])
+        if outs is NotImplemented:
+            outs = caller(fastcall.arrays(flat[1]), 0)
+        elif natives is not None:  # arguments that are leaves: the next calls go native
+            native[:] = natives
+        value = outs[0] if out_tree is LEAF else tree_unflatten(out_tree, list(outs[:n]))
+        grads = []
+        for td, k in grad_trees:
+            grads.append(outs[n] if td is LEAF else tree_unflatten(td, list(outs[n:n + k])))
+            n += k
+        return value, grads[0] if single else tuple(grads)
+
     def general(args, kwargs):
-        args = tree_map(_leaf, args)
+        got = run_tree(args, kwargs)
+        if got is not None:
+            return got
+        raw, args = args, tree_map(_leaf, args)
         plan, nums = plan_for(args, kwargs)
         outs = plan(tree_flatten(args)[0])
         n = len(plan.traced.function.results)
         value = tree_unflatten(plan.traced.out_tree, outs[:n])
         grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
+        entry = _tree_entry(plan, raw, kwargs, nums, single)
+        if entry is not None:
+            trees[entry[0]] = entry[1]
         if (not kwargs and not has_aux and plan.exe is not None and plan.cacheable
                 and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
             shapes = tuple((a.shape, a.dtype) for a in args)
-            if not plan.traced.guards:
+            if shapes in fast:  # (arguments of other types, e.g. floats, made these)
+                pass
+            elif not plan.traced.guards:
                 fast[shapes] = (_fast_caller(plan), n, _natives(plan, n, single))
             elif type(paths := plans.get(_signature(args, (nums, has_aux)))) is guards.Guarded:
                 fast[shapes] = paths
@@ -210,6 +255,56 @@ def _ndarray_key(args):
             return None
         key.append((a.shape, a.dtype))
     return tuple(key)
+
+
+def _kwargs_key(kwargs: dict) -> tuple | None:
+    """The part of a trace's key that keyword arguments make (they are constants of the
+    trace: ``functools.partial``): their names, types and values, or None (not cached)
+    unless all are Python scalars, strings or None."""
+    key = []
+    for name, v in kwargs.items():
+        if type(v) not in _KEYWORD_TYPES or v != v:  # (a NaN: never equal to a key)
+            return None
+        key.append((name, type(v), v))
+    return tuple(key)
+
+
+_KEYWORD_TYPES = frozenset((float, int, bool, complex, str, type(None)))
+
+
+def _tree_entry(plan, args, kwargs, nums, single: bool) -> tuple | None:
+    """``(key, entry)`` for ``trees`` of ``value_and_grad``, for a call of ``plan`` with
+    (unconverted) ``args`` and ``kwargs``. The entry: its fast caller, its native caller
+    of all results as a tuple (or None), its number of values, their structure, the
+    structure and count of each differentiated argument's leaves, and where the
+    arguments are leaves and there are no keyword arguments its ``_natives`` (else
+    None). None where the plan is not reused as it is (guards, closed-over values,
+    effects, no compiled code) or ``fastcall`` does not take the arguments."""
+    if (plan.exe is None or plan.interpret or not plan.cacheable or plan.traced.free
+            or plan.traced.guards or getattr(plan.exe, "fast_caller", None) is None):
+        return None
+    flat = fastcall.flatten(args)
+    kw = _kwargs_key(kwargs)
+    if flat is None or kw is None:
+        return None
+    leaves = fastcall.arrays(flat[1])
+    specs = [(p.type.shape, p.type.dtype) for p in plan.fn.params[:len(leaves)]]
+    if specs != [(a.shape, a.dtype) for a in leaves]:
+        return None
+    grad_trees = []
+    for i in nums:
+        sub, td = tree_flatten(args[i])
+        grad_trees.append((td, len(sub)))
+    n = len(plan.traced.function.results)
+    make = getattr(plan.exe, "native_caller", None)
+    whole = make(plan.extra, 0, as_tuple=True) if make is not None else None
+    natives = None
+    if not kwargs and len(flat[1]) == len(args) and all(
+            a is b for a, b in zip(args, flat[1])):
+        natives = _natives(plan, n, single)
+        natives = None if natives[0] is None else natives
+    return (flat[0], kw), (_fast_caller(plan), whole, n, plan.traced.out_tree, grad_trees,
+                           natives)
 
 
 def _natives(plan, n: int, single: bool) -> tuple:

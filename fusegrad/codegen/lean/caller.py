@@ -7,8 +7,10 @@ several times the call itself on a small function. ``caller(code, ...)`` returns
 
 1. checks ``len(args)`` and that each argument is exactly an ``ndarray``, C-contiguous
    and aligned, of the compiled dtype (the same descriptor object as ``np.dtype(d)``)
-   and shape; on any mismatch it returns ``NotImplemented`` (a new reference), and the
-   Python caller takes its general path;
+   and shape, or for a 0-d parameter exactly a NumPy scalar of its dtype or a Python
+   ``float`` (float64) or ``complex`` (complex128), read in place; on any mismatch it
+   returns ``NotImplemented`` (a new reference), and the Python caller takes its
+   general path;
 2. takes the spare arena (an atomic exchange of one word, so threads calling at once
    each get their own), or allocates one and writes its size table (``sizes.fill``);
 3. allocates the results it returns with NumPy's ``PyArray_New`` (fresh arrays,
@@ -49,6 +51,10 @@ _ND, _DIMS, _DESCR, _FLAGS = 24, 32, 56, 64  # PyArrayObject_fields
 _TUPLE_ITEMS = 24  # PyTupleObject.ob_item
 _C_CONTIGUOUS_ALIGNED = 0x0001 | 0x0100  # NPY_ARRAY_C_CONTIGUOUS | NPY_ARRAY_ALIGNED
 _PYARRAY_NEW = 93  # PyArray_New's index in NumPy's _ARRAY_API table
+#: a parameter's words: its dtype's descriptor, ndim, where its shape is, and two types
+#: of scalar objects taken for it (0-d only: NumPy's scalar of its dtype, and Python's
+#: ``float`` or ``complex`` for float64 or complex128), whose value is at offset 16
+_PARAM_WORDS = 5
 
 
 class _Word:
@@ -81,12 +87,31 @@ def _function(mod: ir.Module) -> None:
     checks = f.append_basic_block("checks")
     b.cbranch(b.icmp_signed("==", nargs, word(_Word.NARGS)), checks, not_impl)
     b.position_at_end(checks)
+    # the entry's arguments: the parameters (the call's, then the extra ones), the
+    # results, the arena; a scalar argument, a dropped result and the arena as
+    # stand-in objects whose data pointer (at 16) points at their data
+    nextra, nres = word(_Word.NEXTRA), word(_Word.NRESULTS)
+    nparams = b.add(nargs, nextra)
+    total = b.add(b.add(nparams, nres), c(1))
+    argv = b.alloca(I8P, total)
+    fakes = b.alloca(I8P, b.mul(total, c(3)))
     params_at = word(_Word.PARAMS_AT)
     with _Loop(b, f, nargs, "param") as (i, cont):
         obj = b.load(b.gep(args, [i]))
-        spec = b.add(params_at, b.mul(i, c(3)))
-        ok = b.icmp_signed("==", b.ptrtoint(field(obj, _OB_TYPE, I8P), I64), word(_Word.NDARRAY))
-        ok = _guard(b, f, ok, not_impl)
+        spec = b.add(params_at, b.mul(i, c(_PARAM_WORDS)))
+        kind = b.ptrtoint(field(obj, _OB_TYPE, I8P), I64)
+        array, other = f.append_basic_block("array"), f.append_basic_block("other")
+        b.cbranch(b.icmp_signed("==", kind, word(_Word.NDARRAY)), array, other)
+        # a Python or NumPy scalar of the parameter's type: its value is at 16
+        b.position_at_end(other)
+        scalar = b.or_(b.icmp_signed("==", kind, word(b.add(spec, c(3)))),
+                       b.icmp_signed("==", kind, word(b.add(spec, c(4)))))
+        _guard(b, f, scalar, not_impl)
+        fake = b.gep(fakes, [b.mul(i, c(3))])
+        b.store(b.gep(obj, [c(16)]), b.gep(fake, [c(2)]))
+        b.store(b.bitcast(fake, I8P), b.gep(argv, [i]))
+        cont()
+        b.position_at_end(array)
         flags = b.and_(field(obj, _FLAGS, I32), ir.Constant(I32, _C_CONTIGUOUS_ALIGNED))
         ok = b.and_(b.icmp_signed("==", flags, ir.Constant(I32, _C_CONTIGUOUS_ALIGNED)),
                     b.icmp_signed("==", b.ptrtoint(field(obj, _DESCR, I8P), I64), word(spec)))
@@ -99,17 +124,7 @@ def _function(mod: ir.Module) -> None:
             same = b.icmp_signed("==", b.load(b.gep(dims, [j])), word(b.add(want, j)))
             _guard(b, f, same, not_impl)
             next_dim()
-        cont()
-    # the entry's arguments: the parameters (the call's, then the extra ones), the
-    # results, the arena; a dropped result and the arena as stand-in objects whose
-    # data pointer (at 16) points into the arena
-    nextra, nres = word(_Word.NEXTRA), word(_Word.NRESULTS)
-    nparams = b.add(nargs, nextra)
-    total = b.add(b.add(nparams, nres), c(1))
-    argv = b.alloca(I8P, total)
-    fakes = b.alloca(I8P, b.mul(b.add(nres, c(1)), c(3)))
-    with _Loop(b, f, nargs, "copy") as (i, cont):
-        b.store(b.load(b.gep(args, [i])), b.gep(argv, [i]))
+        b.store(obj, b.gep(argv, [i]))
         cont()
     extras_at = word(_Word.EXTRAS_AT)
     with _Loop(b, f, nextra, "extra") as (i, cont):
@@ -126,7 +141,7 @@ def _function(mod: ir.Module) -> None:
         dropped = b.icmp_signed("<", r, first)
         with b.if_else(dropped) as (drop, keep):
             with drop:
-                fake = b.gep(fakes, [b.mul(r, c(3))])
+                fake = b.gep(fakes, [b.mul(b.add(nparams, r), c(3))])
                 b.store(b.gep(arena, [word(b.add(spec, c(3)))]), b.gep(fake, [c(2)]))
                 b.store(b.bitcast(fake, I8P), slot)
             with keep:
@@ -143,7 +158,7 @@ def _function(mod: ir.Module) -> None:
                 b.store(b.add(r, c(1)), made)
                 _guard(b, f, got, fail)
         cont()
-    fake = b.gep(fakes, [b.mul(nres, c(3))])
+    fake = b.gep(fakes, [b.mul(b.sub(total, c(1)), c(3))])
     b.store(arena, b.gep(fake, [c(2)]))
     b.store(b.bitcast(fake, I8P), b.gep(argv, [b.sub(total, c(1))]))
     entry = fnptr(_Word.ENTRY, I8P, [I8P, I8P.as_pointer(), I64])
@@ -317,6 +332,11 @@ def _entry_address(call) -> int:
     return ctypes.c_void_p.from_address(method_def + 8).value
 
 
+#: Python scalars whose value is stored as NumPy's of a dtype is (``PyFloatObject``,
+#: ``PyComplexObject``)
+_PYTHON_SCALARS = {np.dtype(np.float64).str: float, np.dtype(np.complex128).str: complex}
+
+
 def caller(code, params, results, extra: tuple = (), first: int = 0,
            as_tuple: bool = False):
     """The native caller of ``code`` (a host ``Compiled``) for arguments of types
@@ -344,12 +364,13 @@ def caller(code, params, results, extra: tuple = (), first: int = 0,
     head[_Word.TABLE_OFFSET] = code.table_offset if sizes else 0
     head[_Word.NSIZES] = len(sizes) if sizes else 0
     head[_Word.SIZES_AT] = put(sizes)
-    specs = []
-    for shape, dtype in params:
-        specs.append([id(np.dtype(dtype)), len(shape), None, tuple(shape)])
-    head[_Word.PARAMS_AT] = at = put([0] * 3 * len(specs))
-    for k, (descr, nd, _, shape) in enumerate(specs):
-        tail[at - _Word.HEAD + 3 * k: at - _Word.HEAD + 3 * k + 3] = [descr, nd, put(shape)]
+    head[_Word.PARAMS_AT] = at = put([0] * _PARAM_WORDS * len(params))
+    for k, (shape, dtype) in enumerate(params):
+        dtype = np.dtype(dtype)
+        scalars = [id(dtype.type), id(_PYTHON_SCALARS.get(dtype.str, dtype.type))] if (
+            shape == () and dtype.isnative) else [0, 0]
+        start = at - _Word.HEAD + _PARAM_WORDS * k
+        tail[start:start + _PARAM_WORDS] = [id(dtype), len(shape), put(shape), *scalars]
     head[_Word.EXTRAS_AT] = put([id(a) for a in extra])
     head[_Word.RESULTS_AT] = at = put([0] * 4 * len(results))
     for k, (shape, dtype) in enumerate(results):
