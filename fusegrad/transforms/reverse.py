@@ -243,6 +243,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
     value_and_grad_f._last = last
     value_and_grad_f._fast_grads = fast_grads
     value_and_grad_f._native = native
+    value_and_grad_f._run_tree = run_tree
     value_and_grad_f._plans = plans
     attach(value_and_grad_f)
     return value_and_grad_f
@@ -265,7 +266,7 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
                                  holomorphic=holomorphic)
     vg = value_and_grad(f, argnums, has_aux, holomorphic)
     run_fast, fast, last, fast_grads = vg._run_fast, vg._fast, vg._last, vg._fast_grads
-    native = vg._native
+    native, run_tree = vg._native, vg._run_tree
     single = isinstance(argnums, int)
 
     @functools.wraps(f)
@@ -291,7 +292,8 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
                 got = run_fast(args, True)
                 if got is not None:
                     return fast_grads(got[1])
-            value, g = vg(*args, **kwargs)
+            got = run_tree(args, kwargs)  # a seen structure (value_and_grad's, frames less)
+            value, g = got if got is not None else vg(*args, **kwargs)
             return (g, value[1]) if has_aux else g
         except Exception as e:  # as api_boundary, without a frame more per call
             filter_traceback(e)
