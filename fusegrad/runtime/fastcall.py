@@ -50,7 +50,7 @@ def _walk(x, leaves: list):
             names = sorted(x)
         except TypeError:
             return None
-        items = [x[k] for k in names]
+        items = map(x.__getitem__, names)  # (a comprehension is a frame more)
         head = ("dict", tuple(x))  # insertion order too: the dicts rebuilt follow it
     elif x is None:
         return "none"

@@ -132,7 +132,8 @@ def _function(mod: ir.Module) -> None:
         cont()
     arena = _take_arena(b, f, d, word, fnptr, not_impl)
     first, results_at = word(_Word.FIRST), word(_Word.RESULTS_AT)
-    fail = f.append_basic_block("allocation_failed")
+    fail = f.append_basic_block("failed")
+    no_result = f.append_basic_block("result_failed")
     made = b.alloca(I64)  # results allocated so far (from ``first``)
     b.store(first, made)
     with _Loop(b, f, nres, "result") as (r, cont):
@@ -156,7 +157,7 @@ def _function(mod: ir.Module) -> None:
                 b.store(arr, slot)
                 got = b.icmp_unsigned("!=", b.ptrtoint(arr, I64), c(0))
                 b.store(b.add(r, c(1)), made)
-                _guard(b, f, got, fail)
+                _guard(b, f, got, no_result)
         cont()
     fake = b.gep(fakes, [b.mul(b.sub(total, c(1)), c(3))])
     b.store(arena, b.gep(fake, [c(2)]))
@@ -168,6 +169,10 @@ def _function(mod: ir.Module) -> None:
     failed = b.icmp_unsigned("==", b.ptrtoint(ret, I64), c(0))
     done = f.append_basic_block("done")
     b.cbranch(failed, fail, done)
+    # a result not allocated: the arena back, then as any failure
+    b.position_at_end(no_result)
+    _give_arena(b, d, arena, fnptr)
+    b.branch(fail)
     # a failure: drop the results made, return NULL (the exception is set)
     b.position_at_end(fail)
     with _Loop(b, f, b.sub(b.load(made), first), "drop") as (k, cont):
@@ -328,6 +333,8 @@ def _host() -> dict:
 
 def _entry_address(call) -> int:
     """The C function of builtin ``call`` (``PyCFunctionObject.m_ml->ml_meth``)."""
+    if type(call) is not type(len):
+        raise TypeError(f"an entry is a builtin function, not {type(call).__name__}")
     method_def = ctypes.c_void_p.from_address(id(call) + 16).value
     return ctypes.c_void_p.from_address(method_def + 8).value
 
