@@ -44,6 +44,10 @@ def _rosen_seq(x):
                for i in range(len(x) - 1))
 
 
+def _dict_sum(p):
+    return sum(fnp.sin(v) * (i + 1) for i, v in enumerate(p.values()))
+
+
 def _xyz(x, y, z):
     return x * x * y + fnp.sin(z) * y + z * x
 
@@ -95,6 +99,11 @@ CASES = [
     ("rosenbrock list of 5 floats", _rosen_seq, ([0.1, 0.2, 0.3, 0.4, 0.5],), {}, {}, {}),
     ("rosenbrock 10 float arguments", lambda *x: _rosen_seq(x), tuple(np.linspace(0, 1, 10)),
      {"argnums": tuple(range(10))}, {}, {}),
+    ("rosenbrock 20 float arguments", lambda *x: _rosen_seq(x), tuple(np.linspace(0, 1, 20)),
+     {"argnums": tuple(range(20))}, {}, {}),
+    ("dict of 20 floats", _dict_sum, ({f"p{i}": 0.1 * i for i in range(20)},), {}, {}, {}),
+    ("list of 20 arrays", lambda p: fnp.sum(_rosen_seq(p)), ([_x8 * i for i in range(20)],),
+     {}, {}, {}),
     ("x, y, z floats argnums=0", _xyz, (0.5, 1.5, -0.3), {}, {}, {}),
     ("x, y, z floats argnums=(0,1,2)", _xyz, (0.5, 1.5, -0.3),
      {"argnums": (0, 1, 2)}, {}, {}),

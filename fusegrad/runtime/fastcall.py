@@ -23,6 +23,8 @@ _NUMPY_SCALARS = frozenset(t for t in np.sctypeDict.values()
                            if issubclass(t, np.number | np.bool_)
                            and not issubclass(t, np.timedelta64))
 _INT64 = (-(1 << 63), 1 << 63)
+#: the scalars ``_walk`` takes without a call (not ``int``: its range is checked)
+_INLINE = frozenset((float, complex, bool, *_NUMPY_SCALARS))
 
 
 def flatten(args) -> tuple | None:
@@ -59,19 +61,20 @@ def _walk(x, leaves: list):
     else:
         return _leaf(x, t, leaves)
     key = [head]
+    add_key, add_leaf, ndarray, scalars = key.append, leaves.append, np.ndarray, _INLINE
     for item in items:
         s = type(item)
-        if s is np.ndarray:  # (the leaves inline: a call per leaf costs as much again)
-            leaves.append(item)
-            key.append((item.shape, item.dtype))
-        elif s is float or s in _NUMPY_SCALARS:
-            leaves.append(item)
-            key.append(s)
+        if s is ndarray:  # (the leaves inline: a call per leaf costs as much again)
+            add_leaf(item)
+            add_key((item.shape, item.dtype))
+        elif s in scalars:
+            add_leaf(item)
+            add_key(s)
         else:
             sub = _walk(item, leaves)
             if sub is None:
                 return None
-            key.append(sub)
+            add_key(sub)
     return tuple(key)
 
 

@@ -22,7 +22,6 @@ from ..runtime import fastcall
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
 from ..tracer.pytree import (
-    LEAF,
     tree_flatten,
     tree_flatten_up_to,
     tree_map,
@@ -198,7 +197,7 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
         hit = trees.get((flat[0], kw)) if flat is not None and kw is not None else None
         if hit is None:
             return None
-        caller, whole, n, out_tree, grad_trees, natives = hit
+        caller, whole, n, value_of, grad_trees, natives = hit
         outs = NotImplemented
         if whole is not None and not config.DEBUG_NANS:
             outs = whole(*flat[1])
@@ -206,10 +205,10 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
             outs = caller(fastcall.arrays(flat[1]), 0)
         elif natives is not None:  # arguments that are leaves: the next calls go native
             native[:] = natives
-        value = outs[0] if out_tree is LEAF else tree_unflatten(out_tree, list(outs[:n]))
+        value = value_of(outs[:n])
         grads = []
-        for td, k in grad_trees:
-            grads.append(outs[n] if td is LEAF else tree_unflatten(td, list(outs[n:n + k])))
+        for rebuild, k in grad_trees:
+            grads.append(rebuild(outs[n:n + k]))
             n += k
         return value, grads[0] if single else tuple(grads)
 
