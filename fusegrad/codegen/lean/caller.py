@@ -333,8 +333,6 @@ def _host() -> dict:
 
 def _entry_address(call) -> int:
     """The C function of builtin ``call`` (``PyCFunctionObject.m_ml->ml_meth``)."""
-    if type(call) is not type(len):
-        raise TypeError(f"an entry is a builtin function, not {type(call).__name__}")
     method_def = ctypes.c_void_p.from_address(id(call) + 16).value
     return ctypes.c_void_p.from_address(method_def + 8).value
 
@@ -350,7 +348,9 @@ def caller(code, params, results, extra: tuple = (), first: int = 0,
     ``params`` (``(shape, dtype)`` each) followed by the arrays ``extra`` (C-contiguous,
     of their parameters' types, kept as long as the caller), with results of types
     ``results``, returning those from ``first`` on: the one, or a tuple of them if more
-    or ``as_tuple``."""
+    or ``as_tuple``; None if the entry is not a builtin."""
+    if type(code.call) is not type(len):  # (an entry wrapped in Python: not called here)
+        return None
     host = _host()
     head, tail = [0] * _Word.HEAD, []
 
