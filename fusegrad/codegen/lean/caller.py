@@ -37,6 +37,7 @@ import weakref
 import numpy as np
 from llvmlite import ir
 
+from ... import _forksafe
 from . import engine
 from .sizes import ALIGN
 
@@ -301,14 +302,20 @@ def name() -> str:
 
 
 _state: dict = {}
+_lock = _forksafe.lock()
 
 
 def _host() -> dict:
-    """This process's addresses of what the caller calls, and its method definition."""
-    if not _state:
+    """This process's addresses of what the caller calls, and its method definition
+    (found once, by the first thread to ask)."""
+    if "md" in _state:
+        return _state
+    with _lock:
+        if "md" in _state:
+            return _state
         api = ctypes.pythonapi
-        get = api.PyCapsule_GetPointer
-        get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        get = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p)(
+            ("PyCapsule_GetPointer", api))
         from numpy._core import _multiarray_umath
 
         table = get(_multiarray_umath._ARRAY_API, None)
