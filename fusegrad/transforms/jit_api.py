@@ -165,7 +165,8 @@ class jit:
                 if caller is None or _trace_state.stack or config.DISABLE_JIT:
                     return tree_unflatten(plan.traced.out_tree, list(plan(
                         fastcall.arrays(leaves))))
-                if native is not None and not config.DEBUG_NANS:
+                # (``__call__`` tried ``self._native`` on these arguments already)
+                if native is not None and native is not self._native and not config.DEBUG_NANS:
                     out = native[0](*leaves)
                     if out is not NotImplemented:
                         # arguments that are leaves: the next calls go native directly
