@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import config
 from ..codegen import lean
+from ..codegen.lean import caller as lean_caller
 from ..codegen.lean import inplace
 from ..codegen.lean import sizes as lean_sizes
 from ..ir import Function, Op
@@ -270,6 +271,24 @@ class LeanExecutable:
                     return native([np.ascontiguousarray(a) for a in (*args, *extra)])[first:]
             return native((*args, *extra))[first:]
         return call
+
+    def native_caller(self, extra: tuple = (), first: int = 0, as_tuple: bool = False):
+        """``caller(*args)``: the whole call in machine code (``codegen.lean.caller``) for
+        arguments of this function's types (``extra`` appended to them), returning its
+        results from ``first`` on (the one, or a tuple if more or ``as_tuple``), or
+        ``NotImplemented`` for arguments it does not take (any other type, dtype, shape
+        or layout: the caller takes its general path). None where the program is not one
+        segment, runs in a BLAS serial section, writes results over donated parameters
+        (``donate``: ``_Segment.run`` does) or its results have no native type."""
+        seg = self.parts[0]
+        if (self._native != getattr(seg, "run", None) or seg.serial is not None
+                or seg.inplace):
+            return None
+        n = len(self.fn.params) - len(extra)
+        extra = tuple(np.asarray(a, dtype=p.type.dtype, order="C")
+                      for a, p in zip(extra, self.fn.params[n:]))
+        return lean_caller.caller(seg.code, self.param_specs[:n], seg.out_specs, extra,
+                                  first, as_tuple)
 
 
 def _check_nans(fn: Function, args, out) -> None:

@@ -26,7 +26,7 @@ from .plan import (
     _leaf,
     _Plan,
     _reason,
-    api_boundary,
+    filter_traceback,
     grad_leaves,
     warn_effects,
 )
@@ -120,7 +120,12 @@ class jit:
         self.static_argnums = ((static_argnums,) if isinstance(static_argnums, int)
                                else tuple(static_argnums))
         self._cache: dict = {}
-        self._fast: dict = {}  # runtime.fastcall signature -> (plan, its fast caller or None)
+        #: ``_fast_key`` -> (plan, its fast caller, its native caller (``_native``), whether
+        #: the call's arguments are its leaves); the callers None where it has none
+        self._fast: dict = {}
+        #: the native caller of the signature the last fast call had: it checks its
+        #: arguments itself and returns NotImplemented for any others
+        self._native: tuple | None = None
         self._lock = _forksafe.rlock()
 
     def _dynamic(self, args, kwargs):
@@ -136,19 +141,39 @@ class jit:
             dyn = (*dyn, kwargs)
         return dyn, svals
 
-    @api_boundary
     def __call__(self, *args, **kwargs):
         """Keyword arguments are dynamic, like positional ones (as in ``jax.jit``)."""
+        try:
+            if (native := self._native) is not None and not kwargs and not (
+                    _trace_state.stack or config.DISABLE_JIT or config.DEBUG_NANS):
+                out = native[0](*args)
+                if out is not NotImplemented:
+                    return out if native[1] is None else tree_unflatten(native[1], list(out))
+            return self._call(args, kwargs)
+        except Exception as e:  # as api_boundary, without a frame more per call
+            filter_traceback(e)
+            raise
+
+    def _call(self, args, kwargs):
         fast = None
-        if "_eager" not in self.__dict__:  # plain array calls: the cached fast path first
-            fast = None if kwargs or self.static_argnums else fastcall.signature(args)
-            hit = self._fast.get(fast) if fast is not None else None
+        if "_eager" not in self.__dict__:  # seen structures: the cached fast path first
+            fast = self._fast_key(args, kwargs)
+            hit = self._fast.get(fast[0]) if fast is not None else None
             if hit is not None:
-                plan, caller = hit
-                if caller is not None and not (_trace_state.stack or config.DISABLE_JIT):
-                    outs = caller(fastcall.leaves(args), 0)  # LeanExecutable.fast_caller
-                else:
-                    outs = plan(fastcall.leaves(args))
+                plan, caller, native, flat = hit
+                leaves = fast[1]
+                if caller is None or _trace_state.stack or config.DISABLE_JIT:
+                    return tree_unflatten(plan.traced.out_tree, list(plan(
+                        fastcall.arrays(leaves))))
+                # (``__call__`` tried ``self._native`` on these arguments already)
+                if native is not None and native is not self._native and not config.DEBUG_NANS:
+                    out = native[0](*leaves)
+                    if out is not NotImplemented:
+                        # arguments that are leaves: the next calls go native directly
+                        self._native = native if flat else None
+                        return out if native[1] is None else tree_unflatten(native[1],
+                                                                            list(out))
+                outs = caller(fastcall.arrays(leaves), 0)  # LeanExecutable.fast_caller
                 return tree_unflatten(plan.traced.out_tree, list(outs))
         # without static or keyword arguments, one flatten serves the routes, the checks
         # and the key (a training step's parameters and optimizer state: a tree of a
@@ -158,6 +183,7 @@ class jit:
         for route in _ROUTES:  # eager Tensors, modules, optimizers: see eager.jit_eager
             eager = route(self, args, kwargs, every)
             if eager is not None:
+                self._native = None  # (set again by no call: ``_fast`` is not read now)
                 return eager(args, kwargs)
         if plain:
             dyn, svals, dyn_leaves = args, (), every
@@ -172,14 +198,42 @@ class jit:
             with self._lock:  # one trace per signature, whichever thread comes first
                 plan = self._cache.get(key) or self._trace(args, kwargs, key, dyn)
         _refuse_grad_tensors(self.__name__, tree_flatten(plan.traced.free)[0])
-        if fast is not None and plan.reusable and not plan.traced.free:
+        if fast is not None and plan.reusable and not plan.traced.free and [
+                (p.type.shape, p.type.dtype) for p in plan.fn.params] == [
+                (a.shape, a.dtype) for a in fastcall.arrays(fast[1])]:
             out = plan(leaves)
-            caller = None
+            caller = native = None
             if plan.exe is not None and not plan.interpret and not plan.traced.effects:
                 caller = plan.exe.fast_caller()
-            self._fast[fast] = (plan, caller)
+                native = _native(plan)
+            flat = not (kwargs or self.static_argnums) and len(fast[1]) == len(args) and all(
+                a is b for a, b in zip(args, fast[1]))
+            self._fast[fast[0]] = (plan, caller, native, flat)
             return tree_unflatten(plan.traced.out_tree, list(out))
         return tree_unflatten(plan.traced.out_tree, list(plan(leaves)))
+
+    def _fast_key(self, args, kwargs) -> tuple | None:
+        """``(key, leaves)`` of a call for ``_fast`` (``runtime.fastcall``: the dynamic
+        arguments' structure, shapes and dtypes, keywords last, and the static values),
+        or None where ``fastcall`` does not take them (the general path keys the call)."""
+        svals = ()
+        if self.static_argnums:
+            static = self.static_argnums
+            if any(type(i) is not int or not 0 <= i < len(args) for i in static):
+                return None
+            svals = tuple((i, type(args[i]), args[i]) for i in sorted(set(static)))
+            try:
+                hash(svals)
+            except TypeError:
+                return None
+            args = tuple(a for i, a in enumerate(args) if i not in static)
+        if kwargs:
+            args = (*args, kwargs)
+        key = fastcall.signature(args)
+        if key is not None:
+            return (key, svals), fastcall.leaves(args)
+        flat = fastcall.flatten(args)
+        return None if flat is None else ((flat[0], svals), flat[1])
 
     def njit(self, *example_args):
         """This function as a Numba dispatcher for ``@numba.njit`` code (``transforms.export``)."""
@@ -201,6 +255,23 @@ class jit:
             self._cache[key] = plan
         warn_effects("jit", self.f, traced, jit=True)
         return plan
+
+
+def _native(plan: _Plan) -> tuple | None:
+    """``(caller, out_tree or None)`` for ``plan``: its executable's native caller
+    (``LeanExecutable.native_caller``) of the call's leaves, returning the result itself
+    (the one array, or a tuple of arrays: ``out_tree`` None) or the tuple of results to
+    unflatten by ``out_tree``."""
+    make = getattr(plan.exe, "native_caller", None)
+    if make is None or plan.extra:
+        return None
+    tree = plan.traced.out_tree
+    leaf = tree.kind is None
+    call = make(as_tuple=not leaf)
+    if call is None:
+        return None
+    flat = leaf or (tree.kind == "tuple" and all(c.kind is None for c in tree.children))
+    return call, None if flat else tree
 
 
 def _refuse_grad_tensors(name: str, leaves: list) -> None:

@@ -18,12 +18,19 @@ import numpy as np
 from .. import _forksafe, config
 from ..ir import ops
 from ..ir.bind import aval
+from ..runtime import fastcall
 from ..tracer import trace_pytree
 from ..tracer.core import _state as _trace_state
-from ..tracer.pytree import tree_flatten, tree_flatten_up_to, tree_map, tree_unflatten
+from ..tracer.pytree import (
+    tree_flatten,
+    tree_flatten_up_to,
+    tree_map,
+    tree_unflatten,
+)
 from . import guards
 from .attach import attach
 from .complex_checks import check_holomorphic_inputs
+from .fastpath import _fast_caller, _kwargs_key, _natives, _ndarray_key, _tree_entry
 from .plan import (
     GradError,
     _argnums_tuple,
@@ -68,7 +75,8 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 f"{', '.join(kwargs)}. Differentiated arguments must be passed positionally: "
                 f"call g(x) rather than g(x=x) (keyword arguments are not differentiated).")
         nums = _argnums_tuple(argnums, len(args), "grad")
-        key = _signature(args, (nums, has_aux)) if not kwargs else None
+        kw = _kwargs_key(kwargs)
+        key = None if kw is None else _signature(args, (nums, has_aux, *kw))
         leaves = tree_flatten(args)[0]
         plan = guards.cached(plans, key, leaves)
         if plan is not None:
@@ -147,13 +155,25 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
                 return None
             n = len(plan.traced.function.results)
             return n, plan.exe.call_unchecked((*args, *plan.extra))[n if grads_only else 0:]
-        caller, n = hit
+        caller, n, natives = hit
+        native[grads_only] = natives[grads_only]
         return n, caller(args, n if grads_only else 0)
+
+    #: the native callers (``LeanExecutable.native_caller``) of the last signature a fast
+    #: call took: ``[value and gradients (a tuple), gradients only]``; they check their
+    #: arguments themselves and return NotImplemented for any others
+    native: list = [None, None]
+    single = isinstance(argnums, int)
 
     @functools.wraps(f)
     def value_and_grad_f(*args, **kwargs):
         try:
             if not kwargs:
+                if (w := native[0]) is not None and not (
+                        _trace_state.stack or config.DISABLE_JIT or config.DEBUG_NANS):
+                    outs = w(*args)
+                    if outs is not NotImplemented:  # one value: see ``general``
+                        return outs[0], outs[1] if single else outs[1:]
                 got = run_fast(args, False)
                 if got is not None:
                     n, outs = got
@@ -163,18 +183,55 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
             filter_traceback(e)
             raise
 
+    #: ``(fastcall.flatten key, _kwargs_key)`` of a seen call -> ``_tree_entry``: how to
+    #: run it again without tracing, flattening or checking (any argument structure)
+    trees: dict = {}
+
+    def run_tree(args, kwargs):
+        """``(value, grads)`` of a call whose structure, shapes, dtypes and keyword
+        arguments were seen (``trees``), or None: take the general path."""
+        if _trace_state.stack or config.DISABLE_JIT:
+            return None
+        flat = fastcall.flatten(args)
+        kw = _kwargs_key(kwargs) if kwargs else ()
+        hit = trees.get((flat[0], kw)) if flat is not None and kw is not None else None
+        if hit is None:
+            return None
+        caller, whole, n, value_of, grad_trees, natives = hit
+        outs = NotImplemented
+        if whole is not None and not config.DEBUG_NANS:
+            outs = whole(*flat[1])
+        if outs is NotImplemented:
+            outs = caller(fastcall.arrays(flat[1]), 0)
+        elif natives is not None:  # arguments that are leaves: the next calls go native
+            native[:] = natives
+        value = value_of(outs[:n])
+        grads = []
+        for rebuild, k in grad_trees:
+            grads.append(rebuild(outs[n:n + k]))
+            n += k
+        return value, grads[0] if single else tuple(grads)
+
     def general(args, kwargs):
-        args = tree_map(_leaf, args)
+        got = run_tree(args, kwargs)
+        if got is not None:
+            return got
+        raw, args = args, tree_map(_leaf, args)
         plan, nums = plan_for(args, kwargs)
         outs = plan(tree_flatten(args)[0])
         n = len(plan.traced.function.results)
         value = tree_unflatten(plan.traced.out_tree, outs[:n])
         grads = _structure_grads(args, nums, outs[n:], isinstance(argnums, int))
+        entry = _tree_entry(plan, raw, kwargs, nums, single)
+        if entry is not None:
+            trees[entry[0]] = entry[1]
         if (not kwargs and not has_aux and plan.exe is not None and plan.cacheable
                 and not plan.traced.free and all(type(a) is np.ndarray for a in args)):
             shapes = tuple((a.shape, a.dtype) for a in args)
-            if not plan.traced.guards:
-                fast[shapes] = (_fast_caller(plan), n)
+            if shapes in fast:  # (arguments of other types, e.g. floats, made these)
+                pass
+            elif not plan.traced.guards:
+                fast[shapes] = (_fast_caller(plan), n, _natives(plan, n, single))
             elif type(paths := plans.get(_signature(args, (nums, has_aux)))) is guards.Guarded:
                 fast[shapes] = paths
             last[0] = None
@@ -184,30 +241,11 @@ def value_and_grad(f: Callable | None = None, argnums: int | Sequence[int] = 0,
     value_and_grad_f._fast = fast
     value_and_grad_f._last = last
     value_and_grad_f._fast_grads = fast_grads
+    value_and_grad_f._native = native
+    value_and_grad_f._run_tree = run_tree
     value_and_grad_f._plans = plans
     attach(value_and_grad_f)
     return value_and_grad_f
-
-
-def _ndarray_key(args):
-    """The fast-path key of ``args`` if all are plain ndarrays, else None."""
-    key = []
-    for a in args:
-        if type(a) is not np.ndarray:
-            return None
-        key.append((a.shape, a.dtype))
-    return tuple(key)
-
-
-def _fast_caller(plan):
-    """``caller(args, first)``: the plan's compiled code on ndarray arguments of its types,
-    its results from ``first`` on (``LeanExecutable.fast_caller``, or the general call)."""
-    exe, extra = plan.exe, plan.extra
-    caller = exe.fast_caller(extra)
-    if caller is None:
-        def caller(args, first):
-            return exe.call_unchecked((*args, *extra))[first:]
-    return caller
 
 
 def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: bool = False,
@@ -227,12 +265,18 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
                                  holomorphic=holomorphic)
     vg = value_and_grad(f, argnums, has_aux, holomorphic)
     run_fast, fast, last, fast_grads = vg._run_fast, vg._fast, vg._last, vg._fast_grads
+    native, run_tree = vg._native, vg._run_tree
     single = isinstance(argnums, int)
 
     @functools.wraps(f)
     def grad_f(*args, **kwargs):
         try:
             if not kwargs and not has_aux:
+                if (w := native[1]) is not None and not (
+                        _trace_state.stack or config.DISABLE_JIT or config.DEBUG_NANS):
+                    out = w(*args)
+                    if out is not NotImplemented:
+                        return out
                 # value_and_grad's fast path, inlined for one argument (a frame less)
                 if len(args) == 1 and type(a := args[0]) is np.ndarray and not (
                         _trace_state.stack or config.DISABLE_JIT):
@@ -241,12 +285,14 @@ def grad(f: Callable | None = None, argnums: int | Sequence[int] = 0, has_aux: b
                         hit = fast.get(((a.shape, a.dtype),))
                         hit = last[0] = (a.shape, a.dtype, *hit) if type(hit) is tuple else None
                     if hit is not None:  # only the gradients
+                        native[1] = hit[4][1]
                         return hit[2](args, hit[3])[0] if single else tuple(
                             hit[2](args, hit[3]))
                 got = run_fast(args, True)
                 if got is not None:
                     return fast_grads(got[1])
-            value, g = vg(*args, **kwargs)
+            got = run_tree(args, kwargs)  # a seen structure (value_and_grad's, frames less)
+            value, g = got if got is not None else vg(*args, **kwargs)
             return (g, value[1]) if has_aux else g
         except Exception as e:  # as api_boundary, without a frame more per call
             filter_traceback(e)
