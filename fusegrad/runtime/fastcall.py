@@ -41,6 +41,11 @@ def arrays(leaves: list) -> list:
     return [x if type(x) is np.ndarray else np.asarray(x) for x in leaves]
 
 
+#: a dict's keys in insertion order -> sorted (the order of its leaves), for dicts seen
+_SORTED: dict[tuple, list] = {}
+_SORTED_MAX = 1024
+
+
 def _walk(x, leaves: list):
     """The key of container ``x`` (or of a leaf at the top), its leaves appended to
     ``leaves`` in ``tree_flatten``'s order; None if it is not taken."""
@@ -48,12 +53,17 @@ def _walk(x, leaves: list):
     if t is tuple or t is list:
         items, head = x, t
     elif t is dict:
-        try:
-            names = sorted(x)
-        except TypeError:
-            return None
-        items = map(x.__getitem__, names)  # (a comprehension is a frame more)
-        head = ("dict", tuple(x))  # insertion order too: the dicts rebuilt follow it
+        order = tuple(x)  # insertion order too: the dicts rebuilt follow it
+        names = _SORTED.get(order)
+        if names is None:
+            try:
+                names = sorted(x)
+            except TypeError:
+                return None
+            if len(_SORTED) < _SORTED_MAX:
+                _SORTED[order] = names
+        items = list(map(x.__getitem__, names))  # (a comprehension is a frame more)
+        head = ("dict", order)
     elif x is None:
         return "none"
     elif isinstance(x, tuple) and hasattr(t, "_fields") and t not in _REGISTRY:
@@ -61,6 +71,12 @@ def _walk(x, leaves: list):
     else:
         return _leaf(x, t, leaves)
     key = [head]
+    if len(items) >= 8:  # many scalars (a dict of parameters): no loop here
+        types = list(map(type, items))
+        if _INLINE.issuperset(types):
+            leaves.extend(items)
+            key.extend(types)
+            return tuple(key)
     add_key, add_leaf, ndarray, scalars = key.append, leaves.append, np.ndarray, _INLINE
     for item in items:
         s = type(item)

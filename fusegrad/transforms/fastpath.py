@@ -132,10 +132,11 @@ def _part(td):
         keys, order = td.aux, td.order
         if order is None:
             return lambda it: dict(zip(keys, values(it)))
-        return lambda it: _reordered(dict(zip(keys, values(it))), order)
+        # built in the caller's order at once: the leaf of each key in that order
+        at = operator.itemgetter(*(list(keys).index(k) for k in order))
+        if len(order) == 1:
+            return lambda it: dict(zip(order, (at(list(values(it))),)))
+        return lambda it: dict(zip(order, at(list(values(it)))))
     count = td.num_leaves  # other containers: as tree_unflatten builds them
     return lambda it: tree_unflatten(td, [next(it) for _ in range(count)])
 
-
-def _reordered(d: dict, order: tuple) -> dict:
-    return dict(zip(order, map(d.__getitem__, order)))
