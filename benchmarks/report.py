@@ -36,9 +36,26 @@ def memory_gib() -> float | None:
     return None
 
 
+def vector_width() -> str:
+    """The vector registers fusegrad's generated code uses here (``FUSEGRAD_CPU_FEATURES``
+    applied), and how JAX was limited (``XLA_FLAGS``), if it was."""
+    from fusegrad import config
+    from fusegrad.codegen.lean import engine
+
+    bits = 8 * engine.vector_bytes()
+    name = {512: "AVX-512", 256: "AVX2"}.get(bits, "SSE")
+    out = f"{bits}-bit vectors ({name})"
+    if config.CPU_FEATURES:
+        out += f", FUSEGRAD_CPU_FEATURES={config.CPU_FEATURES}"
+    if os.environ.get("XLA_FLAGS"):
+        out += f", XLA_FLAGS={os.environ['XLA_FLAGS']}"
+    return out
+
+
 def machine() -> dict:
     return {
         "cpu": cpu_model(),
+        "vector": vector_width(),
         "cores": os.cpu_count(),
         "memory_gib": memory_gib(),
         "platform": platform.platform(),
@@ -159,7 +176,9 @@ def markdown(result: dict) -> str:
     m = result["machine"]
     v = m["versions"]
     vs = ", ".join(f"{k} {v[k]}" for k in v if v[k])
-    parts = [f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {m['platform']}",
+    vector = f" ({m['vector']})" if m.get("vector") else ""
+    parts = [f"Machine: {m['cpu']}{vector}, {m['cores']} cores, {m['memory_gib']} GiB; "
+             f"{m['platform']}",
              f"Date: {m['date']}; command: `{result['command']}`", f"Versions: {vs}",
              f"Load average (1, 5, 15 min) at start: {m.get('loadavg_at_start')}", ""]
     for mode in result["modes"]:
