@@ -142,3 +142,23 @@ def test_tile_sizes_divide_the_rows_and_stay_in_the_budget():
     assert tiling._tile_size(3000, 256) == 60
     assert tiling._tile_size(4096, 8) == 1024  # a quarter of the rows at most
     assert tiling._tile_size(2053, 256) is None
+
+
+@pytest.mark.parametrize("name", ["iota", "parameter", "select", "row max", "logsumexp",
+                                  "float32"])
+def test_more_row_programs_tiled_with_the_interpreters_results(name):
+    """An index array of the rows read a tile at a time, a parameter returned as it is,
+    selects, reductions along a row and float32."""
+    rng = np.random.default_rng(7)
+    w, x = rng.normal(size=(4, 8)), rng.normal(size=(ROWS, 4))
+    f = {"iota": lambda w, x: fnp.sum(fnp.arange(ROWS)[:, None] * fnp.tanh(x @ w)),
+         "parameter": lambda w, x: (x, fnp.sum(fnp.tanh(x @ w))),
+         "select": lambda w, x: fnp.sum(fnp.where(x @ w > 0, x @ w, 0.0)),
+         "row max": fg.grad(lambda w, x: fnp.sum(fnp.max(fnp.tanh(x @ w), axis=1))),
+         "logsumexp": fg.grad(lambda w, x: fnp.sum(fnp.log(fnp.sum(fnp.exp(x @ w), axis=1)))),
+         "float32": lambda w, x: fnp.sum(fnp.tanh(x.astype(np.float32) @ w.astype(np.float32))),
+         }[name]
+    assert _tiled(f, w, x)
+    got, ref = fg.jit(f)(w, x), interpreted(f, w, x)
+    for g, r in zip(tree_leaves(got), tree_leaves(ref)):
+        assert_close(g, r, "f32" if np.asarray(r).dtype == np.float32 else "exact64")
