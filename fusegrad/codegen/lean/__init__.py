@@ -25,7 +25,7 @@ from ..._sources import sha256
 from ...ir import Function
 from ...ir.printer import print_function
 from ...ir.stats import add_phase, count_module
-from . import copies, engine, extents, mathcalls, mathlib_ir, parallel, symbols
+from . import copies, engine, extents, mathcalls, mathlib_ir, parallel, smallmm, symbols
 from . import scalar as sc
 from .control import walk
 from .entry import Entry, check, check_op
@@ -184,7 +184,8 @@ def source(fused: Function, threads: bool = False) -> str:
     check(fused)
     _, texts, entry = _lowered(fused, threads, fresh=True)
     _, symbol = _named(entry.text, "__fusegrad_entry__", "e_")
-    return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts])
+    loops = [smallmm.module_text(*b) for b in entry.narrow_loops.values()]
+    return "\n".join([entry.text.replace("__fusegrad_entry__", symbol), *texts, *loops])
 
 
 def digest(fused: Function) -> str | None:
@@ -232,11 +233,13 @@ def _from_manifest(fused: Function, key: str | None, host: bool = True):
     # the runtime's modules by their recorded names, loaded in one batch with the
     # program's (naming them anew would need LLVM's target)
     copied, library = manifest["copies"], manifest["mathlib"]
+    narrow = manifest.get("narrow", {})
     if not engine.load_objects([*([copied] if copied else []), *library.values(),
-                                *manifest["modules"]]):
+                                *narrow.values(), *manifest["modules"]]):
         return None
     if copied:
         copies.loaded(copied)
+    smallmm.loaded(narrow)
     mathcalls.loaded(library)
     call, address = _loaded(manifest["symbol"], fused.name, host)
     return Compiled(call, manifest["arena"], manifest["kernels"], 0, address,
@@ -264,6 +267,7 @@ def compile_function(fused: Function, threads: bool = False,
     add_phase("IR emission", time.perf_counter() - t0)
     if entry.uses_copies:
         copies.ensure()
+    narrow = {sym: smallmm.ensure(b) for sym, b in entry.narrow_loops.items()}
     compiled = len(parallel.compile_modules(
         [(text, "m" + name, _linker(text), "small" if name.startswith("s_") else "kernel")
          for text, name in modules]
@@ -275,6 +279,7 @@ def compile_function(fused: Function, threads: bool = False,
             "symbol": symbol, "modules": ["m" + n for _, n in modules] + ["m" + symbol],
             "arena": entry.arena_bytes, "kernels": len(modules),
             "copies": copies.ensure() if entry.uses_copies else None,
+            "narrow": narrow,
             "sizes": entry.size_values.tolist(),
             "table": entry.table_offset,
             "mathlib": mathcalls.modules(

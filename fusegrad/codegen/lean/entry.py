@@ -143,6 +143,7 @@ class Entry(control.Regions, products.Products, indexing.Indexing, scans.Scans,
         #: ``(text, name)``; the entry itself is straight-line code
         self.helpers: list[tuple[str, str]] = []
         self.uses_copies = False  # whether it calls ``copies``' strided copy
+        self.narrow_loops: dict = {}  # ``smallmm``'s loops it calls: symbol -> blocking
         self.region_fns: dict[Function, ir.Function] = {}  # control-flow regions
         self.folded = frozenset().union(*map(products.folded_transposes,
                                              control.functions(fn)))

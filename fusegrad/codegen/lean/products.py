@@ -96,7 +96,8 @@ def _batch_offsets(batch, shape) -> list[int]:
 
 class Products:
     """The entry's ``matmul`` (mixed into ``entry.Entry``: uses ``b``, ``vals``,
-    ``narrow``, ``folded``, ``_place``, ``_typed``, ``_declare``, ``_size`` and ``_table``)."""
+    ``narrow``, ``narrow_loops``, ``folded``, ``_place``, ``_typed``, ``_declare``,
+    ``_size`` and ``_table``)."""
 
     def _matmul(self, op: Op) -> None:
         b = self.b
@@ -151,9 +152,11 @@ class Products:
         m, k = x.type.shape
         n = y.type.shape[-1]
         dtype = out.type.dtype
-        lanes, nv, mr = smallmm.blocking(dtype, n)
+        blocking = (dtype, *smallmm.blocking(dtype, n))
         ptrs = [self._typed(p, out.type) for p in (self.vals[x], self.vals[y], dst)]
         strides = (1, m) if tx else (k, 1)
         args = [*ptrs, *(self._size(v) for v in (m, n, k, *strides))]
-        self._helper(args, lambda f: smallmm.build(f, dtype, lanes, nv, mr))
+        sym = smallmm.symbol(*blocking)
+        self.b.call(self._declare(sym, ir.VoidType(), [a.type for a in args]), args)
+        self.narrow_loops[sym] = blocking  # (a runtime module: ``smallmm.ensure``)
         self.vals[out] = dst

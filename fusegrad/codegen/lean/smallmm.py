@@ -16,8 +16,10 @@ Vectors are the machine's widest (``engine.vector_bytes``: 64 bytes with AVX-512
 with AVX-512, 12 of 16 else), leaving room for the row of ``B`` and a broadcast so
 nothing spills. Each element of ``C`` is one chain of fused multiply-adds over ``k`` in
 order, so its bits do not depend on the block it falls in. Shapes are arguments (read
-from the entry's size table), so one module serves every product of its dtype and
-block.
+from the entry's size table), so one function serves every product of its dtype and
+blocking: ``fusegrad_narrow_<dtype>_<lanes>x<vectors>x<rows>``, in a module of the
+runtime's own (``rt_``, as ``copies``) compiled once per machine and kept beside the
+math library, so a new program's compile does not pay for it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...ir import Op
+from ...ir.types import dtype_name
 from . import engine
 from . import scalar as sc
 from .kernel import I64, loop_nest
@@ -173,3 +176,42 @@ def _fma(mod: ir.Module, ety, vec: int) -> ir.Function:
     ty = ir.VectorType(ety, vec) if vec > 1 else ety
     g = mod.globals.get(name)
     return g or ir.Function(mod, ir.FunctionType(ty, [ty, ty, ty]), name)
+
+
+def symbol(dtype: np.dtype, lanes: int, nv: int, mr: int) -> str:
+    """The name of the loop for ``dtype`` and a blocking."""
+    return f"fusegrad_narrow_{dtype_name(dtype)}_{lanes}x{nv}x{mr}"
+
+
+def module_text(dtype: np.dtype, lanes: int, nv: int, mr: int) -> str:
+    """The module of the loop ``symbol(dtype, lanes, nv, mr)``."""
+    mod = ir.Module(name="narrow")
+    mod.triple, mod.data_layout = engine.triple_and_layout()
+    ptr = sc.mem_type(dtype).as_pointer()
+    f = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ptr] * 3 + [I64] * 5),
+                    symbol(dtype, lanes, nv, mr))
+    build(f, dtype, lanes, nv, mr)
+    return str(mod)
+
+
+def ensure(blocking: tuple) -> str:
+    """Add the loop of ``blocking`` (``(dtype, lanes, nv, mr)``) to the engine (compiled
+    once per machine, then loaded); its module's name."""
+    sym = symbol(*blocking)
+    rt = _added.get(sym)
+    if rt is None:
+        triple, layout = engine.triple_and_layout()
+        rt = "rt_" + engine.module_name(f"; {sym} for {triple} {layout}")[4:]
+        if not engine.load_objects([rt]):
+            engine.add(module_text(*blocking), rt, kind="runtime")
+        _added[sym] = rt
+    return rt
+
+
+def loaded(names: dict) -> None:
+    """Note the loops a manifest loaded: symbol -> module name."""
+    _added.update(names)
+
+
+#: the loops in the engine: symbol -> runtime module name
+_added: dict[str, str] = {}
