@@ -19,20 +19,7 @@ import fusegrad.numpy as fnp
 from fusegrad import config
 from fusegrad.runtime import compiled, fastcall
 from fusegrad.runtime.lean_exec import LeanExecutable
-
-
-def w1(x):
-    return fnp.sum(fnp.sin(x) * fnp.exp(-0.5 * x * x) + fnp.tanh(x) * x)
-
-
-def w1_np(x):
-    return np.sum(np.sin(x) * np.exp(-0.5 * x * x) + np.tanh(x) * x)
-
-
-def w1_grad(x):
-    e = np.exp(-0.5 * x * x)
-    t = np.tanh(x)
-    return np.cos(x) * e - x * np.sin(x) * e + t + x * (1 - t * t)
+from tests.runtime.test_fast_call import w1, w1_grad, w1_np
 
 
 @pytest.fixture(autouse=True)
